@@ -1,0 +1,137 @@
+package core
+
+import "fmt"
+
+// Env is the state of one unit of work (a batch or micro-batch) on one
+// device while its ops run: the values the ops read and write, their
+// gradients, the bound graphs and the loss target. The executor builds one
+// per unit; ops use it through its methods. An Env is used by one
+// goroutine at a time.
+type Env struct {
+	Dev Device
+	K   Kernels
+	// Graphs binds graph names (GraphSpec.Name) to graphs.
+	Graphs map[string]*Graph
+	// Labels holds the class of every row of the output (-1: none).
+	Labels []int32
+	// Targets are the output rows the loss is taken over, LossScale its
+	// factor (1/|batch| for a mean over the batch).
+	Targets   []int32
+	LossScale float32
+	// Training enables dropout; Seed drives it (distinct per step).
+	Training bool
+	Seed     uint64
+	// Loss is set by the loss op in Forward.
+	Loss float64
+
+	vals      map[string]*Tensor
+	grads     map[string]*Tensor
+	owned     map[*Tensor]bool
+	needGrad  map[string]bool
+	params    map[string]*Tensor
+	paramGrad map[string]*Tensor
+}
+
+// NewEnv returns an Env on dev. params are the device's parameter replica
+// and paramGrads the device's gradient accumulators (both shared, not
+// owned); needGrad is Model.NeedsGrad().
+func NewEnv(dev Device, params, paramGrads map[string]*Tensor, needGrad map[string]bool) *Env {
+	return &Env{
+		Dev: dev, K: dev.Kernels(), Graphs: map[string]*Graph{},
+		vals: map[string]*Tensor{}, grads: map[string]*Tensor{}, owned: map[*Tensor]bool{},
+		needGrad: needGrad, params: params, paramGrad: paramGrads,
+	}
+}
+
+// Alloc allocates a zeroed tensor owned by the Env (freed by Release).
+func (e *Env) Alloc(shape ...int) (*Tensor, error) {
+	t, err := e.Dev.Alloc(shape...)
+	if err != nil {
+		return nil, err
+	}
+	e.owned[t] = true
+	return t, nil
+}
+
+// Free releases an Env-owned tensor early. Other tensors are left alone.
+func (e *Env) Free(t *Tensor) {
+	if t != nil && e.owned[t] {
+		delete(e.owned, t)
+		e.Dev.Free(t)
+	}
+}
+
+// Adopt hands ownership of t (allocated on e.Dev) to the Env.
+func (e *Env) Adopt(t *Tensor) { e.owned[t] = true }
+
+// Value returns a bound value: a param, an input, or an op output.
+func (e *Env) Value(name string) (*Tensor, error) {
+	if t, ok := e.vals[name]; ok {
+		return t, nil
+	}
+	if t, ok := e.params[name]; ok {
+		return t, nil
+	}
+	return nil, fmt.Errorf("core: value %q is not bound on %s", name, e.Dev.ID())
+}
+
+// SetValue binds name to t.
+func (e *Env) SetValue(name string, t *Tensor) { e.vals[name] = t }
+
+// Graph returns a bound graph.
+func (e *Env) Graph(name string) (*Graph, error) {
+	if g, ok := e.Graphs[name]; ok {
+		return g, nil
+	}
+	return nil, fmt.Errorf("core: graph %q is not bound on %s", name, e.Dev.ID())
+}
+
+// NeedsGrad reports whether backward must produce the gradient of name.
+func (e *Env) NeedsGrad(name string) bool { return e.needGrad[name] }
+
+// Grad returns the gradient of the loss with respect to name, or nil if
+// nothing has contributed to it.
+func (e *Env) Grad(name string) *Tensor { return e.grads[name] }
+
+// SetGrad seeds the gradient of name (the loss op's output).
+func (e *Env) SetGrad(name string, g *Tensor) { e.grads[name] = g }
+
+// AccumGrad adds g into the gradient of name and takes ownership of g. A
+// parameter's gradient goes into the device's accumulator, which sums over
+// all units run on the device; g is then freed.
+func (e *Env) AccumGrad(name string, g *Tensor) error {
+	if !e.needGrad[name] {
+		e.Free(g)
+		return nil
+	}
+	if pg, ok := e.paramGrad[name]; ok {
+		err := e.K.Map(MapAdd, pg, g, 0, pg)
+		e.Free(g)
+		return err
+	}
+	if cur := e.grads[name]; cur != nil {
+		err := e.K.Map(MapAdd, cur, g, 0, cur)
+		e.Free(g)
+		return err
+	}
+	e.grads[name] = g
+	return nil
+}
+
+// DropGrad frees the gradient of name once nothing needs it.
+func (e *Env) DropGrad(name string) {
+	if g := e.grads[name]; g != nil {
+		delete(e.grads, name)
+		e.Free(g)
+	}
+}
+
+// Release frees everything the Env owns.
+func (e *Env) Release() {
+	for t := range e.owned {
+		e.Dev.Free(t)
+	}
+	clear(e.owned)
+	clear(e.vals)
+	clear(e.grads)
+}

@@ -1,0 +1,403 @@
+package core
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+)
+
+// TaskKind is what a plan task does.
+type TaskKind uint8
+
+const (
+	// TaskForward runs ops [OpLo, OpHi) forward for a unit.
+	TaskForward TaskKind = iota
+	// TaskBackward runs ops [OpLo, OpHi) backward for a unit, adding the
+	// parameter gradients into its device's accumulators.
+	TaskBackward
+	// TaskReduceGrads adds device From's gradient accumulators into the
+	// task's device (the plan's Home) and clears From's.
+	TaskReduceGrads
+	// TaskStep applies the optimizer on Home and refreshes the replicas.
+	TaskStep
+)
+
+var taskKindNames = [...]string{"forward", "backward", "reduce_grads", "step"}
+
+func (k TaskKind) String() string {
+	if int(k) < len(taskKindNames) {
+		return taskKindNames[k]
+	}
+	return fmt.Sprintf("TaskKind(%d)", uint8(k))
+}
+
+// MarshalText writes the kind's name.
+func (k TaskKind) MarshalText() ([]byte, error) { return []byte(k.String()), nil }
+
+// UnmarshalText reads a kind's name.
+func (k *TaskKind) UnmarshalText(b []byte) error {
+	for i, n := range taskKindNames {
+		if n == string(b) {
+			*k = TaskKind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("core: unknown task kind %q (want one of %s)", b, strings.Join(taskKindNames[:], ", "))
+}
+
+// Unit is a unit of work: a set of target nodes whose loss, scaled by
+// LossWeight, is one term of the iteration's loss.
+type Unit struct {
+	ID         int     `json:"id"`
+	Targets    []int32 `json:"targets"`
+	LossWeight float64 `json:"loss_weight"`
+}
+
+// Task is one step of a plan on a device stream. It may start once every
+// task in Deps has finished; tasks on one stream also run in plan order.
+type Task struct {
+	ID     int      `json:"id"`
+	Kind   TaskKind `json:"kind"`
+	Unit   int      `json:"unit"` // -1 for ReduceGrads and Step
+	Device DeviceID `json:"device"`
+	Stream int      `json:"stream"`
+	OpLo   int      `json:"op_lo,omitempty"`
+	OpHi   int      `json:"op_hi,omitempty"`
+	From   DeviceID `json:"from,omitempty"` // ReduceGrads source
+	Deps   []int    `json:"deps,omitempty"`
+}
+
+// Plan is a scheduler's answer: plain, serialisable data.
+type Plan struct {
+	Scheduler string   `json:"scheduler"`
+	Home      DeviceID `json:"home"` // holds the master parameters and runs the Step
+	Units     []Unit   `json:"units"`
+	Tasks     []Task   `json:"tasks"`
+	// MemEstimate is the scheduler's predicted peak per device (optional);
+	// Validate rejects a plan whose estimate exceeds a device's cap.
+	MemEstimate map[DeviceID]int64 `json:"mem_estimate,omitempty"`
+}
+
+// DecodePlan reads a plan from JSON, rejecting unknown fields.
+func DecodePlan(b []byte) (*Plan, error) {
+	var p Plan
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%w: decode: %v", ErrInvalidPlan, err)
+	}
+	return &p, nil
+}
+
+// Devices lists the devices the plan uses, sorted.
+func (p *Plan) Devices() []DeviceID {
+	seen := map[DeviceID]bool{}
+	for _, t := range p.Tasks {
+		seen[t.Device] = true
+	}
+	out := make([]DeviceID, 0, len(seen))
+	for d := range seen {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+func planErr(format string, a ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidPlan, fmt.Sprintf(format, a...))
+}
+
+// Validate checks the plan against the workload: known devices, acyclic
+// dependencies, every batch node in exactly one unit, loss weights summing
+// to 1, every op of every unit run forward and backward exactly once (on
+// one device, backward after forward), per-device gradients reduced into
+// Home before the single Step, and memory estimates within the caps.
+func (p *Plan) Validate(w *Workload) error {
+	if p == nil {
+		return planErr("nil plan")
+	}
+	var errs []error
+	fail := func(format string, a ...any) { errs = append(errs, planErr(format, a...)) }
+	known := map[DeviceID]DeviceInfo{}
+	for _, d := range w.Devices {
+		known[d.ID] = d
+	}
+	if _, ok := known[p.Home]; !ok {
+		fail("home device %q is not one of the workload's devices", p.Home)
+	}
+	// Units: exactly-once coverage of the batch.
+	want := map[int32]int{}
+	for _, n := range w.Batch {
+		want[n]++
+	}
+	got := map[int32]int{}
+	sum := 0.0
+	for i, u := range p.Units {
+		if u.ID != i {
+			fail("unit %d has id %d; ids must equal positions", i, u.ID)
+		}
+		if math.IsNaN(u.LossWeight) || math.IsInf(u.LossWeight, 0) || u.LossWeight < 0 {
+			fail("unit %d has loss weight %v", i, u.LossWeight)
+		}
+		sum += u.LossWeight
+		for _, n := range u.Targets {
+			got[n]++
+		}
+	}
+	if len(w.Batch) > 0 && math.Abs(sum-1) > 1e-6 {
+		fail("unit loss weights sum to %.9g, want 1", sum)
+	}
+	var lost, dup, extra []int32
+	for n, c := range want {
+		switch g := got[n]; {
+		case g == 0:
+			lost = append(lost, n)
+		case g > c:
+			dup = append(dup, n)
+		}
+	}
+	for n := range got {
+		if want[n] == 0 {
+			extra = append(extra, n)
+		}
+	}
+	if len(lost) > 0 {
+		fail("%d batch nodes are in no unit (e.g. %v)", len(lost), sample(lost))
+	}
+	if len(dup) > 0 {
+		fail("%d batch nodes are in more than one unit (e.g. %v)", len(dup), sample(dup))
+	}
+	if len(extra) > 0 {
+		fail("%d unit targets are not in the batch (e.g. %v)", len(extra), sample(extra))
+	}
+	// Tasks: well-formed, acyclic.
+	n := len(p.Tasks)
+	nOps := len(w.Ops)
+	for i, t := range p.Tasks {
+		if t.ID != i {
+			fail("task %d has id %d; ids must equal positions", i, t.ID)
+		}
+		if _, ok := known[t.Device]; !ok {
+			fail("task %d (%s) runs on unknown device %q", i, t.Kind, t.Device)
+		}
+		if t.Stream < 0 {
+			fail("task %d has negative stream %d", i, t.Stream)
+		}
+		for _, d := range t.Deps {
+			if d < 0 || d >= n || d == i {
+				fail("task %d depends on task %d, which does not exist", i, d)
+			}
+		}
+		switch t.Kind {
+		case TaskForward, TaskBackward:
+			if t.Unit < 0 || t.Unit >= len(p.Units) {
+				fail("task %d (%s) names unit %d of %d", i, t.Kind, t.Unit, len(p.Units))
+			}
+			if t.OpLo < 0 || t.OpHi > nOps || t.OpLo >= t.OpHi {
+				fail("task %d (%s) has op range [%d,%d) outside the model's %d ops", i, t.Kind, t.OpLo, t.OpHi, nOps)
+			}
+		case TaskReduceGrads:
+			if _, ok := known[t.From]; !ok {
+				fail("task %d reduces gradients from unknown device %q", i, t.From)
+			}
+			if t.Device != p.Home {
+				fail("task %d reduces gradients into %s, not the home device %s", i, t.Device, p.Home)
+			}
+		case TaskStep:
+			if t.Device != p.Home {
+				fail("task %d steps the optimizer on %s, not the home device %s", i, t.Device, p.Home)
+			}
+		default:
+			fail("task %d has unknown kind %d", i, t.Kind)
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	order, err := p.topo()
+	if err != nil {
+		return err
+	}
+	anc := p.ancestors(order)
+	reach := func(from, to int) bool { return anc[from][to] } // to is an ancestor of from
+	// Per unit: op coverage, one device, backward after forward.
+	type cover struct{ fwd, bwd []int }
+	units := make([]cover, len(p.Units))
+	unitDev := make([]DeviceID, len(p.Units))
+	for i, t := range p.Tasks {
+		switch t.Kind {
+		case TaskForward, TaskBackward:
+			if unitDev[t.Unit] == "" {
+				unitDev[t.Unit] = t.Device
+			} else if unitDev[t.Unit] != t.Device {
+				fail("unit %d runs on both %s and %s; a unit's tasks must share a device", t.Unit, unitDev[t.Unit], t.Device)
+			}
+			if t.Kind == TaskForward {
+				units[t.Unit].fwd = append(units[t.Unit].fwd, i)
+			} else {
+				units[t.Unit].bwd = append(units[t.Unit].bwd, i)
+			}
+		}
+	}
+	for u, c := range units {
+		for _, kind := range []struct {
+			name  string
+			tasks []int
+		}{{"forward", c.fwd}, {"backward", c.bwd}} {
+			seen := make([]int, nOps)
+			for _, ti := range kind.tasks {
+				for o := p.Tasks[ti].OpLo; o < p.Tasks[ti].OpHi; o++ {
+					seen[o]++
+				}
+			}
+			for o, s := range seen {
+				if s != 1 {
+					fail("unit %d runs op %d (%s) %s %d times, want once", u, o, w.Ops[o].Name, kind.name, s)
+					break
+				}
+			}
+		}
+		for _, b := range c.bwd {
+			for _, f := range c.fwd {
+				if !reach(b, f) {
+					fail("unit %d: backward task %d does not wait for forward task %d", u, b, f)
+				}
+			}
+		}
+	}
+	// Gradient reduction and the step.
+	var steps []int
+	reduces := map[DeviceID][]int{}
+	for i, t := range p.Tasks {
+		switch t.Kind {
+		case TaskStep:
+			steps = append(steps, i)
+		case TaskReduceGrads:
+			reduces[t.From] = append(reduces[t.From], i)
+		}
+	}
+	if len(steps) != 1 {
+		fail("plan has %d optimizer steps, want exactly 1", len(steps))
+	} else {
+		s := steps[0]
+		for u, c := range units {
+			for _, b := range c.bwd {
+				if !reach(s, b) {
+					fail("the step (task %d) does not wait for unit %d's backward task %d", s, u, b)
+				}
+			}
+			if d := unitDev[u]; d != "" && d != p.Home {
+				r := reduces[d]
+				if len(r) != 1 {
+					fail("device %s runs backward work but has %d gradient reductions into %s, want 1", d, len(r), p.Home)
+					continue
+				}
+				if !reach(s, r[0]) {
+					fail("the step does not wait for the gradient reduction from %s (task %d)", d, r[0])
+				}
+				for _, b := range c.bwd {
+					if !reach(r[0], b) {
+						fail("the gradient reduction from %s (task %d) does not wait for backward task %d", d, r[0], b)
+					}
+				}
+			}
+		}
+	}
+	for d, est := range p.MemEstimate {
+		if info, ok := known[d]; ok && info.MemCap > 0 && est > info.MemCap {
+			fail("predicted peak on %s is %s, over its cap of %s", d, FormatBytes(est), FormatBytes(info.MemCap))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func sample(v []int32) []int32 {
+	sort.Slice(v, func(i, j int) bool { return v[i] < v[j] })
+	if len(v) > 5 {
+		return v[:5]
+	}
+	return v
+}
+
+// preds returns each task's predecessors: its Deps and the task before it
+// on the same device stream (streams run in plan order).
+func (p *Plan) preds() [][]int {
+	type key struct {
+		d DeviceID
+		s int
+	}
+	last := map[key]int{}
+	pr := make([][]int, len(p.Tasks))
+	for i, t := range p.Tasks {
+		pr[i] = append(pr[i], t.Deps...)
+		k := key{t.Device, t.Stream}
+		if j, ok := last[k]; ok {
+			pr[i] = append(pr[i], j)
+		}
+		last[k] = i
+	}
+	return pr
+}
+
+// topo returns a topological order of the tasks (dependencies plus stream
+// order) or an error naming the tasks on a cycle, which would deadlock.
+func (p *Plan) topo() ([]int, error) {
+	n := len(p.Tasks)
+	indeg := make([]int, n)
+	out := make([][]int, n)
+	for i, pr := range p.preds() {
+		for _, d := range pr {
+			out[d] = append(out[d], i)
+			indeg[i]++
+		}
+	}
+	var q, order []int
+	for i := range indeg {
+		if indeg[i] == 0 {
+			q = append(q, i)
+		}
+	}
+	for len(q) > 0 {
+		i := q[0]
+		q = q[1:]
+		order = append(order, i)
+		for _, j := range out[i] {
+			if indeg[j]--; indeg[j] == 0 {
+				q = append(q, j)
+			}
+		}
+	}
+	if len(order) != n {
+		var cyc []int
+		for i := range indeg {
+			if indeg[i] > 0 {
+				cyc = append(cyc, i)
+			}
+		}
+		if len(cyc) > 8 {
+			cyc = cyc[:8]
+		}
+		return nil, planErr("task dependencies (with stream order) form a cycle through tasks %v: the plan would deadlock", cyc)
+	}
+	return order, nil
+}
+
+// ancestors returns for each task the set of tasks it transitively waits on.
+func (p *Plan) ancestors(order []int) []map[int]bool {
+	anc := make([]map[int]bool, len(p.Tasks))
+	pr := p.preds()
+	for _, i := range order {
+		a := map[int]bool{}
+		for _, d := range pr[i] {
+			a[d] = true
+			for x := range anc[d] {
+				a[x] = true
+			}
+		}
+		anc[i] = a
+	}
+	return anc
+}

@@ -1,0 +1,71 @@
+package core
+
+import "context"
+
+// OpInfo is the plain-data view of one op that schedulers reason over.
+type OpInfo struct {
+	Index int    `json:"index"`
+	Name  string `json:"name"`
+	Kind  OpKind `json:"kind"`
+	Deps  []int  `json:"deps,omitempty"` // indices of ops whose outputs it reads
+	Cost  Cost   `json:"cost"`           // at the workload's full-graph dims
+}
+
+// Workload is what a scheduler sees: the op DAG with costs, the data sizes,
+// the batch of target nodes for one iteration, and the devices.
+type Workload struct {
+	ModelName  string       `json:"model"`
+	Ops        []OpInfo     `json:"ops"`
+	ParamBytes int64        `json:"param_bytes"`
+	Dims       Dims         `json:"dims"`
+	FeatureDim int          `json:"feature_dim"`
+	Batch      []int32      `json:"batch"` // the target nodes of one iteration
+	Devices    []DeviceInfo `json:"devices"`
+	Seed       uint64       `json:"seed"`
+
+	// Model and Graph are the in-process objects behind the plain data
+	// (nil when the workload came over the wire).
+	Model *Model `json:"-"`
+	Graph *Graph `json:"-"`
+}
+
+// NewWorkload describes training m on g (as prepared for the model) with
+// the given batch of target nodes on the given devices.
+func NewWorkload(m *Model, g *Graph, featureDim int, batch []int32, devs []DeviceInfo, seed uint64) *Workload {
+	d := Dims{}
+	if g != nil {
+		d = Dims{Nodes: int64(g.NumDst), Edges: int64(g.NumEdges())}
+	}
+	w := &Workload{ModelName: m.Name, ParamBytes: m.ParamBytes(), Dims: d, FeatureDim: featureDim,
+		Batch: batch, Devices: devs, Seed: seed, Model: m, Graph: g}
+	deps := m.OpDeps()
+	for i, op := range m.Ops {
+		w.Ops = append(w.Ops, OpInfo{Index: i, Name: op.Name(), Kind: op.Kind(), Deps: deps[i], Cost: op.Cost(d)})
+	}
+	return w
+}
+
+// Device returns the workload's device with the given id.
+func (w *Workload) Device(id DeviceID) (DeviceInfo, bool) {
+	for _, d := range w.Devices {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return DeviceInfo{}, false
+}
+
+// Scheduler turns a workload into a plan. Schedule must be deterministic
+// for a fixed workload (including its seed) and honour ctx cancellation.
+type Scheduler interface {
+	Name() string
+	Schedule(ctx context.Context, w *Workload) (*Plan, error)
+}
+
+// SchedulerWithFeedback is a scheduler that adapts to measurements: after
+// an iteration the runtime passes the trace, and a non-nil plan replaces
+// the current one from the next iteration on.
+type SchedulerWithFeedback interface {
+	Scheduler
+	Observe(ctx context.Context, w *Workload, t *Trace) (*Plan, error)
+}
