@@ -1,0 +1,58 @@
+package core
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func TestMemAccountant(t *testing.T) {
+	m := NewMemAccountant("cpu:0", 100)
+	if err := m.Reserve(60, "a"); err != nil {
+		t.Fatal(err)
+	}
+	err := m.Reserve(50, "features")
+	var oom *OOMError
+	if !errors.Is(err, ErrOutOfMemory) || !errors.As(err, &oom) {
+		t.Fatalf("err = %v, want *OOMError", err)
+	}
+	if oom.Need != 50 || oom.Free != 40 || oom.Cap != 100 {
+		t.Errorf("OOMError %+v", oom)
+	}
+	for _, s := range []string{"cpu:0", "features", "--scheduler cherry", "free"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("message %q lacks %q", err, s)
+		}
+	}
+	m.Release(60)
+	if s := m.Stats(); s.Used != 0 || s.Peak != 60 {
+		t.Errorf("stats %+v", s)
+	}
+	m.ResetPeak()
+	var wg sync.WaitGroup
+	for i := 0; i < 8; i++ {
+		wg.Go(func() {
+			for j := 0; j < 100; j++ {
+				if m.Reserve(1, "") == nil {
+					m.Release(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s := m.Stats(); s.Used != 0 || s.Peak > 8 {
+		t.Errorf("after concurrent use: %+v", s)
+	}
+}
+
+func TestParseDeviceID(t *testing.T) {
+	if b, i, err := ParseDeviceID("cpu:3"); err != nil || b != "cpu" || i != 3 {
+		t.Errorf("got %s %d %v", b, i, err)
+	}
+	for _, bad := range []string{"cpu", ":1", "cpu:-1", "cpu:x"} {
+		if _, _, err := ParseDeviceID(bad); err == nil {
+			t.Errorf("ParseDeviceID(%q) accepted", bad)
+		}
+	}
+}

@@ -1,0 +1,161 @@
+package core
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+)
+
+// fakeWorkload has 3 ops, a batch of 6 nodes and devices d0, d1.
+func fakeWorkload() *Workload {
+	return &Workload{
+		Ops:     []OpInfo{{Index: 0, Name: "a"}, {Index: 1, Name: "b", Deps: []int{0}}, {Index: 2, Name: "c", Deps: []int{1}}},
+		Batch:   []int32{0, 1, 2, 3, 4, 5},
+		Devices: []DeviceInfo{{ID: "d0", MemCap: 1000}, {ID: "d1"}},
+	}
+}
+
+// twoUnitPlan splits the batch over d0 (home) and d1.
+func twoUnitPlan() *Plan {
+	return &Plan{
+		Scheduler: "test", Home: "d0",
+		Units: []Unit{{ID: 0, Targets: []int32{0, 1, 2}, LossWeight: 0.5}, {ID: 1, Targets: []int32{3, 4, 5}, LossWeight: 0.5}},
+		Tasks: []Task{
+			{ID: 0, Kind: TaskForward, Unit: 0, Device: "d0", OpLo: 0, OpHi: 3},
+			{ID: 1, Kind: TaskBackward, Unit: 0, Device: "d0", OpLo: 0, OpHi: 3, Deps: []int{0}},
+			{ID: 2, Kind: TaskForward, Unit: 1, Device: "d1", OpLo: 0, OpHi: 2},
+			{ID: 3, Kind: TaskForward, Unit: 1, Device: "d1", OpLo: 2, OpHi: 3, Deps: []int{2}},
+			{ID: 4, Kind: TaskBackward, Unit: 1, Device: "d1", OpLo: 0, OpHi: 3, Deps: []int{3}},
+			{ID: 5, Kind: TaskReduceGrads, Unit: -1, Device: "d0", From: "d1", Deps: []int{4}},
+			{ID: 6, Kind: TaskStep, Unit: -1, Device: "d0", Deps: []int{1, 5}},
+		},
+	}
+}
+
+func TestPlanValidate(t *testing.T) {
+	w := fakeWorkload()
+	if err := twoUnitPlan().Validate(w); err != nil {
+		t.Fatalf("valid plan rejected: %v", err)
+	}
+	cases := []struct {
+		name   string
+		mutate func(p *Plan)
+		want   string
+	}{
+		{"lost node", func(p *Plan) { p.Units[1].Targets = []int32{3, 4} }, "in no unit"},
+		{"duplicated node", func(p *Plan) { p.Units[1].Targets = []int32{3, 4, 5, 0} }, "more than one unit"},
+		{"foreign node", func(p *Plan) { p.Units[1].Targets = []int32{3, 4, 5, 99} }, "not in the batch"},
+		{"weights", func(p *Plan) { p.Units[0].LossWeight = 0.7 }, "sum to"},
+		{"unknown device", func(p *Plan) { p.Tasks[2].Device = "gpu:7" }, "unknown device"},
+		{"cycle", func(p *Plan) { p.Tasks[0].Deps = []int{1} }, "cycle"},
+		{"stream deadlock", func(p *Plan) { p.Tasks[3].Deps = []int{4} }, "cycle"},
+		{"op twice", func(p *Plan) { p.Tasks[3].OpLo = 1 }, "times, want once"},
+		{"op range", func(p *Plan) { p.Tasks[3].OpHi = 9 }, "op range"},
+		{"unit split across devices", func(p *Plan) { p.Tasks[3].Device = "d0" }, "runs on both"},
+		{"backward before forward", func(p *Plan) { p.Tasks[4].Deps = nil; p.Tasks[4].Stream = 1 }, "does not wait for forward"},
+		{"missing reduction", func(p *Plan) { p.Tasks[5].Kind = TaskStep }, "optimizer steps"},
+		{"step early", func(p *Plan) { p.Tasks[6].Deps = []int{1}; p.Tasks[6].Stream = 2 }, "does not wait"},
+		{"dangling dep", func(p *Plan) { p.Tasks[1].Deps = []int{42} }, "does not exist"},
+		{"over memory", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"d0": 5000} }, "over its cap"},
+		{"home", func(p *Plan) { p.Home = "nowhere" }, "home device"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p := twoUnitPlan()
+			c.mutate(p)
+			err := p.Validate(w)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestPlanJSONRoundTrip(t *testing.T) {
+	p := twoUnitPlan()
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"kind":"reduce_grads"`)) {
+		t.Errorf("task kinds should marshal by name: %s", b)
+	}
+	q, err := DecodePlan(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Validate(fakeWorkload()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := DecodePlan([]byte(`{"tasks":[{"kind":"teleport"}]}`)); !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("unknown kind: %v", err)
+	}
+	if _, err := DecodePlan([]byte(`{"units":[],"surprise":1}`)); !errors.Is(err, ErrInvalidPlan) {
+		t.Errorf("unknown field: %v", err)
+	}
+}
+
+// FuzzDecodePlan feeds arbitrary bytes to the plan decoder and validator:
+// they must return errors, never panic.
+func FuzzDecodePlan(f *testing.F) {
+	b, _ := json.Marshal(twoUnitPlan())
+	f.Add(b)
+	f.Add([]byte(`{"home":"d0","units":[{"id":0,"targets":[0,1,2,3,4,5],"loss_weight":1}],"tasks":[{"id":0,"kind":"step","unit":-1,"device":"d0","deps":[0]}]}`))
+	f.Add([]byte(`{"tasks":[{"id":0,"kind":"forward","unit":5,"device":"d0","op_lo":-3,"op_hi":99}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := DecodePlan(b)
+		if err != nil {
+			return
+		}
+		_ = p.Validate(fakeWorkload())
+	})
+}
+
+func TestTraceChrome(t *testing.T) {
+	tr := &Trace{PeakMem: map[DeviceID]int64{"cpu:0": 1234}, Wall: 5 * time.Millisecond, BytesMoved: 64}
+	tr.Events = append(tr.Events,
+		TraceEvent{Name: "fwd", Cat: "forward", Device: "cpu:0", Start: time.Millisecond, Dur: 2 * time.Millisecond, Unit: 0},
+		TraceEvent{Name: "xfer", Cat: "transfer", Device: "cpu:1", Stream: 1, Start: 0, Dur: time.Millisecond, Unit: -1, Bytes: 64})
+	var buf bytes.Buffer
+	if err := tr.WriteChrome(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []struct {
+			Name string  `json:"name"`
+			Ph   string  `json:"ph"`
+			Ts   float64 `json:"ts"`
+			Dur  float64 `json:"dur"`
+			Pid  int     `json:"pid"`
+		} `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	var x, m, c int
+	for _, e := range doc.TraceEvents {
+		switch e.Ph {
+		case "X":
+			x++
+			if e.Name == "fwd" && (e.Ts != 1000 || e.Dur != 2000) {
+				t.Errorf("fwd event at %v for %v µs", e.Ts, e.Dur)
+			}
+		case "M":
+			m++
+		case "C":
+			c++
+		}
+	}
+	if x != 2 || m < 4 || c != 1 {
+		t.Errorf("got %d spans, %d metadata, %d counters", x, m, c)
+	}
+	var all Trace
+	all.Append(tr, time.Second)
+	all.Append(tr, 2*time.Second)
+	if len(all.Events) != 4 || all.Events[2].Start != 2*time.Second+time.Millisecond || all.BytesMoved != 128 {
+		t.Errorf("Append: %+v", all)
+	}
+}
