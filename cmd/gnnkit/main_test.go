@@ -1,0 +1,158 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+func run(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	root := newRoot()
+	var out bytes.Buffer
+	root.SetOut(&out)
+	root.SetErr(&out)
+	root.SetArgs(args)
+	err := root.ExecuteContext(context.Background())
+	return out.String(), err
+}
+
+func trainJSON(t *testing.T, args ...string) trainResult {
+	t.Helper()
+	out, err := run(t, append([]string{"train", "--json"}, args...)...)
+	if err != nil {
+		t.Fatalf("train %v: %v", args, err)
+	}
+	var r trainResult
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("train --json printed %q: %v", out, err)
+	}
+	return r
+}
+
+func TestTrainJSONFields(t *testing.T) {
+	r := trainJSON(t, "--epochs", "3")
+	if r.Model != "gcn" || r.Data != "cora" || r.Scheduler != "sequential" || r.Backend != "cpu" || r.Epochs != 3 {
+		t.Errorf("result %+v", r)
+	}
+	if r.EpochMsMedian <= 0 || r.PeakMemBytes["cpu:0"] <= 0 || r.FinalLoss <= 0 {
+		t.Errorf("missing measurements: %+v", r)
+	}
+}
+
+func TestTrainOutOfMemory(t *testing.T) {
+	_, err := run(t, "train", "--device-mem", "1MiB", "--epochs", "1", "-q")
+	if !errors.Is(err, core.ErrOutOfMemory) {
+		t.Fatalf("err = %v, want out of memory", err)
+	}
+	for _, s := range []string{"out of memory", "free", "--scheduler cherry"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("message %q lacks %q", err, s)
+		}
+	}
+}
+
+func TestTrainTrace(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "t.json")
+	r := trainJSON(t, "--epochs", "2", "--trace", path)
+	if r.Trace != path {
+		t.Errorf("trace field %q", r.Trace)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc struct {
+		TraceEvents []map[string]any `json:"traceEvents"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		t.Fatalf("trace is not JSON: %v", err)
+	}
+	spans := 0
+	for _, e := range doc.TraceEvents {
+		if e["ph"] == "X" {
+			spans++
+		}
+	}
+	if spans < 6 { // forward, backward, step, eval per epoch
+		t.Errorf("trace has %d spans", spans)
+	}
+}
+
+func TestTrainBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--model", "transformer"}, "unknown model"},
+		{[]string{"--scheduler", "magic"}, "unknown scheduler"},
+		{[]string{"--backend", "cuda"}, "-tags cuda"},
+		{[]string{"--devices", "cpu:0,gpu:1"}, "mixes backends"},
+		{[]string{"--devices", "cpu"}, "BACKEND:INDEX"},
+		{[]string{"--device-mem", "lots"}, "--device-mem"},
+		{[]string{"--data", "/nonexistent/dataset"}, "nonexistent"},
+		{[]string{"--epochs", "0"}, "epochs"},
+		{[]string{"--dropout", "1.5"}, "dropout"},
+		{[]string{"--feature-norm", "zscore"}, "feature-norm"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			_, err := run(t, append([]string{"train", "-q", "--epochs", "1"}, c.args...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+func TestDevicesAndDataInfo(t *testing.T) {
+	out, err := run(t, "devices")
+	if err != nil || !strings.Contains(out, "cpu:0") {
+		t.Errorf("devices: %v\n%s", err, out)
+	}
+	out, err = run(t, "devices", "--json")
+	var d map[string]any
+	if err != nil || json.Unmarshal([]byte(out), &d) != nil {
+		t.Errorf("devices --json: %v\n%s", err, out)
+	}
+	out, err = run(t, "data", "info", "cora")
+	if err != nil || !strings.Contains(out, "2708") {
+		t.Errorf("data info cora: %v\n%s", err, out)
+	}
+}
+
+// TestAcceptanceCora is the foundation's acceptance check: 200 epochs on
+// the embedded Cora reach the papers' accuracy, and the same seed gives the
+// same result.
+func TestAcceptanceCora(t *testing.T) {
+	if testing.Short() {
+		t.Skip("200-epoch runs; skipped with -short")
+	}
+	for _, c := range []struct {
+		model string
+		min   float64
+	}{{"gcn", 0.80}, {"gat", 0.80}, {"sage", 0.77}} {
+		t.Run(c.model, func(t *testing.T) {
+			r := trainJSON(t, "--model", c.model)
+			t.Logf("%s: test acc %.3f, val %.3f, epoch median %.2f ms, wall %.1f s", c.model, r.TestAcc, r.ValAcc, r.EpochMsMedian, r.WallSeconds)
+			if r.TestAcc < c.min {
+				t.Errorf("%s test accuracy %.3f < %.2f", c.model, r.TestAcc, c.min)
+			}
+			if c.model == "gcn" {
+				if r.WallSeconds > 60 {
+					t.Errorf("gcn took %.1f s, want < 60 s", r.WallSeconds)
+				}
+				again := trainJSON(t, "--model", c.model)
+				if again.TestAcc != r.TestAcc || again.FinalLoss != r.FinalLoss {
+					t.Errorf("same seed, different result: %v/%v vs %v/%v", r.TestAcc, r.FinalLoss, again.TestAcc, again.FinalLoss)
+				}
+			}
+		})
+	}
+}

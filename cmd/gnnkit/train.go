@@ -1,0 +1,328 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+	"github.com/spf13/cobra"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/engine"
+)
+
+type trainFlags struct {
+	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
+	epochs, hidden, heads, layers, threads                                            int
+	lr, wd, dropout, attnDropout                                                      float64
+	seed                                                                              uint64
+	asJSON, quiet                                                                     bool
+	schedOpts                                                                         []string
+}
+
+// modelDefaults are the reference settings of each model's paper / PyG example.
+var modelDefaults = map[string]struct {
+	hidden, heads      int
+	lr, wd, drop, attn float64
+}{
+	"gcn":  {hidden: 16, lr: 0.01, wd: 5e-4, drop: 0.5},
+	"sage": {hidden: 16, lr: 0.01, wd: 5e-4, drop: 0.5},
+	"gat":  {hidden: 8, heads: 8, lr: 0.005, wd: 5e-4, drop: 0.6, attn: 0.6},
+}
+
+func newTrainCmd() *cobra.Command {
+	f := &trainFlags{}
+	cmd := &cobra.Command{
+		Use:   "train",
+		Short: "Train a model (default: GCN on the embedded Cora, 200 epochs)",
+		Example: `  gnnkit train
+  gnnkit train --model gat --epochs 200
+  gnnkit train --data ../shared/data/cora --model sage --json
+  gnnkit train --data synthetic:sbm,nodes=10000,classes=5 --devices cpu:0 --trace t.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(core.Models(), ", "))
+	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
+	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
+	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
+	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(core.Backends(), ", "))
+	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 (default: the backend's first device)")
+	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
+	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
+	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
+	fl.Float64Var(&f.lr, "lr", 0, "learning rate (default: per model)")
+	fl.Float64Var(&f.wd, "weight-decay", -1, "L2 weight decay (default: per model)")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: adam or sgd")
+	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
+	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
+	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
+	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
+	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
+	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, dropout, synthetic data)")
+	fl.StringVar(&f.trace, "trace", "", "write a Chrome/Perfetto trace of the run to FILE")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object with the result (and no progress bar)")
+	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	return cmd
+}
+
+type trainResult struct {
+	Model         string                  `json:"model"`
+	Data          string                  `json:"data"`
+	Scheduler     string                  `json:"scheduler"`
+	Backend       string                  `json:"backend"`
+	Devices       []core.DeviceID         `json:"devices"`
+	Epochs        int                     `json:"epochs"`
+	EpochMsMedian float64                 `json:"epoch_ms_median"`
+	WallSeconds   float64                 `json:"wall_s"`
+	PeakMemBytes  map[core.DeviceID]int64 `json:"peak_mem_bytes"`
+	FinalLoss     float64                 `json:"final_loss"`
+	TrainAcc      float64                 `json:"train_acc"`
+	ValAcc        float64                 `json:"val_acc"`
+	TestAcc       float64                 `json:"test_acc"`
+	Units         int                     `json:"units"`
+	Seed          uint64                  `json:"seed"`
+	Trace         string                  `json:"trace,omitempty"`
+}
+
+func runTrain(cmd *cobra.Command, f *trainFlags) error {
+	ctx := cmd.Context()
+	def, ok := modelDefaults[f.model]
+	if !ok {
+		def = modelDefaults["gcn"]
+	}
+	fl := cmd.Flags()
+	pick := func(name string, set, dflt float64) float64 {
+		if fl.Changed(name) {
+			return set
+		}
+		return dflt
+	}
+	hidden := f.hidden
+	if !fl.Changed("hidden") {
+		hidden = def.hidden
+	}
+	heads := f.heads
+	if !fl.Changed("heads") {
+		heads = def.heads
+	}
+	lr, wd := pick("lr", f.lr, def.lr), pick("weight-decay", f.wd, def.wd)
+	drop, attn := pick("dropout", f.dropout, def.drop), pick("attn-dropout", f.attnDropout, def.attn)
+	if drop < 0 || drop >= 1 || attn < 0 || attn >= 1 {
+		return fmt.Errorf("dropout must be in [0, 1), got %g (attention %g)", drop, attn)
+	}
+	if f.epochs <= 0 {
+		return fmt.Errorf("--epochs must be positive, got %d", f.epochs)
+	}
+
+	ds, err := data.Open(f.dataSpec)
+	if err != nil {
+		return err
+	}
+	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
+		return fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
+	}
+	if len(ds.Train) == 0 {
+		return fmt.Errorf("dataset %s has no training split (train.txt)", ds.Name)
+	}
+	feats := ds.Features
+	switch f.featNorm {
+	case "row":
+		feats = ds.RowNormalizedFeatures()
+	case "none":
+	default:
+		return fmt.Errorf("--feature-norm %q: want row or none", f.featNorm)
+	}
+
+	var memCap int64
+	if f.deviceMem != "" {
+		if memCap, err = core.ParseBytes(f.deviceMem); err != nil {
+			return fmt.Errorf("--device-mem: %w", err)
+		}
+	}
+	backendName, ids, err := parseDevices(f.backend, f.devices)
+	if err != nil {
+		return err
+	}
+	need := 1
+	for _, id := range ids {
+		_, i, _ := core.ParseDeviceID(string(id))
+		need = max(need, i+1)
+	}
+	be, err := core.OpenBackend(backendName, core.BackendOptions{Devices: need, Threads: f.threads, MemCap: memCap})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	byID := map[core.DeviceID]core.Device{}
+	for _, d := range be.Devices() {
+		byID[d.ID()] = d
+	}
+	if len(ids) == 0 {
+		ids = []core.DeviceID{be.Devices()[0].ID()}
+	}
+	var devs []core.Device
+	var infos []core.DeviceInfo
+	for _, id := range ids {
+		d, ok := byID[id]
+		if !ok {
+			return fmt.Errorf("device %s not found on backend %s (have %d devices)", id, backendName, len(byID))
+		}
+		devs = append(devs, d)
+		infos = append(infos, d.Info())
+	}
+
+	opts := map[string]string{}
+	for _, kv := range f.schedOpts {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--sched-opt %q: want key=value", kv)
+		}
+		opts[k] = v
+	}
+	sched, err := core.NewScheduler(f.scheduler, opts)
+	if err != nil {
+		return err
+	}
+	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
+		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn)})
+	if err != nil {
+		return err
+	}
+	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: f.seed,
+		Data:      engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels},
+		Optimizer: engine.Optimizer{Kind: f.optimizer, LR: float32(lr), WeightDecay: float32(wd)}})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+
+	var bar *progressbar.ProgressBar
+	if !f.asJSON && !f.quiet {
+		bar = progressbar.NewOptions(f.epochs,
+			progressbar.OptionSetWriter(os.Stderr),
+			progressbar.OptionSetDescription(fmt.Sprintf("%s on %s", f.model, ds.Name)),
+			progressbar.OptionShowCount(),
+			progressbar.OptionSetWidth(24),
+			progressbar.OptionThrottle(100*time.Millisecond),
+			progressbar.OptionSetPredictTime(true),
+			progressbar.OptionClearOnFinish())
+	}
+	sum, err := engine.Train(ctx, tr, infos, engine.TrainOptions{
+		Epochs: f.epochs, Scheduler: sched, Train: ds.Train, Val: ds.Val, Test: ds.Test, Trace: f.trace != "",
+		Progress: func(s engine.EpochStats) {
+			if bar != nil {
+				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %.3f", f.model, ds.Name, s.Loss, s.ValAcc))
+				_ = bar.Add(1)
+			}
+		},
+	})
+	if bar != nil {
+		_ = bar.Finish()
+	}
+	if err != nil {
+		return err
+	}
+	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
+		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
+		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed}
+	if f.trace != "" {
+		if err := writeFileAtomic(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
+			return fmt.Errorf("writing trace: %w", err)
+		}
+		res.Trace = f.trace
+	}
+	out := cmd.OutOrStdout()
+	if f.asJSON {
+		enc := json.NewEncoder(out)
+		return enc.Encode(res)
+	}
+	printSummary(out, res)
+	return nil
+}
+
+func printSummary(w io.Writer, r trainResult) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	row("model", r.Model)
+	row("data", r.Data)
+	row("scheduler", fmt.Sprintf("%s (%d unit(s))", r.Scheduler, r.Units))
+	devs := make([]string, len(r.Devices))
+	for i, d := range r.Devices {
+		devs[i] = string(d)
+	}
+	row("backend / devices", r.Backend+" / "+strings.Join(devs, ","))
+	row("epochs", fmt.Sprint(r.Epochs))
+	row("epoch time (median)", fmt.Sprintf("%.2f ms", r.EpochMsMedian))
+	row("wall time", fmt.Sprintf("%.2f s", r.WallSeconds))
+	ids := make([]string, 0, len(r.PeakMemBytes))
+	for d := range r.PeakMemBytes {
+		ids = append(ids, string(d))
+	}
+	sort.Strings(ids)
+	for _, d := range ids {
+		row("peak memory "+d, core.FormatBytes(r.PeakMemBytes[core.DeviceID(d)]))
+	}
+	row("final loss", fmt.Sprintf("%.4f", r.FinalLoss))
+	row("accuracy train / val / test", fmt.Sprintf("%.3f / %.3f / %.3f", r.TrainAcc, r.ValAcc, r.TestAcc))
+	if r.Trace != "" {
+		row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
+	}
+	tw.Flush()
+}
+
+// parseDevices splits "--devices cpu:0,cpu:1" and checks they name one backend.
+func parseDevices(backend, list string) (string, []core.DeviceID, error) {
+	if strings.TrimSpace(list) == "" {
+		return backend, nil, nil
+	}
+	var ids []core.DeviceID
+	seen := map[core.DeviceID]bool{}
+	b := ""
+	for _, s := range strings.Split(list, ",") {
+		name, i, err := core.ParseDeviceID(s)
+		if err != nil {
+			return "", nil, fmt.Errorf("--devices: %w", err)
+		}
+		if b != "" && name != b {
+			return "", nil, fmt.Errorf("--devices mixes backends %s and %s; one backend per run", b, name)
+		}
+		b = name
+		id := core.DeviceID(fmt.Sprintf("%s:%d", name, i))
+		if seen[id] {
+			return "", nil, fmt.Errorf("--devices lists %s twice", id)
+		}
+		seen[id] = true
+		ids = append(ids, id)
+	}
+	return b, ids, nil
+}
+
+// writeFileAtomic writes through a temporary file in the same folder and
+// renames it into place, so a failed write never leaves a partial file.
+func writeFileAtomic(path string, write func(io.Writer) error) error {
+	dir := filepath.Dir(path)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if err := write(tmp); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}
