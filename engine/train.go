@@ -84,7 +84,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		t0 := time.Now()
 		res, err := t.Run(ctx, plan, RunOptions{})
 		if err != nil {
-			return nil, fmt.Errorf("engine: epoch %d: %w", e, err)
+			return nil, fmt.Errorf("epoch %d: %w", e, err)
 		}
 		dur := time.Since(t0)
 		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {

@@ -323,6 +323,16 @@ func testNLLLoss(t *testing.T, b core.Backend) {
 				if withGrad {
 					check(t, "grad", e.get(grad), wg, absSlice(wg), len(rows))
 				}
+				if rc.c > 1 {
+					bad := append([]int32(nil), labels...)
+					bad[rows[0]] = int32(rc.c)
+					if err := call(t, "NLLLoss", func() error {
+						_, err := e.k.NLLLoss(logp, bad, rows, 1, nil)
+						return err
+					}); err == nil {
+						t.Errorf("NLLLoss with label %d of %d classes succeeded, want an error", rc.c, rc.c)
+					}
+				}
 				if rc.r > 1 {
 					if err := call(t, "NLLLoss", func() error {
 						_, err := e.k.NLLLoss(logp, labels, []int32{int32(rc.r)}, 1, nil)

@@ -50,10 +50,16 @@ type Fixture struct {
 }
 
 // NewFixture makes a seeded random graph of n nodes with two-way edges
-// (average degree about 2*deg), a few isolated nodes, features correlated
-// with the labels, and classes classes.
+// (average degree about 2*deg, 80% within a class), a few isolated nodes,
+// features correlated with the labels, and classes classes.
 func NewFixture(n, deg, featDim, classes int, seed uint64) *Fixture {
 	r := rand.New(rand.NewPCG(seed, 7))
+	labels := make([]int32, n)
+	byClass := make([][]int, classes)
+	for i := range labels {
+		labels[i] = int32(r.IntN(classes))
+		byClass[labels[i]] = append(byClass[labels[i]], i)
+	}
 	var a, b []int32
 	for i := 0; i < n; i++ {
 		if i%17 == 16 {
@@ -61,6 +67,9 @@ func NewFixture(n, deg, featDim, classes int, seed uint64) *Fixture {
 		}
 		for k := 0; k < deg; k++ {
 			j := r.IntN(n)
+			if same := byClass[labels[i]]; r.Float64() < 0.8 && len(same) > 0 {
+				j = same[r.IntN(len(same))] // homophily, as in citation graphs
+			}
 			if j != i && j%17 != 16 {
 				a = append(a, int32(i))
 				b = append(b, int32(j))
@@ -72,10 +81,9 @@ func NewFixture(n, deg, featDim, classes int, seed uint64) *Fixture {
 		panic(err) // programmer error in the fixture
 	}
 	f := &Fixture{Graph: g, FeatureDim: featDim, Classes: classes,
-		Features: make([]float32, n*featDim), Labels: make([]int32, n)}
+		Features: make([]float32, n*featDim), Labels: labels}
 	for i := 0; i < n; i++ {
-		c := int32(r.IntN(classes))
-		f.Labels[i] = c
+		c := labels[i]
 		for j := 0; j < featDim; j++ {
 			v := float32(r.NormFloat64() * 0.5)
 			if j%classes == int(c) {

@@ -1,0 +1,157 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/engine"
+	_ "github.com/gnnkit/gnnkit/models"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
+)
+
+func setup(t *testing.T, model string, memCap int64) (*engine.Trainer, []core.Device, *schedtest.Fixture) {
+	t.Helper()
+	f := schedtest.NewFixture(100, 3, 8, 3, 5)
+	b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1, MemCap: memCap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	m, err := core.BuildModel(model, core.ModelConfig{InDim: f.FeatureDim, Hidden: 8, Classes: f.Classes, Heads: 2, Dropout: 0.5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := engine.New(engine.Config{Model: m, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.05},
+		Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr, b.Devices(), f
+}
+
+func infos(devs []core.Device) []core.DeviceInfo {
+	var out []core.DeviceInfo
+	for _, d := range devs {
+		out = append(out, d.Info())
+	}
+	return out
+}
+
+func batch(n int) []int32 {
+	b := make([]int32, n)
+	for i := range b {
+		b[i] = int32(i)
+	}
+	return b
+}
+
+func TestTrainLearns(t *testing.T) {
+	for _, model := range []string{"gcn", "sage", "gat"} {
+		t.Run(model, func(t *testing.T) {
+			tr, devs, _ := setup(t, model, 0)
+			var first, last float64
+			s, err := engine.Train(context.Background(), tr, infos(devs), engine.TrainOptions{
+				Epochs: 60, Scheduler: &sequential.Scheduler{}, Train: batch(60), Val: batch(100)[60:], Trace: true,
+				Progress: func(e engine.EpochStats) {
+					if e.Epoch == 1 {
+						first = e.Loss
+					}
+					last = e.Loss
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !(last < first*0.7) {
+				t.Errorf("loss went from %.4f to %.4f in 60 epochs", first, last)
+			}
+			if s.TrainAcc < 0.8 {
+				t.Errorf("train accuracy %.3f", s.TrainAcc)
+			}
+			if s.PeakMem["cpu:0"] <= 0 || len(s.Trace.Events) < 3*60 || s.EpochMsMedian <= 0 {
+				t.Errorf("summary lacks measurements: peak %v, %d events", s.PeakMem, len(s.Trace.Events))
+			}
+		})
+	}
+}
+
+func TestRunCancelled(t *testing.T) {
+	tr, devs, _ := setup(t, "gcn", 0)
+	w := tr.Workload(batch(50), infos(devs))
+	p, _ := (&sequential.Scheduler{}).Schedule(context.Background(), w)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := tr.Run(ctx, p, engine.RunOptions{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Run with a cancelled context: %v", err)
+	}
+	// The trainer still works afterwards and has no stale gradients.
+	if _, err := tr.Run(context.Background(), p, engine.RunOptions{SkipStep: true}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRunOutOfMemoryMidway(t *testing.T) {
+	// Enough for the data and parameters, not for the activations.
+	tr, devs, _ := setup(t, "gat", 40<<10)
+	w := tr.Workload(batch(50), infos(devs))
+	p, _ := (&sequential.Scheduler{}).Schedule(context.Background(), w)
+	_, err := tr.Run(context.Background(), p, engine.RunOptions{})
+	var oom *core.OOMError
+	if !errors.As(err, &oom) {
+		t.Fatalf("err = %v, want *core.OOMError", err)
+	}
+	if oom.Need <= oom.Free {
+		t.Errorf("OOM reports need %d <= free %d", oom.Need, oom.Free)
+	}
+}
+
+func TestHomeMismatch(t *testing.T) {
+	tr, devs, _ := setup(t, "gcn", 0)
+	w := tr.Workload(batch(50), infos(devs))
+	p0, _ := (&sequential.Scheduler{Device: "cpu:0"}).Schedule(context.Background(), w)
+	p1, _ := (&sequential.Scheduler{Device: "cpu:1"}).Schedule(context.Background(), w)
+	if _, err := tr.Run(context.Background(), p0, engine.RunOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tr.Run(context.Background(), p1, engine.RunOptions{}); err == nil {
+		t.Error("a plan with another home device was accepted")
+	}
+}
+
+func TestMedian(t *testing.T) {
+	for _, c := range []struct {
+		in   []float64
+		want float64
+	}{{nil, 0}, {[]float64{3}, 3}, {[]float64{5, 1, 3}, 3}, {[]float64{4, 1, 3, 2}, 2.5}} {
+		if got := engine.Median(c.in); got != c.want {
+			t.Errorf("Median(%v) = %v, want %v", c.in, got, c.want)
+		}
+	}
+}
+
+// Example trains GCN for a few epochs on a small synthetic graph with the
+// sequential scheduler.
+func Example() {
+	f := schedtest.NewFixture(200, 3, 8, 3, 1)
+	b, _ := cpu.New(core.BackendOptions{Threads: 1})
+	defer b.Close()
+	m, _ := core.BuildModel("gcn", core.ModelConfig{InDim: f.FeatureDim, Hidden: 16, Classes: f.Classes})
+	tr, err := engine.New(engine.Config{Model: m, Devices: b.Devices(), Seed: 1,
+		Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+	if err != nil {
+		panic(err)
+	}
+	defer tr.Close()
+	s, err := engine.Train(context.Background(), tr, infos(b.Devices()), engine.TrainOptions{
+		Epochs: 50, Scheduler: &sequential.Scheduler{}, Train: batch(100), Test: batch(200)[100:]})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("scheduler:", s.Scheduler, "units:", s.Units, "better than chance:", s.TestAcc > 0.5)
+	// Output: scheduler: sequential units: 1 better than chance: true
+}
