@@ -3,6 +3,10 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +18,7 @@ func newDataCmd() *cobra.Command {
 	var asJSON bool
 	info := &cobra.Command{
 		Use:   "info PATH|cora|synthetic:SPEC",
-		Short: "Check a dataset and print its summary",
+		Short: "Check a dataset (counts, ranges, checksums) and print its summary",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ds, err := data.Open(args[0])
@@ -28,15 +32,42 @@ func newDataCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(inf)
 			}
-			b, err := json.MarshalIndent(inf, "", "  ")
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(out, string(b))
+			printInfo(out, inf)
 			return nil
 		},
 	}
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(info)
 	return cmd
+}
+
+func printInfo(w io.Writer, in data.Info) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	row := func(k string, v any) { fmt.Fprintf(tw, "%s\t%v\n", k, v) }
+	row("name", in.Name)
+	row("kind", in.Kind)
+	row("source", in.Source)
+	row("nodes", in.Nodes)
+	dir := "undirected"
+	if in.Directed {
+		dir = "directed"
+	}
+	row("edges", fmt.Sprintf("%d (%s; %d CSR entries)", in.Edges, dir, in.CSREntries))
+	row("degree", fmt.Sprintf("mean %.2f, max in %d, max out %d", in.MeanDegree, in.MaxInDegree, in.MaxOutDegree))
+	row("isolated nodes / self-loops", fmt.Sprintf("%d / %d", in.IsolatedNodes, in.SelfLoops))
+	row("features", in.FeatureDim)
+	if in.Classes > 0 {
+		row("classes", fmt.Sprintf("%d, counts %v, unlabelled %d", in.Classes, in.ClassCounts, in.Unlabelled))
+		row("split train / val / test", fmt.Sprintf("%d / %d / %d", in.Train, in.Val, in.Test))
+	}
+	if in.TimeMax > 0 {
+		row("time range", fmt.Sprintf("%s .. %s", time.Unix(in.TimeMin, 0).UTC().Format(time.DateOnly), time.Unix(in.TimeMax, 0).UTC().Format(time.DateOnly)))
+		if in.SnapshotSeconds > 0 {
+			row("snapshots", fmt.Sprintf("%d of %d s", in.Snapshots, in.SnapshotSeconds))
+		}
+	}
+	if len(in.Warnings) > 0 {
+		row("warnings", strings.Join(in.Warnings, "; "))
+	}
+	tw.Flush()
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"strings"
 	"text/tabwriter"
 
@@ -93,7 +92,6 @@ func newDevicesCmd() *cobra.Command {
 			}
 			tw.Flush()
 			fmt.Fprintf(out, "\nschedulers %s\nmodels     %s\n", strings.Join(core.Schedulers(), ", "), strings.Join(core.Models(), ", "))
-			_ = os.Stdout
 			return nil
 		},
 	}

@@ -21,11 +21,11 @@ import (
 
 type trainFlags struct {
 	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
-	epochs, hidden, heads, layers, threads                                            int
-	lr, wd, dropout, attnDropout                                                      float64
-	seed                                                                              uint64
-	asJSON, quiet                                                                     bool
-	schedOpts                                                                         []string
+	epochs, hidden, heads, layers, threads                                              int
+	lr, wd, dropout, attnDropout                                                        float64
+	seed                                                                                uint64
+	asJSON, quiet                                                                       bool
+	schedOpts                                                                           []string
 }
 
 // modelDefaults are the reference settings of each model's paper / PyG example.
