@@ -190,10 +190,11 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		}
 		opts[k] = v
 	}
-	sched, err := core.NewScheduler(f.scheduler, opts)
+	sched, closer, err := resolveScheduler(ctx, f.scheduler, opts)
 	if err != nil {
 		return err
 	}
+	defer closer.Close()
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
 		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn)})
 	if err != nil {
