@@ -41,6 +41,21 @@ func testSpMM(t *testing.T, b core.Backend) {
 			}
 		})
 	}
+	t.Run("3d", func(t *testing.T) { testSpMM3D(t, dev) })
+}
+
+// testSpMM3D runs SpMM with per-head weights on [N, H, F] tensors, the
+// layout of multi-head attention features.
+func testSpMM3D(t *testing.T, dev core.Device) {
+	e := newEnv(t, dev, 14)
+	g := RMAT(40, 200, 5)
+	x, xd := e.rand(1, 0, g.NumSrc, 4, 3)
+	w, wd := e.rand(1, 0, g.NumEdges(), 4)
+	out := e.fill(float32(math.NaN()), g.NumDst, 4, 3)
+	if mustCall(t, "SpMM", func() error { return e.k.SpMM(g, core.ReduceMean, w, x, out) }) {
+		want, mag := refSpMM(g, core.ReduceMean, wd, 4, xd, 12)
+		check(t, "SpMM 3d", e.get(out), want, mag, maxDegree(g))
+	}
 }
 
 // spmmCase checks SpMM on g with no weights (h == 0) or h weights per edge.

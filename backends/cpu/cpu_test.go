@@ -1,0 +1,230 @@
+package cpu_test
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/backendtest"
+)
+
+func open(opts core.BackendOptions) func(t *testing.T) core.Backend {
+	return func(t *testing.T) core.Backend {
+		b, err := cpu.New(opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+}
+
+func TestConformance(t *testing.T) {
+	backendtest.Run(t, open(core.BackendOptions{}))
+}
+
+// TestConformanceMultiDevice runs the suite on two logical devices with
+// one thread each (the setting of multi-device schedulers on one box).
+func TestConformanceMultiDevice(t *testing.T) {
+	backendtest.Run(t, open(core.BackendOptions{Devices: 2, Threads: 1}))
+}
+
+// TestConformanceManyThreads oversubscribes threads so that every kernel
+// is split into many pieces even on a small machine.
+func TestConformanceManyThreads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	backendtest.Run(t, open(core.BackendOptions{Threads: 7}))
+}
+
+func TestOptions(t *testing.T) {
+	backendtest.RunOptions(t, func(t *testing.T, opts core.BackendOptions) core.Backend {
+		return open(opts)(t)
+	})
+}
+
+func TestRegistered(t *testing.T) {
+	b, err := core.OpenBackend("cpu", core.BackendOptions{Devices: 2, Threads: 1, MemCap: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	devs := b.Devices()
+	if len(devs) != 2 || devs[0].ID() != "cpu:0" || devs[1].ID() != "cpu:1" {
+		t.Fatalf("devices %v, want cpu:0 and cpu:1", devs)
+	}
+	info := devs[1].Info()
+	if info.Threads != 1 || info.MemCap != 1<<20 || info.Kernel == "" || info.Name == "" {
+		t.Errorf("Info() = %+v", info)
+	}
+	if _, err := cpu.New(core.BackendOptions{Devices: -1}); err == nil {
+		t.Error("New with -1 devices succeeded")
+	}
+}
+
+func TestAllocBuffer(t *testing.T) {
+	b, _ := cpu.New(core.BackendOptions{})
+	defer b.Close()
+	d := b.Devices()[0]
+	x, err := d.Alloc(2, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, ok := x.Buf.(*core.HostMem)
+	if !ok || h.Dev != "cpu:0" || len(h.Data) != 6 {
+		t.Fatalf("Alloc buffer %#v, want *core.HostMem on cpu:0", x.Buf)
+	}
+	// Kernels accept plain host tensors too.
+	a, _ := core.NewHostTensor([]float32{1, 2, 3, 4}, 2, 2)
+	c, _ := core.NewHostTensor(make([]float32, 4), 2, 2)
+	if err := d.Kernels().GEMM(false, false, 1, a, a, 0, c); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.F32(); got[0] != 7 || got[3] != 22 {
+		t.Errorf("GEMM on host tensors = %v", got)
+	}
+}
+
+// TestDeterminism checks that every kernel gives the same bits for 1, 2,
+// 3 and 8 threads (row-partitioned work, reductions in fixed blocks).
+func TestDeterminism(t *testing.T) {
+	g := backendtest.RMAT(3000, 40000, 9)
+	var ref [][]float32
+	for _, threads := range []int{1, 2, 3, 8} {
+		b, err := cpu.New(core.BackendOptions{Threads: threads})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := runAll(t, b.Devices()[0], g)
+		b.Close()
+		if ref == nil {
+			ref = got
+			continue
+		}
+		for i := range ref {
+			for j := range ref[i] {
+				if math.Float32bits(ref[i][j]) != math.Float32bits(got[i][j]) {
+					t.Fatalf("threads=%d: output %d differs at %d: %v vs %v", threads, i, j, got[i][j], ref[i][j])
+				}
+			}
+		}
+	}
+}
+
+func runAll(t *testing.T, d core.Device, g *core.Graph) [][]float32 {
+	k := d.Kernels()
+	r := rand.New(rand.NewPCG(1, 2))
+	rnd := func(shape ...int) *core.Tensor {
+		x, err := d.Alloc(shape...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := range x.F32() {
+			if r.IntN(4) > 0 {
+				x.F32()[i] = r.Float32()*2 - 1
+			}
+		}
+		return x
+	}
+	n, e := g.NumDst, g.NumEdges()
+	x := rnd(n, 64)
+	w := rnd(400, 64)
+	ew := rnd(e, 4)
+	var outs []*core.Tensor
+	out := func(shape ...int) *core.Tensor {
+		o, _ := d.Alloc(shape...)
+		outs = append(outs, o)
+		return o
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	xs := rnd(n, 400)
+	must(k.GEMM(false, false, 1, xs, w, 0, out(n, 64)))
+	must(k.GEMM(true, false, 1, xs, x, 0, out(400, 64)))
+	must(k.GEMM(false, true, 1, x, w, 0, out(n, 400)))
+	must(k.SpMM(g, core.ReduceMean, ew, x, out(n, 64)))
+	must(k.SpMM(g.Reverse(), core.ReduceSum, nil, x, out(n, 64)))
+	must(k.SDDMM(g, core.EdgeDot, x, x, out(e, 4)))
+	s := out(e, 4)
+	must(k.EdgeSoftmax(g, ew, s))
+	must(k.EdgeSoftmaxBackward(g, s, ew, out(e, 4)))
+	must(k.Reduce(core.AxisRows, x, out(1, 64)))
+	must(k.Reduce(core.AxisCols, x, out(n, 4)))
+	must(k.Map(core.MapELUGrad, x, x, 0.5, out(n, 64)))
+	must(k.LogSoftmax(x, out(n, 64)))
+	must(k.Dropout(x, 0.3, 7, out(n, 64), out(n, 64)))
+	idx := make([]int32, 5000)
+	for i := range idx {
+		idx[i] = int32(r.IntN(n))
+	}
+	sc := out(n, 64)
+	must(k.ScatterAdd(rnd(5000, 64), idx, sc))
+	res := make([][]float32, len(outs))
+	for i, o := range outs {
+		res[i] = o.F32()
+	}
+	return res
+}
+
+// TestConcurrentCallers runs kernels on one device from several
+// goroutines at once: the pool must neither deadlock nor mix up work.
+func TestConcurrentCallers(t *testing.T) {
+	b, _ := cpu.New(core.BackendOptions{Threads: 3})
+	defer b.Close()
+	d := b.Devices()[0]
+	g := backendtest.RMAT(500, 5000, 1)
+	x, _ := d.Alloc(500, 16)
+	for i := range x.F32() {
+		x.F32()[i] = float32(i % 7)
+	}
+	want, _ := d.Alloc(500, 16)
+	if err := d.Kernels().SpMM(g, core.ReduceSum, nil, x, want); err != nil {
+		t.Fatal(err)
+	}
+	errs := make(chan error, 8)
+	for range 8 {
+		go func() {
+			out, _ := d.Alloc(500, 16)
+			for range 50 {
+				if err := d.Kernels().SpMM(g, core.ReduceSum, nil, x, out); err != nil {
+					errs <- err
+					return
+				}
+			}
+			for i, v := range out.F32() {
+				if v != want.F32()[i] {
+					errs <- fmt.Errorf("element %d = %v, want %v", i, v, want.F32()[i])
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+func TestKernelVariant(t *testing.T) {
+	t.Setenv("GNN_CPU", "generic")
+	b, _ := cpu.New(core.BackendOptions{})
+	defer b.Close()
+	if k := b.Devices()[0].Info().Kernel; k != "generic (pinned by GNN_CPU)" {
+		t.Errorf("Kernel = %q", k)
+	}
+	t.Setenv("GNN_CPU", "avx9000")
+	b2, _ := cpu.New(core.BackendOptions{})
+	defer b2.Close()
+	if k := b2.Devices()[0].Info().Kernel; k != "generic (GNN_CPU=avx9000 is not built into this binary)" {
+		t.Errorf("Kernel = %q", k)
+	}
+}

@@ -1,0 +1,102 @@
+package cpu
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/gnnkit/gnnkit/backends/cpu/internal/kern"
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Kernels are a device's arithmetic: core.Kernels in portable Go, split
+// over the device's worker pool. Every kernel partitions its output (by
+// rows, or by fixed blocks for reductions combined in order), so results
+// do not depend on the thread count.
+type Kernels struct {
+	dev *Device
+	v   kern.Variant
+}
+
+// Variant is the name of the inner-loop implementation in use.
+func (k *Kernels) Variant() string { return k.v.Name }
+
+func shapeErr(op, format string, args ...any) error {
+	return fmt.Errorf("%w: cpu: %s: %s", core.ErrShape, op, fmt.Sprintf(format, args...))
+}
+
+// edgeRows checks that edge tensor t (named name) can be indexed by every
+// edge id of g, with cols columns (cols < 0: any). For a graph without
+// EIDs the tensor must have exactly NumEdges rows; with EIDs (a reverse
+// or a subgraph, whose ids are another graph's) at least NumEdgeIDs.
+func edgeRows(op, name string, g *core.Graph, t *core.Tensor, cols int) error {
+	if t == nil {
+		return shapeErr(op, "%s is nil", name)
+	}
+	if cols >= 0 && t.Cols() != cols {
+		return shapeErr(op, "%s has %d columns, want %d", name, t.Cols(), cols)
+	}
+	if g.EIDs == nil {
+		if t.Rows() != g.NumEdges() {
+			return shapeErr(op, "%s has %d rows, want one per edge (%d)", name, t.Rows(), g.NumEdges())
+		}
+		return nil
+	}
+	if need := g.NumEdgeIDs(); t.Rows() < need {
+		return shapeErr(op, "%s has %d rows, but the graph's edge ids need %d", name, t.Rows(), need)
+	}
+	return nil
+}
+
+func checkGraph(op string, g *core.Graph) error {
+	if g == nil {
+		return shapeErr(op, "graph is nil")
+	}
+	if len(g.Offsets) != g.NumDst+1 || (g.NumDst >= 0 && g.Offsets[g.NumDst] != int64(len(g.Indices))) {
+		return fmt.Errorf("cpu: %s: %w: malformed CSR", op, core.ErrInvalidGraph)
+	}
+	return nil
+}
+
+// scratch is a pool of float32 buffers for kernels that need temporary
+// space (a transposed operand, per-block partial sums).
+var scratch sync.Pool
+
+func getScratch(n int) *[]float32 {
+	if p, ok := scratch.Get().(*[]float32); ok && cap(*p) >= n {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]float32, n)
+	return &s
+}
+
+func putScratch(p *[]float32) { scratch.Put(p) }
+
+// rowBounds splits the n rows of g into about k pieces of roughly equal
+// cost, a row costing its edge count plus one; it returns the k+1 row
+// bounds (degree-aware splitting, so a hub row does not stall a piece).
+func rowBounds(g *core.Graph, k int, buf []int) []int {
+	n := g.NumDst
+	k = max(1, min(k, n))
+	b := append(buf[:0], 0)
+	total := g.Offsets[n] + int64(n)
+	lo := 0
+	for c := 1; c < k; c++ {
+		target := total * int64(c) / int64(k)
+		// smallest row r >= lo with cost(r) = Offsets[r]+r >= target
+		l, h := lo, n
+		for l < h {
+			m := int(uint(l+h) >> 1)
+			if g.Offsets[m]+int64(m) < target {
+				l = m + 1
+			} else {
+				h = m
+			}
+		}
+		if l > lo && l < n {
+			b = append(b, l)
+			lo = l
+		}
+	}
+	return append(b, n)
+}
