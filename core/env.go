@@ -21,6 +21,11 @@ type Env struct {
 	// Training enables dropout; Seed drives it (distinct per step).
 	Training bool
 	Seed     uint64
+	// NodeIDs is the global id of each row of node-indexed tensors, and
+	// EdgeIDs of each row of edge-indexed tensors (nil: the row index).
+	// Random draws (dropout) key on these ids, so a unit that computes a
+	// subset of the rows draws what the whole batch would for them.
+	NodeIDs, EdgeIDs []int32
 	// Loss is set by the loss op in Forward.
 	Loss float64
 

@@ -29,6 +29,8 @@ type Graph struct {
 	degOnce sync.Once
 	inDeg   []int32
 	outDeg  []int32
+	idOnce  sync.Once
+	numIDs  int
 }
 
 // NewGraph checks and wraps CSR arrays (not copied).
@@ -149,13 +151,16 @@ func (g *Graph) NumEdgeIDs() int {
 	if g.EIDs == nil {
 		return len(g.Indices)
 	}
-	m := -1
-	for _, id := range g.EIDs {
-		if int(id) > m {
-			m = int(id)
+	g.idOnce.Do(func() {
+		m := -1
+		for _, id := range g.EIDs {
+			if int(id) > m {
+				m = int(id)
+			}
 		}
-	}
-	return m + 1
+		g.numIDs = m + 1
+	})
+	return g.numIDs
 }
 
 func (g *Graph) degrees() {

@@ -173,9 +173,12 @@ type Kernels interface {
 
 	// Dropout zeroes each element of x with probability p and scales the
 	// rest by 1/(1-p), writing the result to out and the factor (0 or
-	// 1/(1-p)) to mask. The draw for element k depends only on (seed, k),
-	// so every backend and thread count gives the same mask.
-	Dropout(x *Tensor, p float32, seed uint64, out, mask *Tensor) error
+	// 1/(1-p)) to mask (mask may be nil). Element (r, c) is kept when
+	// DropoutKeep(seed, id(r)*Cols + c, p), with id(r) = rows[r], or r when
+	// rows is nil: the draw depends only on the seed and the row's global
+	// id, so every backend, thread count and micro-batch split of the same
+	// rows gives the same mask.
+	Dropout(x *Tensor, p float32, seed uint64, rows []int32, out, mask *Tensor) error
 
 	// Adam updates p in place from gradient g and moments m, v.
 	Adam(p, g, m, v *Tensor, h AdamParams) error

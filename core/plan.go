@@ -50,10 +50,18 @@ func (k *TaskKind) UnmarshalText(b []byte) error {
 
 // Unit is a unit of work: a set of target nodes whose loss, scaled by
 // LossWeight, is one term of the iteration's loss.
+//
+// With Subgraph false the unit computes every row of the workload graph
+// (full-graph training); with Subgraph true it computes only its targets'
+// receptive field: the subgraph induced on the nodes within the model's
+// depth (Model.Config.Layers hops) of the targets, with edge weights
+// (normalisation) taken from the whole workload graph. Both give the
+// targets' exact outputs.
 type Unit struct {
 	ID         int     `json:"id"`
 	Targets    []int32 `json:"targets"`
 	LossWeight float64 `json:"loss_weight"`
+	Subgraph   bool    `json:"subgraph,omitempty"`
 }
 
 // Task is one step of a plan on a device stream. It may start once every
@@ -79,6 +87,9 @@ type Plan struct {
 	// MemEstimate is the scheduler's predicted peak per device (optional);
 	// Validate rejects a plan whose estimate exceeds a device's cap.
 	MemEstimate map[DeviceID]int64 `json:"mem_estimate,omitempty"`
+	// Metrics are figures the scheduler reports about its plan (e.g.
+	// "micro_batches", "redundancy"); summaries print them.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // DecodePlan reads a plan from JSON, rejecting unknown fields.

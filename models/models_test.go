@@ -238,7 +238,11 @@ func TestGradModels(t *testing.T) {
 				}
 				for _, r := range res {
 					t.Logf("%-22s max rel err %.2e (max abs err %.2e, grad scale %.2e)", r.Name, r.MaxRel, r.MaxAbs, r.Scale)
-					if r.Scale == 0 {
+					// The destination attention vector only gets a gradient
+					// through LeakyReLU's kink: edge softmax is invariant to a
+					// per-row shift, so where every score of a row is on one
+					// side of 0 its gradient is exactly zero.
+					if r.Scale == 0 && !strings.HasSuffix(r.Name, "att_dst") {
 						t.Errorf("%s: no gradient reaches it", r.Name)
 					}
 					for _, e := range r.Bad {

@@ -224,7 +224,7 @@ func BenchmarkGCNEpoch(b *testing.B) {
 		must(k.SpMM(g, core.ReduceSum, ew, xw, h))
 		must(k.Map(core.MapAdd, h, b1, 0, h))
 		must(k.Map(core.MapReLU, h, nil, 0, h))
-		must(k.Dropout(h, 0.5, uint64(step), hd, mask))
+		must(k.Dropout(h, 0.5, uint64(step), nil, hd, mask))
 		must(k.GEMM(false, false, 1, hd, w2, 0, hw))
 		must(k.SpMM(g, core.ReduceSum, ew, hw, z))
 		must(k.Map(core.MapAdd, z, b2, 0, z))

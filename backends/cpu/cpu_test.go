@@ -159,7 +159,7 @@ func runAll(t *testing.T, d core.Device, g *core.Graph) [][]float32 {
 	must(k.Reduce(core.AxisCols, x, out(n, 4)))
 	must(k.Map(core.MapELUGrad, x, x, 0.5, out(n, 64)))
 	must(k.LogSoftmax(x, out(n, 64)))
-	must(k.Dropout(x, 0.3, 7, out(n, 64), out(n, 64)))
+	must(k.Dropout(x, 0.3, 7, nil, out(n, 64), out(n, 64)))
 	idx := make([]int32, 5000)
 	for i := range idx {
 		idx[i] = int32(r.IntN(n))

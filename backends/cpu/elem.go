@@ -399,10 +399,10 @@ func checkIndex(op string, idx []int32, n int) error {
 	return nil
 }
 
-// Dropout keeps element k when core.DropoutKeep(seed, k, p) and scales it
-// by 1/(1-p). mask may be nil when the caller needs no mask; out may
-// alias x.
-func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, out, mask *core.Tensor) error {
+// Dropout keeps element (r, c) when core.DropoutKeep(seed, id(r)*cols+c, p)
+// (id(r) = rows[r], or r when rows is nil) and scales it by 1/(1-p). mask
+// may be nil when the caller needs no mask; out may alias x.
+func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, out, mask *core.Tensor) error {
 	const op = "Dropout"
 	if !(p >= 0 && p <= 1) {
 		return shapeErr(op, "probability %v outside [0,1]", p)
@@ -427,10 +427,21 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, out, mask *cor
 			return shapeErr(op, "x is %dx%d but mask is %dx%d", x.Rows(), x.Cols(), mask.Rows(), mask.Cols())
 		}
 	}
+	if rows != nil {
+		if len(rows) != x.Rows() {
+			return shapeErr(op, "%d row ids for %d rows", len(rows), x.Rows())
+		}
+		for r, id := range rows {
+			if id < 0 {
+				return shapeErr(op, "row %d has negative id %d", r, id)
+			}
+		}
+	}
 	n := len(xd)
 	if n == 0 {
 		return nil
 	}
+	cols := x.Cols()
 	var scale float32
 	if p < 1 {
 		scale = 1 / (1 - p)
@@ -448,7 +459,11 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, out, mask *cor
 	k.dev.pool.run(pieces, func(q int) {
 		lo, hi := q*blocks/pieces*block, min(n, (q+1)*blocks/pieces*block)
 		for i := lo; i < hi; i++ {
-			if core.DropoutKeep(seed, uint64(i), p) {
+			key := uint64(i)
+			if rows != nil {
+				key = uint64(rows[i/cols])*uint64(cols) + uint64(i%cols)
+			}
+			if core.DropoutKeep(seed, key, p) {
 				od[i] = xd[i] * scale
 				if md != nil {
 					md[i] = scale

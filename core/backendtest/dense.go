@@ -1,6 +1,7 @@
 package backendtest
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"testing"
@@ -366,53 +367,74 @@ func testDropout(t *testing.T, b core.Backend) {
 	for _, rc := range []struct{ r, c int }{{0, 3}, {1, 1}, {37, 29}, {211, 97}} {
 		for _, p := range []float32{0, 0.1, 0.5, 0.9} {
 			for _, seed := range []uint64{1, 0xdeadbeef} {
-				t.Run(fmt.Sprintf("%dx%d/p=%v/seed=%d", rc.r, rc.c, p, seed), func(t *testing.T) {
-					e := newEnv(t, dev, seed)
-					x, xd := e.rand(1, 0, rc.r, rc.c)
-					out := e.fill(float32(math.NaN()), rc.r, rc.c)
-					mask := e.fill(float32(math.NaN()), rc.r, rc.c)
-					if !mustCall(t, "Dropout", func() error { return e.k.Dropout(x, p, seed, out, mask) }) {
-						return
-					}
-					scale := 1 / (1 - float64(p))
-					n := rc.r * rc.c
-					wantOut, wantMask := make([]float64, n), make([]float64, n)
-					keep := make([]bool, n)
-					kept := 0
-					for i := range n {
-						if keep[i] = core.DropoutKeep(seed, uint64(i), p); keep[i] {
-							wantMask[i] = scale
-							wantOut[i] = float64(xd[i]) * scale
-							kept++
+				for _, withRows := range []bool{false, true} {
+					t.Run(fmt.Sprintf("%dx%d/p=%v/seed=%d/rows=%v", rc.r, rc.c, p, seed, withRows), func(t *testing.T) {
+						e := newEnv(t, dev, seed)
+						x, xd := e.rand(1, 0, rc.r, rc.c)
+						out := e.fill(float32(math.NaN()), rc.r, rc.c)
+						mask := e.fill(float32(math.NaN()), rc.r, rc.c)
+						// Global row ids: a scattered, non-monotone set.
+						var rows []int32
+						id := func(r int) uint64 { return uint64(r) }
+						if withRows {
+							rows = make([]int32, rc.r)
+							for r := range rows {
+								rows[r] = int32((r*7919 + 13) % 100003)
+							}
+							id = func(r int) uint64 { return uint64(rows[r]) }
 						}
-					}
-					gm, gout := e.get(mask), e.get(out)
-					for i := range n {
-						if (gm[i] != 0) != keep[i] {
-							t.Fatalf("mask[%d] = %v, but DropoutKeep = %v", i, gm[i], keep[i])
+						if !mustCall(t, "Dropout", func() error { return e.k.Dropout(x, p, seed, rows, out, mask) }) {
+							return
 						}
-						if !keep[i] && gout[i] != 0 {
-							t.Fatalf("out[%d] = %v for a dropped element", i, gout[i])
+						scale := 1 / (1 - float64(p))
+						n := rc.r * rc.c
+						wantOut, wantMask := make([]float64, n), make([]float64, n)
+						keep := make([]bool, n)
+						kept := 0
+						for i := range n {
+							key := id(i/rc.c)*uint64(rc.c) + uint64(i%rc.c)
+							if keep[i] = core.DropoutKeep(seed, key, p); keep[i] {
+								wantMask[i] = scale
+								wantOut[i] = float64(xd[i]) * scale
+								kept++
+							}
 						}
-					}
-					check(t, "mask", gm, wantMask, wantMask, 2)
-					check(t, "out", gout, wantOut, absSlice(wantOut), 2)
-					if p == 0 && kept != n {
-						t.Errorf("p=0 dropped %d elements", n-kept)
-					}
-					if n > 5000 {
-						if frac := 1 - float64(kept)/float64(n); math.Abs(frac-float64(p)) > 0.03 {
-							t.Errorf("dropped fraction %.3f, want about %v", frac, p)
+						gm, gout := e.get(mask), e.get(out)
+						for i := range n {
+							if (gm[i] != 0) != keep[i] {
+								t.Fatalf("mask[%d] = %v, but DropoutKeep = %v", i, gm[i], keep[i])
+							}
+							if !keep[i] && gout[i] != 0 {
+								t.Fatalf("out[%d] = %v for a dropped element", i, gout[i])
+							}
 						}
-					}
-					// in place: out aliases x
-					if mustCall(t, "Dropout in place", func() error { return e.k.Dropout(x, p, seed, x, mask) }) {
-						check(t, "in place", e.get(x), wantOut, absSlice(wantOut), 2)
-					}
-				})
+						check(t, "mask", gm, wantMask, wantMask, 2)
+						check(t, "out", gout, wantOut, absSlice(wantOut), 2)
+						if p == 0 && kept != n {
+							t.Errorf("p=0 dropped %d elements", n-kept)
+						}
+						if n > 5000 {
+							if frac := 1 - float64(kept)/float64(n); math.Abs(frac-float64(p)) > 0.03 {
+								t.Errorf("dropped fraction %.3f, want about %v", frac, p)
+							}
+						}
+						// in place: out aliases x
+						if mustCall(t, "Dropout in place", func() error { return e.k.Dropout(x, p, seed, rows, x, mask) }) {
+							check(t, "in place", e.get(x), wantOut, absSlice(wantOut), 2)
+						}
+					})
+				}
 			}
 		}
 	}
+	t.Run("rows length", func(t *testing.T) {
+		e := newEnv(t, dev, 1)
+		x, _ := e.rand(1, 0, 4, 3)
+		err := e.k.Dropout(x, 0.5, 1, []int32{0, 1}, e.fill(0, 4, 3), nil)
+		if !errors.Is(err, core.ErrShape) {
+			t.Errorf("Dropout with 2 row ids for 4 rows: %v, want ErrShape", err)
+		}
+	})
 }
 
 func testAdam(t *testing.T, b core.Backend) {

@@ -65,8 +65,8 @@ func testShapes(t *testing.T, b core.Backend) {
 			_, err := k.NLLLoss(m(3, 4), []int32{0, 1, 2}, []int32{0}, 1, m(3, 3))
 			return err
 		}},
-		{"Dropout/out", func() error { return k.Dropout(m(3, 4), 0.5, 1, m(4, 3), m(3, 4)) }},
-		{"Dropout/mask", func() error { return k.Dropout(m(3, 4), 0.5, 1, m(3, 4), m(3, 5)) }},
+		{"Dropout/out", func() error { return k.Dropout(m(3, 4), 0.5, 1, nil, m(4, 3), m(3, 4)) }},
+		{"Dropout/mask", func() error { return k.Dropout(m(3, 4), 0.5, 1, nil, m(3, 4), m(3, 5)) }},
 		{"Adam/g", func() error {
 			return k.Adam(m(3, 4), m(3, 5), m(3, 4), m(3, 4), core.AdamParams{LR: 1, Beta1: 0.9, Beta2: 0.99, Step: 1})
 		}},

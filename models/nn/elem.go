@@ -115,6 +115,16 @@ func (op *Dropout) OnEdges() *Dropout { op.rows = onEdges; return op }
 
 func (op *Dropout) active(env *core.Env) bool { return env.Training && op.p > 0 }
 
+// ids are the global ids of the rows the op draws for (Env.NodeIDs or,
+// for attention dropout, Env.EdgeIDs), so micro-batches draw the masks
+// the whole batch would.
+func (op *Dropout) ids(env *core.Env) []int32 {
+	if op.rows == onEdges {
+		return env.EdgeIDs
+	}
+	return env.NodeIDs
+}
+
 // seed mixes the step seed with the op's name (SplitMix64 finaliser).
 func (op *Dropout) seed(env *core.Env) uint64 {
 	z := env.Seed ^ op.salt
@@ -145,7 +155,7 @@ func (op *Dropout) Forward(env *core.Env) error {
 	}
 	defer env.Free(mask)
 	return op.errf(output(env, op.y, x.Rows(), op.cols, func(y *core.Tensor) error {
-		return env.K.Dropout(x, op.p, op.seed(env), y, mask)
+		return env.K.Dropout(x, op.p, op.seed(env), op.ids(env), y, mask)
 	}))
 }
 
@@ -164,7 +174,7 @@ func (op *Dropout) Backward(env *core.Env) error {
 	}
 	defer env.Free(mask)
 	return op.errf(accum(env, op.x, dy.Rows(), dy.Cols(), func(dx *core.Tensor) error {
-		return env.K.Dropout(dy, op.p, op.seed(env), dx, mask)
+		return env.K.Dropout(dy, op.p, op.seed(env), op.ids(env), dx, mask)
 	}))
 }
 
