@@ -329,17 +329,46 @@ func (g *Graph) KHop(seeds []int32, k int) (*Subgraph, error) {
 		}
 		frontier = next
 	}
+	sub, err := g.Induced(nodes)
+	if err != nil {
+		return nil, err
+	}
+	return &Subgraph{Graph: sub, Nodes: nodes, Seeds: len(seeds)}, nil
+}
+
+// Induced returns the subgraph on nodes (local id l = nodes[l], which must
+// be distinct and in range): every edge of g between two listed nodes, in
+// g's row order, with g's edge ids.
+func (g *Graph) Induced(nodes []int32) (*Graph, error) {
+	if g.NumDst != g.NumSrc {
+		return nil, fmt.Errorf("%w: induced subgraphs need a square graph, have %d x %d", ErrInvalidGraph, g.NumDst, g.NumSrc)
+	}
+	local := make([]int32, g.NumDst)
+	for i := range local {
+		local[i] = -1
+	}
+	for l, v := range nodes {
+		if v < 0 || int(v) >= g.NumDst {
+			return nil, fmt.Errorf("%w: node %d outside [0,%d)", ErrInvalidGraph, v, g.NumDst)
+		}
+		if local[v] >= 0 {
+			return nil, fmt.Errorf("%w: node %d listed twice", ErrInvalidGraph, v)
+		}
+		local[v] = int32(l)
+	}
 	off := make([]int64, len(nodes)+1)
 	var idx, eid []int32
 	for l, v := range nodes {
 		for e := g.Offsets[v]; e < g.Offsets[v+1]; e++ {
-			if lu, ok := local[g.Indices[e]]; ok {
+			if lu := local[g.Indices[e]]; lu >= 0 {
 				idx = append(idx, lu)
 				eid = append(eid, int32(g.EdgeID(int(e))))
 			}
 		}
 		off[l+1] = int64(len(idx))
 	}
-	sub := &Graph{NumDst: len(nodes), NumSrc: len(nodes), Offsets: off, Indices: idx, EIDs: eid}
-	return &Subgraph{Graph: sub, Nodes: nodes, Seeds: len(seeds)}, nil
+	if idx == nil {
+		idx, eid = []int32{}, []int32{}
+	}
+	return &Graph{NumDst: len(nodes), NumSrc: len(nodes), Offsets: off, Indices: idx, EIDs: eid}, nil
 }

@@ -27,6 +27,11 @@ type Workload struct {
 	// (nil when the workload came over the wire).
 	Model *Model `json:"-"`
 	Graph *Graph `json:"-"`
+	// Estimator, when set (in process), predicts the device memory of
+	// running units one after another on one stream of dev: the resident
+	// bytes (parameters, gradients, optimizer state, data kept on the
+	// device) and the largest transient bytes of any single unit.
+	Estimator func(units []Unit, dev DeviceID) (resident, unitPeak int64, err error) `json:"-"`
 }
 
 // NewWorkload describes training m on g (as prepared for the model) with

@@ -82,15 +82,16 @@ func TestTrainLearns(t *testing.T) {
 
 func TestRunCancelled(t *testing.T) {
 	tr, devs, _ := setup(t, "gcn", 0)
-	w := tr.Workload(batch(50), infos(devs))
+	b := tr.FullBatch(batch(50))
+	w, _ := tr.Workload(b, infos(devs))
 	p, _ := (&sequential.Scheduler{}).Schedule(context.Background(), w)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := tr.Run(ctx, p, engine.RunOptions{}); !errors.Is(err, context.Canceled) {
+	if _, err := tr.Run(ctx, p, b, engine.RunOptions{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Run with a cancelled context: %v", err)
 	}
 	// The trainer still works afterwards and has no stale gradients.
-	if _, err := tr.Run(context.Background(), p, engine.RunOptions{SkipStep: true}); err != nil {
+	if _, err := tr.Run(context.Background(), p, b, engine.RunOptions{SkipStep: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -98,9 +99,10 @@ func TestRunCancelled(t *testing.T) {
 func TestRunOutOfMemoryMidway(t *testing.T) {
 	// Enough for the data and parameters, not for the activations.
 	tr, devs, _ := setup(t, "gat", 40<<10)
-	w := tr.Workload(batch(50), infos(devs))
+	b := tr.FullBatch(batch(50))
+	w, _ := tr.Workload(b, infos(devs))
 	p, _ := (&sequential.Scheduler{}).Schedule(context.Background(), w)
-	_, err := tr.Run(context.Background(), p, engine.RunOptions{})
+	_, err := tr.Run(context.Background(), p, b, engine.RunOptions{})
 	var oom *core.OOMError
 	if !errors.As(err, &oom) {
 		t.Fatalf("err = %v, want *core.OOMError", err)
@@ -112,13 +114,14 @@ func TestRunOutOfMemoryMidway(t *testing.T) {
 
 func TestHomeMismatch(t *testing.T) {
 	tr, devs, _ := setup(t, "gcn", 0)
-	w := tr.Workload(batch(50), infos(devs))
+	b := tr.FullBatch(batch(50))
+	w, _ := tr.Workload(b, infos(devs))
 	p0, _ := (&sequential.Scheduler{Device: "cpu:0"}).Schedule(context.Background(), w)
 	p1, _ := (&sequential.Scheduler{Device: "cpu:1"}).Schedule(context.Background(), w)
-	if _, err := tr.Run(context.Background(), p0, engine.RunOptions{}); err != nil {
+	if _, err := tr.Run(context.Background(), p0, b, engine.RunOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tr.Run(context.Background(), p1, engine.RunOptions{}); err == nil {
+	if _, err := tr.Run(context.Background(), p1, b, engine.RunOptions{}); err == nil {
 		t.Error("a plan with another home device was accepted")
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -15,9 +16,16 @@ import (
 type TrainOptions struct {
 	Epochs    int
 	Scheduler core.Scheduler
-	// Train are the target nodes of every iteration (the batch); Val and
-	// Test are evaluated after each epoch and at the end.
+	// Train are the training nodes; Val and Test are evaluated (on the
+	// full graph) after each epoch and at the end.
 	Train, Val, Test []int32
+	// BatchSize 0 with no Fanouts is full-graph training: one iteration
+	// per epoch over the whole graph with every training node a target.
+	// Otherwise each epoch shuffles Train into batches of BatchSize (0:
+	// all) and samples each batch's neighbourhood with Fanouts (one per
+	// layer, -1 for all neighbours; default all).
+	BatchSize int
+	Fanouts   []int
 	// Progress, if set, is called after every epoch.
 	Progress func(EpochStats)
 	// Trace collects the per-task trace of every epoch.
@@ -26,17 +34,19 @@ type TrainOptions struct {
 
 // EpochStats report one epoch.
 type EpochStats struct {
-	Epoch    int
-	Loss     float64
-	TrainAcc float64
-	ValAcc   float64
-	Time     time.Duration // the iteration, without evaluation
+	Epoch      int
+	Iterations int
+	Loss       float64 // mean over the epoch's iterations
+	TrainAcc   float64
+	ValAcc     float64
+	Time       time.Duration // the iterations, without evaluation
 }
 
 // Summary is the outcome of a training run.
 type Summary struct {
 	Scheduler     string                  `json:"scheduler"`
 	Epochs        int                     `json:"epochs"`
+	Iterations    int                     `json:"iterations_per_epoch"`
 	EpochMs       []float64               `json:"-"`
 	EpochMsMedian float64                 `json:"epoch_ms_median"`
 	FinalLoss     float64                 `json:"final_loss"`
@@ -44,19 +54,19 @@ type Summary struct {
 	ValAcc        float64                 `json:"val_acc"`
 	TestAcc       float64                 `json:"test_acc"`
 	PeakMem       map[core.DeviceID]int64 `json:"peak_mem_bytes"`
+	// PredictedPeak is the largest peak the scheduler predicted
+	// (Plan.MemEstimate), when it predicts one.
+	PredictedPeak map[core.DeviceID]int64 `json:"predicted_peak_mem_bytes,omitempty"`
 	Units         int                     `json:"units"`
-	Wall          time.Duration           `json:"-"`
-	Trace         *core.Trace             `json:"-"`
-	Plan          *core.Plan              `json:"-"`
+	// Metrics are the plans' Metrics averaged over all iterations.
+	Metrics map[string]float64 `json:"scheduler_metrics,omitempty"`
+	Wall    time.Duration      `json:"-"`
+	Trace   *core.Trace        `json:"-"`
+	Plan    *core.Plan         `json:"-"`
 }
 
-// Workload describes one iteration of tr over batch on devs.
-func (t *Trainer) Workload(batch []int32, devs []core.DeviceInfo) *core.Workload {
-	return core.NewWorkload(t.model, t.Graph(), t.data.FeatureDim, batch, devs, t.seed)
-}
-
-// Train schedules the workload and runs opts.Epochs iterations, evaluating
-// after each.
+// Train runs opts.Epochs epochs, scheduling each iteration's batch with
+// opts.Scheduler, and evaluates after each epoch.
 func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOptions) (*Summary, error) {
 	if opts.Scheduler == nil {
 		return nil, errors.New("engine: no scheduler")
@@ -67,73 +77,150 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	if len(opts.Train) == 0 {
 		return nil, errors.New("engine: no training nodes")
 	}
-	w := t.Workload(opts.Train, devs)
-	plan, err := opts.Scheduler.Schedule(ctx, w)
-	if err != nil {
-		return nil, fmt.Errorf("engine: scheduler %s: %w", opts.Scheduler.Name(), err)
+	if opts.BatchSize < 0 {
+		return nil, fmt.Errorf("engine: batch size must not be negative, got %d", opts.BatchSize)
 	}
-	if err := plan.Validate(w); err != nil {
-		return nil, fmt.Errorf("engine: scheduler %s returned a bad plan: %w", opts.Scheduler.Name(), err)
+	fullGraph := opts.BatchSize == 0 && opts.Fanouts == nil
+	fanouts := opts.Fanouts
+	if !fullGraph && fanouts == nil {
+		for l := 0; l < max(1, t.model.Config.Layers); l++ {
+			fanouts = append(fanouts, -1)
+		}
 	}
-	s := &Summary{Scheduler: opts.Scheduler.Name(), Epochs: opts.Epochs, PeakMem: map[core.DeviceID]int64{}, Plan: plan, Units: len(plan.Units)}
+	s := &Summary{Scheduler: opts.Scheduler.Name(), Epochs: opts.Epochs, PeakMem: map[core.DeviceID]int64{},
+		PredictedPeak: map[core.DeviceID]int64{}, Metrics: map[string]float64{}}
 	if opts.Trace {
 		s.Trace = &core.Trace{PeakMem: map[core.DeviceID]int64{}}
 	}
+	schedule := func(b *Batch) (*core.Plan, *core.Workload, error) {
+		w, err := t.Workload(b, devs)
+		if err != nil {
+			return nil, nil, err
+		}
+		plan, err := opts.Scheduler.Schedule(ctx, w)
+		if err != nil {
+			return nil, nil, fmt.Errorf("scheduler %s: %w", opts.Scheduler.Name(), err)
+		}
+		if err := plan.Validate(w); err != nil {
+			return nil, nil, fmt.Errorf("scheduler %s returned a bad plan: %w", opts.Scheduler.Name(), err)
+		}
+		return plan, w, nil
+	}
+	var full *Batch
+	var fullPlan *core.Plan
+	var fullW *core.Workload
+	if fullGraph {
+		full = t.FullBatch(opts.Train)
+		var err error
+		if fullPlan, fullW, err = schedule(full); err != nil {
+			return nil, err
+		}
+	}
+	evalNodes := append(append([]int32(nil), opts.Train...), opts.Val...)
 	start := time.Now()
+	iters := 0
+	metricSums := map[string]float64{}
 	for e := 1; e <= opts.Epochs; e++ {
 		t0 := time.Now()
-		res, err := t.Run(ctx, plan, RunOptions{})
+		var batches []*Batch
+		if fullGraph {
+			batches = []*Batch{full}
+		} else {
+			perm := append([]int32(nil), opts.Train...)
+			r := rand.New(rand.NewPCG(t.seed, uint64(e)))
+			r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+			bs := opts.BatchSize
+			if bs == 0 {
+				bs = len(perm)
+			}
+			for lo := 0; lo < len(perm); lo += bs {
+				b, err := Sample(t.data.Graph, perm[lo:min(len(perm), lo+bs)], fanouts, mix(t.seed, uint64(e)<<20|uint64(lo/bs)))
+				if err != nil {
+					return nil, err
+				}
+				batches = append(batches, b)
+			}
+		}
+		var lossSum float64
+		for _, b := range batches {
+			plan, w := fullPlan, fullW
+			if !fullGraph {
+				var err error
+				if plan, w, err = schedule(b); err != nil {
+					return nil, fmt.Errorf("epoch %d: %w", e, err)
+				}
+			}
+			it0 := time.Now()
+			res, err := t.Run(ctx, plan, b, RunOptions{})
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: %w", e, err)
+			}
+			if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
+				return nil, fmt.Errorf("epoch %d: the loss is %v; lower the learning rate", e, res.Loss)
+			}
+			lossSum += res.Loss
+			iters++
+			s.Plan, s.Units = plan, len(plan.Units)
+			for k, v := range plan.Metrics {
+				metricSums[k] += v
+			}
+			for d, p := range res.Trace.PeakMem {
+				s.PeakMem[d] = max(s.PeakMem[d], p)
+			}
+			for d, p := range plan.MemEstimate {
+				s.PredictedPeak[d] = max(s.PredictedPeak[d], p)
+			}
+			if s.Trace != nil {
+				s.Trace.Append(res.Trace, it0.Sub(start))
+			}
+			if fb, ok := opts.Scheduler.(core.SchedulerWithFeedback); ok && fullGraph {
+				np, err := fb.Observe(ctx, w, res.Trace)
+				if err != nil {
+					return nil, fmt.Errorf("scheduler %s feedback: %w", opts.Scheduler.Name(), err)
+				}
+				if np != nil {
+					if err := np.Validate(w); err != nil {
+						return nil, fmt.Errorf("scheduler %s returned a bad plan after feedback: %w", opts.Scheduler.Name(), err)
+					}
+					fullPlan = np
+				}
+			}
+		}
+		dur := time.Since(t0)
+		s.EpochMs = append(s.EpochMs, float64(dur)/1e6)
+		s.Iterations = len(batches)
+		s.FinalLoss = lossSum / float64(len(batches))
+
+		t1 := time.Now()
+		nodes := evalNodes
+		if e == opts.Epochs {
+			nodes = append(append([]int32(nil), evalNodes...), opts.Test...)
+		}
+		preds, err := t.Predict(ctx, nodes)
 		if err != nil {
 			return nil, fmt.Errorf("epoch %d: %w", e, err)
 		}
-		dur := time.Since(t0)
-		if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
-			return nil, fmt.Errorf("engine: epoch %d: the loss is %v; lower the learning rate", e, res.Loss)
-		}
-		s.EpochMs = append(s.EpochMs, float64(dur)/1e6)
-		s.FinalLoss = res.Loss
-		for d, p := range res.Trace.PeakMem {
-			if p > s.PeakMem[d] {
-				s.PeakMem[d] = p
-			}
-		}
+		nt, nv := len(opts.Train), len(opts.Val)
+		st := EpochStats{Epoch: e, Iterations: len(batches), Loss: s.FinalLoss, Time: dur,
+			TrainAcc: Accuracy(preds[:nt], t.data.Labels, opts.Train),
+			ValAcc:   Accuracy(preds[nt:nt+nv], t.data.Labels, opts.Val)}
 		if s.Trace != nil {
-			s.Trace.Append(res.Trace, t0.Sub(start))
-		}
-		t1 := time.Now()
-		logits, classes, err := t.Logits(ctx)
-		if err != nil {
-			return nil, err
-		}
-		st := EpochStats{Epoch: e, Loss: res.Loss, Time: dur,
-			TrainAcc: Accuracy(logits, classes, t.data.Labels, opts.Train),
-			ValAcc:   Accuracy(logits, classes, t.data.Labels, opts.Val)}
-		if s.Trace != nil {
-			s.Trace.Events = append(s.Trace.Events, core.TraceEvent{Name: "evaluate", Cat: "eval", Device: plan.Home,
+			s.Trace.Events = append(s.Trace.Events, core.TraceEvent{Name: "evaluate", Cat: "eval", Device: t.home,
 				Stream: 0, Unit: -1, Start: t1.Sub(start), Dur: time.Since(t1)})
 		}
 		if e == opts.Epochs {
 			s.TrainAcc, s.ValAcc = st.TrainAcc, st.ValAcc
-			s.TestAcc = Accuracy(logits, classes, t.data.Labels, opts.Test)
+			s.TestAcc = Accuracy(preds[nt+nv:], t.data.Labels, opts.Test)
 		}
 		if opts.Progress != nil {
 			opts.Progress(st)
 		}
-		if fb, ok := opts.Scheduler.(core.SchedulerWithFeedback); ok {
-			np, err := fb.Observe(ctx, w, res.Trace)
-			if err != nil {
-				return nil, fmt.Errorf("engine: scheduler %s feedback: %w", opts.Scheduler.Name(), err)
-			}
-			if np != nil {
-				if err := np.Validate(w); err != nil {
-					return nil, fmt.Errorf("engine: scheduler %s returned a bad plan after feedback: %w", opts.Scheduler.Name(), err)
-				}
-				plan = np
-			}
-		}
 	}
 	s.Wall = time.Since(start)
 	s.EpochMsMedian = Median(s.EpochMs)
+	for k, v := range metricSums {
+		s.Metrics[k] = v / float64(iters)
+	}
 	return s, nil
 }
 

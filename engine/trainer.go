@@ -1,13 +1,10 @@
 package engine
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"hash/fnv"
 	"sort"
-	"sync"
-	"time"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -74,7 +71,7 @@ type Trainer struct {
 	opt      Optimizer
 	seed     uint64
 	devs     map[core.DeviceID]core.Device
-	graphs   map[string]*core.Graph // prepared per GraphSpec
+	full     *Batch // the dataset graph, for evaluation
 	needGrad map[string]bool
 	specs    map[string]core.ParamSpec
 
@@ -85,12 +82,16 @@ type Trainer struct {
 }
 
 // replica is one device's copy of the parameters, its gradient
-// accumulators and its copy of the input data.
+// accumulators and the input data resident there.
 type replica struct {
 	dev    core.Device
 	params map[string]*core.Tensor
 	grads  map[string]*core.Tensor
-	inputs map[string]*core.Tensor // "x", graph weights
+	x      *core.Tensor // all features (for full-graph batches), on first use
+	// Inputs of the current batch for units that compute the whole batch
+	// graph: its features (sampled batches) and edge weights.
+	batch  *Batch
+	inputs map[string]*core.Tensor
 }
 
 // New prepares a trainer: graphs per the model's specs, parameters
@@ -124,8 +125,7 @@ func New(cfg Config) (*Trainer, error) {
 		return nil, fmt.Errorf("engine: model %s expects %d input features, data has %d", cfg.Model.Name, cfg.Model.Config.InDim, d.FeatureDim)
 	}
 	t := &Trainer{model: cfg.Model, data: d, opt: cfg.Optimizer, seed: cfg.Seed,
-		devs: map[core.DeviceID]core.Device{}, graphs: map[string]*core.Graph{},
-		needGrad: cfg.Model.NeedsGrad(), specs: map[string]core.ParamSpec{},
+		devs: map[core.DeviceID]core.Device{}, needGrad: cfg.Model.NeedsGrad(), specs: map[string]core.ParamSpec{},
 		reps: map[core.DeviceID]*replica{}, moment: map[string][2]*core.Tensor{}}
 	for _, dev := range cfg.Devices {
 		t.devs[dev.ID()] = dev
@@ -133,27 +133,16 @@ func New(cfg Config) (*Trainer, error) {
 	for _, p := range cfg.Model.Params {
 		t.specs[p.Name] = p
 	}
-	for _, gs := range cfg.Model.Graphs {
-		g := d.Graph
-		if gs.SelfLoops {
-			var err error
-			if g, err = g.WithSelfLoops(); err != nil {
-				return nil, fmt.Errorf("engine: graph %s: %w", gs.Name, err)
-			}
-		}
-		t.graphs[gs.Name] = g
+	t.full = t.FullBatch(nil)
+	if err := t.prepare(t.full); err != nil {
+		return nil, err
 	}
 	return t, nil
 }
 
-// Graph returns the graph as prepared for the model's first graph input
-// (the one schedulers should see), or the raw graph if the model has none.
-func (t *Trainer) Graph() *core.Graph {
-	if len(t.model.Graphs) > 0 {
-		return t.graphs[t.model.Graphs[0].Name]
-	}
-	return t.data.Graph
-}
+// Graph returns the dataset graph as the model's first graph input sees
+// it (with self-loops if asked).
+func (t *Trainer) Graph() *core.Graph { return t.batchGraph(t.full) }
 
 // Model returns the model being trained.
 func (t *Trainer) Model() *core.Model { return t.model }
@@ -175,34 +164,6 @@ func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 	fail := func(what string, err error) (*replica, error) {
 		r.free()
 		return nil, fmt.Errorf("engine: %s on %s: %w", what, id, err)
-	}
-	x, err := dev.Alloc(t.graphs0Rows(), t.data.FeatureDim)
-	if err != nil {
-		return fail(fmt.Sprintf("placing the %d x %d input features", t.graphs0Rows(), t.data.FeatureDim), err)
-	}
-	r.inputs["x"] = x
-	if err := dev.Upload(x, t.data.Features); err != nil {
-		return fail("uploading features", err)
-	}
-	for _, gs := range t.model.Graphs {
-		g := t.graphs[gs.Name]
-		var w []float32
-		switch gs.Weights {
-		case core.WeightsNone:
-			continue
-		case core.WeightsGCN:
-			w = g.GCNNorm()
-		case core.WeightsMean:
-			w = g.MeanWeights()
-		}
-		wt, err := dev.Alloc(len(w), 1)
-		if err != nil {
-			return fail("placing edge weights of graph "+gs.Name, err)
-		}
-		r.inputs[gs.Name+".w"] = wt
-		if err := dev.Upload(wt, w); err != nil {
-			return fail("uploading edge weights", err)
-		}
 	}
 	for _, p := range t.model.Params {
 		pt, err := dev.Alloc(p.Shape...)
@@ -231,15 +192,171 @@ func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 	return r, nil
 }
 
-func (t *Trainer) graphs0Rows() int { return t.data.Graph.NumDst }
-
 func (r *replica) free() {
 	for _, m := range []map[string]*core.Tensor{r.params, r.grads, r.inputs} {
 		for k, x := range m {
-			r.dev.Free(x)
+			if x != r.x {
+				r.dev.Free(x)
+			}
 			delete(m, k)
 		}
 	}
+	r.dev.Free(r.x)
+	r.x, r.batch = nil, nil
+}
+
+// features returns all node features resident on r, uploading them once.
+func (t *Trainer) features(r *replica) (*core.Tensor, error) {
+	if r.x != nil {
+		return r.x, nil
+	}
+	x, err := r.dev.Alloc(t.data.Graph.NumDst, t.data.FeatureDim)
+	if err != nil {
+		return nil, fmt.Errorf("engine: placing the %d x %d input features on %s: %w", t.data.Graph.NumDst, t.data.FeatureDim, r.dev.ID(), err)
+	}
+	if err := r.dev.Upload(x, t.data.Features); err != nil {
+		r.dev.Free(x)
+		return nil, err
+	}
+	r.x = x
+	return x, nil
+}
+
+// batchInputs returns the features and edge weights of b resident on r,
+// for units that compute the whole batch graph. A new batch replaces the
+// previous one's.
+func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, error) {
+	if r.batch == b {
+		return r.inputs, nil
+	}
+	for k, x := range r.inputs {
+		if x != r.x {
+			r.dev.Free(x)
+		}
+		delete(r.inputs, k)
+	}
+	r.batch = nil
+	if b.Nodes == nil {
+		x, err := t.features(r)
+		if err != nil {
+			return nil, err
+		}
+		r.inputs["x"] = x
+	} else {
+		x, err := t.gatherFeatures(r.dev, nil, b, nil)
+		if err != nil {
+			return nil, err
+		}
+		r.inputs["x"] = x
+	}
+	for name, w := range b.weights {
+		wt, err := r.dev.Alloc(len(w), 1)
+		if err != nil {
+			return nil, fmt.Errorf("engine: placing the edge weights of graph %s on %s: %w", name, r.dev.ID(), err)
+		}
+		r.inputs[name+".w"] = wt
+		if err := r.dev.Upload(wt, w); err != nil {
+			return nil, err
+		}
+	}
+	r.batch = b
+	return r.inputs, nil
+}
+
+// gatherFeatures uploads the features of the batch-local rows (all of
+// the batch's nodes when rows is nil) into a new tensor, owned by env when
+// env is not nil.
+func (t *Trainer) gatherFeatures(dev core.Device, env *core.Env, b *Batch, rows []int32) (*core.Tensor, error) {
+	n := len(rows)
+	if rows == nil {
+		n = b.Graph.NumDst
+	}
+	f := t.data.FeatureDim
+	var x *core.Tensor
+	var err error
+	if env != nil {
+		x, err = env.Alloc(n, f)
+	} else {
+		x, err = dev.Alloc(n, f)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: placing the features of %d nodes on %s: %w", n, dev.ID(), err)
+	}
+	if _, meta := dev.(*metaDevice); meta {
+		return x, nil
+	}
+	buf := make([]float32, n*f)
+	for i := 0; i < n; i++ {
+		l := int32(i)
+		if rows != nil {
+			l = rows[i]
+		}
+		g := int(b.Global(l))
+		copy(buf[i*f:(i+1)*f], t.data.Features[g*f:(g+1)*f])
+	}
+	return x, dev.Upload(x, buf)
+}
+
+// unitEnv builds the Env a unit runs in on replica r.
+func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training bool) (*core.Env, error) {
+	in, err := t.unitView(b, u)
+	if err != nil {
+		return nil, err
+	}
+	env := core.NewEnv(r.dev, r.params, r.grads, t.needGrad)
+	if !training {
+		env = core.NewEnv(r.dev, r.params, r.grads, map[string]bool{})
+	}
+	for name, g := range in.graphs {
+		env.Graphs[name] = g
+	}
+	if !u.Subgraph {
+		vals, err := t.batchInputs(r, b)
+		if err != nil {
+			return nil, err
+		}
+		for name, x := range vals {
+			env.SetValue(name, x)
+		}
+	} else {
+		x, err := t.gatherFeatures(r.dev, env, b, in.rows)
+		if err != nil {
+			env.Release()
+			return nil, err
+		}
+		env.SetValue("x", x)
+		for name, em := range in.edgeMap {
+			w, ok := b.weights[name]
+			if !ok {
+				continue
+			}
+			wt, err := env.Alloc(len(em), 1)
+			if err != nil {
+				env.Release()
+				return nil, fmt.Errorf("engine: placing the edge weights of unit %d on %s: %w", u.ID, r.dev.ID(), err)
+			}
+			if _, meta := r.dev.(*metaDevice); !meta {
+				buf := make([]float32, len(em))
+				for e, id := range em {
+					buf[e] = w[id]
+				}
+				if err := r.dev.Upload(wt, buf); err != nil {
+					env.Release()
+					return nil, err
+				}
+			}
+			env.SetValue(name+".w", wt)
+		}
+	}
+	env.NodeIDs, env.EdgeIDs = in.nodeIDs, in.edgeIDs
+	env.Labels = in.labels
+	env.Targets = in.targets
+	if len(u.Targets) > 0 {
+		env.LossScale = float32(u.LossWeight / float64(len(u.Targets)))
+	}
+	env.Training = training
+	env.Seed = mix(t.seed, uint64(t.step))
+	return env, nil
 }
 
 // copyParams copies the parameters of src into dst (through the host) and
@@ -308,247 +425,6 @@ func (t *Trainer) download(pick func(*replica) map[string]*core.Tensor) (map[str
 		out[name] = buf
 	}
 	return out, nil
-}
-
-// RunOptions adjust one iteration.
-type RunOptions struct {
-	// SkipStep runs every task but the optimizer step, leaving the summed
-	// gradients in the home accumulators (for the exactness oracle).
-	SkipStep bool
-}
-
-// Result is the outcome of one iteration.
-type Result struct {
-	Loss  float64
-	Trace *core.Trace
-}
-
-// Run executes one training iteration of plan (validated by the caller).
-func (t *Trainer) Run(ctx context.Context, plan *core.Plan, opts RunOptions) (*Result, error) {
-	if len(t.reps) == 0 {
-		// Make the plan's home the master copy.
-		if _, err := t.replicaOn(plan.Home); err != nil {
-			return nil, err
-		}
-	}
-	if plan.Home != t.home {
-		return nil, fmt.Errorf("engine: plan's home device %s differs from the trainer's %s", plan.Home, t.home)
-	}
-	for _, id := range plan.Devices() {
-		if _, err := t.replicaOn(id); err != nil {
-			return nil, err
-		}
-	}
-	for _, r := range t.reps {
-		r.dev.Mem().ResetPeak()
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	ex := &execution{t: t, plan: plan, opts: opts, start: time.Now(), envs: map[int]*core.Env{},
-		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}}}
-	for i := range ex.done {
-		ex.done[i] = make(chan struct{})
-	}
-	type key struct {
-		d core.DeviceID
-		s int
-	}
-	streams := map[key][]int{}
-	var order []key
-	for i, task := range plan.Tasks {
-		k := key{task.Device, task.Stream}
-		if _, ok := streams[k]; !ok {
-			order = append(order, k)
-		}
-		streams[k] = append(streams[k], i)
-	}
-	var wg sync.WaitGroup
-	for _, k := range order {
-		tasks := streams[k]
-		wg.Go(func() {
-			for _, i := range tasks {
-				if err := ex.wait(ctx, i); err != nil {
-					ex.fail(err)
-					cancel()
-					return
-				}
-				if err := ex.run(ctx, i); err != nil {
-					ex.fail(err)
-					cancel()
-					return
-				}
-				close(ex.done[i])
-			}
-		})
-	}
-	wg.Wait()
-	for _, env := range ex.envs {
-		env.Release()
-	}
-	ex.trace.Wall = time.Since(ex.start)
-	for id, r := range t.reps {
-		ex.trace.PeakMem[id] = r.dev.Mem().Stats().Peak
-	}
-	sort.SliceStable(ex.trace.Events, func(i, j int) bool { return ex.trace.Events[i].Start < ex.trace.Events[j].Start })
-	if ex.err != nil {
-		// Leave no half-accumulated gradients behind.
-		for _, r := range t.reps {
-			_ = t.zeroGrads(r)
-		}
-		return nil, ex.err
-	}
-	return &Result{Loss: ex.loss, Trace: ex.trace}, nil
-}
-
-type execution struct {
-	t     *Trainer
-	plan  *core.Plan
-	opts  RunOptions
-	start time.Time
-	done  []chan struct{}
-
-	mu    sync.Mutex
-	envs  map[int]*core.Env
-	loss  float64
-	err   error
-	trace *core.Trace
-}
-
-func (ex *execution) fail(err error) {
-	ex.mu.Lock()
-	if ex.err == nil || errors.Is(ex.err, context.Canceled) && !errors.Is(err, context.Canceled) {
-		ex.err = err
-	}
-	ex.mu.Unlock()
-}
-
-func (ex *execution) wait(ctx context.Context, i int) error {
-	for _, d := range ex.plan.Tasks[i].Deps {
-		select {
-		case <-ex.done[d]:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
-	return ctx.Err()
-}
-
-func (ex *execution) record(e core.TraceEvent, t0 time.Time) {
-	e.Start = t0.Sub(ex.start)
-	e.Dur = time.Since(t0)
-	ex.mu.Lock()
-	ex.trace.Events = append(ex.trace.Events, e)
-	ex.trace.BytesMoved += e.Bytes
-	ex.mu.Unlock()
-}
-
-func (ex *execution) env(task core.Task) (*core.Env, error) {
-	ex.mu.Lock()
-	env := ex.envs[task.Unit]
-	ex.mu.Unlock()
-	if env != nil {
-		return env, nil
-	}
-	t := ex.t
-	r := t.reps[task.Device]
-	env = core.NewEnv(r.dev, r.params, r.grads, t.needGrad)
-	for name, g := range t.graphs {
-		env.Graphs[name] = g
-	}
-	for name, x := range r.inputs {
-		env.SetValue(name, x)
-	}
-	u := ex.plan.Units[task.Unit]
-	env.Labels = t.data.Labels
-	env.Targets = u.Targets
-	if len(u.Targets) > 0 {
-		env.LossScale = float32(u.LossWeight / float64(len(u.Targets)))
-	}
-	env.Training = true
-	env.Seed = mix(t.seed, uint64(t.step))
-	ex.mu.Lock()
-	ex.envs[task.Unit] = env
-	ex.mu.Unlock()
-	return env, nil
-}
-
-func (ex *execution) run(ctx context.Context, i int) error {
-	task := ex.plan.Tasks[i]
-	t := ex.t
-	ops := t.model.Ops
-	t0 := time.Now()
-	ev := core.TraceEvent{Cat: task.Kind.String(), Device: task.Device, Stream: task.Stream, Unit: task.Unit}
-	switch task.Kind {
-	case core.TaskForward:
-		env, err := ex.env(task)
-		if err != nil {
-			return err
-		}
-		for o := task.OpLo; o < task.OpHi; o++ {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := ops[o].Forward(env); err != nil {
-				return fmt.Errorf("engine: forward %s (unit %d on %s): %w", ops[o].Name(), task.Unit, task.Device, err)
-			}
-		}
-		if task.OpHi == len(ops) {
-			ex.mu.Lock()
-			ex.loss += env.Loss
-			ex.mu.Unlock()
-		}
-		ev.Name = fmt.Sprintf("fwd u%d ops %d-%d", task.Unit, task.OpLo, task.OpHi-1)
-	case core.TaskBackward:
-		ex.mu.Lock()
-		env := ex.envs[task.Unit]
-		ex.mu.Unlock()
-		if env == nil {
-			return fmt.Errorf("engine: backward of unit %d before its forward", task.Unit)
-		}
-		for o := task.OpHi - 1; o >= task.OpLo; o-- {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			if err := ops[o].Backward(env); err != nil {
-				return fmt.Errorf("engine: backward %s (unit %d on %s): %w", ops[o].Name(), task.Unit, task.Device, err)
-			}
-			for _, out := range ops[o].Outputs() {
-				env.DropGrad(out)
-			}
-		}
-		if task.OpLo == 0 {
-			env.Release()
-			ex.mu.Lock()
-			delete(ex.envs, task.Unit)
-			ex.mu.Unlock()
-		}
-		ev.Name = fmt.Sprintf("bwd u%d ops %d-%d", task.Unit, task.OpLo, task.OpHi-1)
-	case core.TaskReduceGrads:
-		n, err := t.reduceGrads(task.From, task.Device)
-		if err != nil {
-			return fmt.Errorf("engine: reducing gradients from %s into %s: %w", task.From, task.Device, err)
-		}
-		ev.Name, ev.Bytes = "reduce grads from "+string(task.From), n
-	case core.TaskStep:
-		if !ex.opts.SkipStep {
-			if err := t.applyStep(); err != nil {
-				return err
-			}
-			ex.record(core.TraceEvent{Name: "optimizer step", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
-			t1 := time.Now()
-			n, err := t.broadcast()
-			if err != nil {
-				return fmt.Errorf("engine: refreshing parameter replicas: %w", err)
-			}
-			if n > 0 {
-				ex.record(core.TraceEvent{Name: "broadcast params", Cat: "transfer", Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t1)
-			}
-			return nil
-		}
-		ev.Name = "optimizer step (skipped)"
-	}
-	ex.record(ev, t0)
-	return nil
 }
 
 func (t *Trainer) reduceGrads(from, into core.DeviceID) (int64, error) {
@@ -651,62 +527,6 @@ func (t *Trainer) broadcast() (int64, error) {
 		}
 	}
 	return moved, nil
-}
-
-// Logits runs the model forward in evaluation mode (no dropout) on the
-// home device over the whole graph and returns the output, rows x classes.
-func (t *Trainer) Logits(ctx context.Context) ([]float32, int, error) {
-	if len(t.reps) == 0 {
-		return nil, 0, errors.New("engine: evaluate before the first iteration")
-	}
-	r := t.reps[t.home]
-	env := core.NewEnv(r.dev, r.params, r.grads, map[string]bool{})
-	defer env.Release()
-	for name, g := range t.graphs {
-		env.Graphs[name] = g
-	}
-	for name, x := range r.inputs {
-		env.SetValue(name, x)
-	}
-	env.Labels = t.data.Labels
-	for _, op := range t.model.Ops {
-		if err := ctx.Err(); err != nil {
-			return nil, 0, err
-		}
-		if err := op.Forward(env); err != nil {
-			return nil, 0, fmt.Errorf("engine: evaluate: forward %s: %w", op.Name(), err)
-		}
-	}
-	out, err := env.Value(t.model.Output)
-	if err != nil {
-		return nil, 0, err
-	}
-	buf := make([]float32, out.Len())
-	if err := r.dev.Download(buf, out); err != nil {
-		return nil, 0, err
-	}
-	return buf, out.Cols(), nil
-}
-
-// Accuracy is the share of nodes whose arg-max logit equals their label.
-func Accuracy(logits []float32, classes int, labels []int32, nodes []int32) float64 {
-	if len(nodes) == 0 || classes == 0 {
-		return 0
-	}
-	correct := 0
-	for _, n := range nodes {
-		row := logits[int(n)*classes : int(n+1)*classes]
-		best := 0
-		for c := 1; c < classes; c++ {
-			if row[c] > row[best] {
-				best = c
-			}
-		}
-		if int32(best) == labels[n] {
-			correct++
-		}
-	}
-	return float64(correct) / float64(len(nodes))
 }
 
 func mix(a, b uint64) uint64 {

@@ -123,19 +123,6 @@ func buildModel(t testing.TB, name string, f *Fixture) *core.Model {
 	return m
 }
 
-// prepared returns the graph as the model's first graph spec wants it.
-func prepared(t testing.TB, m *core.Model, g *core.Graph) *core.Graph {
-	t.Helper()
-	if len(m.Graphs) > 0 && m.Graphs[0].SelfLoops {
-		sg, err := g.WithSelfLoops()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return sg
-	}
-	return g
-}
-
 func nodes(lo, hi int) []int32 {
 	out := make([]int32, 0, hi-lo)
 	for i := lo; i < hi; i++ {
@@ -153,18 +140,23 @@ func workloads(t *testing.T) []workloadCase {
 	f := NewFixture(80, 3, 12, 4, 1)
 	var cases []workloadCase
 	for _, model := range []string{"gcn", "sage", "gat"} {
-		m := buildModel(t, model, f)
-		g := prepared(t, m, f.Graph)
 		for _, nd := range []int{1, 2, 3} {
-			devs := infos(Devices(t, nd))
+			devs := Devices(t, nd)
+			tr, err := engine.New(engine.Config{Model: buildModel(t, model, f), Devices: devs, Seed: 42,
+				Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(tr.Close)
 			for _, b := range []struct {
 				name  string
 				batch []int32
 			}{{"all", nodes(0, 80)}, {"half", nodes(0, 40)}, {"one", []int32{7}}, {"scattered", []int32{3, 71, 12, 40, 55}}} {
-				cases = append(cases, workloadCase{
-					name: fmt.Sprintf("model=%s/devices=%d/batch=%s", model, nd, b.name),
-					w:    core.NewWorkload(m, g, f.FeatureDim, b.batch, devs, 42),
-				})
+				w, err := tr.Workload(tr.FullBatch(b.batch), infos(devs))
+				if err != nil {
+					t.Fatal(err)
+				}
+				cases = append(cases, workloadCase{name: fmt.Sprintf("model=%s/devices=%d/batch=%s", model, nd, b.name), w: w})
 			}
 		}
 	}
@@ -263,6 +255,13 @@ type OracleOptions struct {
 	Tol       float64 // relative L2 on loss and gradients after one iteration (default 1e-5)
 	Steps     int     // optimizer steps compared afterwards (default 5)
 	StepTol   float64 // relative tolerance on the loss after Steps steps (default 1e-4)
+	// Fixture is the data (default: NewFixture(120, 3, 16, 4, 3)) and
+	// Batch the targets (default: the first three quarters of the nodes).
+	Fixture *Fixture
+	Batch   []int32
+	// Fanouts, when set, trains a sampled mini-batch (engine.Sample with
+	// these fan-outs) instead of the full graph.
+	Fanouts []int
 }
 
 // RelL2 is ||a-b|| / max(||b||, tiny).
@@ -311,6 +310,12 @@ func (o *OracleOptions) defaults() {
 	if o.StepTol == 0 {
 		o.StepTol = 1e-4
 	}
+	if o.Fixture == nil {
+		o.Fixture = NewFixture(120, 3, 16, 4, 3)
+	}
+	if o.Batch == nil {
+		o.Batch = nodes(0, o.Fixture.Graph.NumDst*3/4)
+	}
 }
 
 // Compare trains model with sched and with the reference on the oracle's
@@ -319,11 +324,11 @@ func (o *OracleOptions) defaults() {
 func Compare(t testing.TB, sched core.Scheduler, model string, o OracleOptions) []string {
 	t.Helper()
 	o.defaults()
-	f := NewFixture(120, 3, 16, 4, 3)
-	batch := nodes(0, 90)
+	f := o.Fixture
 	type run struct {
 		tr   *engine.Trainer
 		plan *core.Plan
+		b    *engine.Batch
 	}
 	mk := func(s core.Scheduler) run {
 		m := buildModel(t, model, f)
@@ -335,7 +340,16 @@ func Compare(t testing.TB, sched core.Scheduler, model string, o OracleOptions) 
 			t.Fatal(err)
 		}
 		t.Cleanup(tr.Close)
-		w := tr.Workload(batch, infos(devs))
+		b := tr.FullBatch(o.Batch)
+		if o.Fanouts != nil {
+			if b, err = engine.Sample(f.Graph, o.Batch, o.Fanouts, 99); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w, err := tr.Workload(b, infos(devs))
+		if err != nil {
+			t.Fatal(err)
+		}
 		p, err := s.Schedule(context.Background(), w)
 		if err != nil {
 			t.Fatalf("%s: Schedule: %v", s.Name(), err)
@@ -343,16 +357,16 @@ func Compare(t testing.TB, sched core.Scheduler, model string, o OracleOptions) 
 		if err := p.Validate(w); err != nil {
 			t.Fatalf("%s: invalid plan: %v", s.Name(), err)
 		}
-		return run{tr, p}
+		return run{tr, p, b}
 	}
 	got, ref := mk(sched), mk(o.Reference())
 	ctx := context.Background()
 	var probs []string
-	rg, err := got.tr.Run(ctx, got.plan, engine.RunOptions{SkipStep: true})
+	rg, err := got.tr.Run(ctx, got.plan, got.b, engine.RunOptions{SkipStep: true})
 	if err != nil {
 		t.Fatalf("%s: Run: %v", sched.Name(), err)
 	}
-	rr, err := ref.tr.Run(ctx, ref.plan, engine.RunOptions{SkipStep: true})
+	rr, err := ref.tr.Run(ctx, ref.plan, ref.b, engine.RunOptions{SkipStep: true})
 	if err != nil {
 		t.Fatalf("reference Run: %v", err)
 	}
@@ -380,11 +394,11 @@ func Compare(t testing.TB, sched core.Scheduler, model string, o OracleOptions) 
 	// Then train a few steps with both and compare the loss.
 	var lg, lr float64
 	for s := 0; s < o.Steps; s++ {
-		a, err := got.tr.Run(ctx, got.plan, engine.RunOptions{})
+		a, err := got.tr.Run(ctx, got.plan, got.b, engine.RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := ref.tr.Run(ctx, ref.plan, engine.RunOptions{})
+		b, err := ref.tr.Run(ctx, ref.plan, ref.b, engine.RunOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

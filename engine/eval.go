@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Predict returns the arg-max class of each of the given nodes (global
+// ids), computed in evaluation mode (no dropout) over the full dataset
+// graph on the home device. It runs one full-graph pass; if that does not
+// fit in the device's memory it computes the nodes' receptive fields in
+// chunks, halving the chunk until each fits.
+func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
+	if len(nodes) == 0 {
+		return nil, nil
+	}
+	if len(t.reps) == 0 {
+		return nil, errors.New("engine: predict before the first iteration")
+	}
+	r := t.reps[t.home]
+	preds := make([]int32, len(nodes))
+	err := t.predictChunk(ctx, r, core.Unit{Targets: nodes}, preds)
+	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
+		return preds, err
+	}
+	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
+		err = nil
+		for lo := 0; lo < len(nodes) && err == nil; lo += chunk {
+			hi := min(len(nodes), lo+chunk)
+			err = t.predictChunk(ctx, r, core.Unit{Targets: nodes[lo:hi], Subgraph: true}, preds[lo:hi])
+		}
+		if !errors.Is(err, core.ErrOutOfMemory) || chunk == 1 {
+			return preds, err
+		}
+	}
+}
+
+// predictChunk evaluates unit u (targets are global ids) and writes the
+// arg-max class of each target to preds.
+func (t *Trainer) predictChunk(ctx context.Context, r *replica, u core.Unit, preds []int32) error {
+	env, err := t.unitEnv(r, t.full, u, false)
+	if err != nil {
+		return err
+	}
+	defer env.Release()
+	env.Targets = nil
+	if err := forward(ctx, t.model.Ops, env); err != nil {
+		return fmt.Errorf("engine: evaluate: %w", err)
+	}
+	out, err := env.Value(t.model.Output)
+	if err != nil {
+		return err
+	}
+	buf := make([]float32, out.Len())
+	if err := r.dev.Download(buf, out); err != nil {
+		return err
+	}
+	c := out.Cols()
+	for i, n := range u.Targets {
+		row := int(n)
+		if u.Subgraph {
+			row = i // seeds come first in a subgraph unit
+		}
+		preds[i] = argmax(buf[row*c : (row+1)*c])
+	}
+	return nil
+}
+
+func argmax(row []float32) int32 {
+	best := 0
+	for c := 1; c < len(row); c++ {
+		if row[c] > row[best] {
+			best = c
+		}
+	}
+	return int32(best)
+}
+
+// Accuracy is the share of nodes whose prediction equals their label.
+func Accuracy(preds []int32, labels []int32, nodes []int32) float64 {
+	if len(nodes) == 0 {
+		return 0
+	}
+	correct := 0
+	for i, n := range nodes {
+		if preds[i] == labels[n] {
+			correct++
+		}
+	}
+	return float64(correct) / float64(len(nodes))
+}
