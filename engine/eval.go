@@ -26,6 +26,7 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
 		return preds, err
 	}
+	r.releaseInputs() // make room: the chunks bring their own inputs
 	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
 		err = nil
 		for lo := 0; lo < len(nodes) && err == nil; lo += chunk {

@@ -61,7 +61,16 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 			return nil, err
 		}
 	}
+	t.wholeUnits = false
+	for _, u := range plan.Units {
+		t.wholeUnits = t.wholeUnits || !u.Subgraph
+	}
 	for _, r := range t.reps {
+		if !t.wholeUnits {
+			// Subgraph units bring their own inputs: keep nothing resident
+			// that the plan's memory estimate does not count.
+			r.releaseInputs()
+		}
 		r.dev.Mem().ResetPeak()
 	}
 	ctx, cancel := context.WithCancel(ctx)

@@ -75,10 +75,13 @@ type Trainer struct {
 	needGrad map[string]bool
 	specs    map[string]core.ParamSpec
 
-	home   core.DeviceID
-	reps   map[core.DeviceID]*replica
-	moment map[string][2]*core.Tensor // optimizer state on home
-	step   int
+	home core.DeviceID
+	// wholeUnits is whether the last plan had a unit computing the whole
+	// batch graph (whose inputs then stay resident between iterations).
+	wholeUnits bool
+	reps       map[core.DeviceID]*replica
+	moment     map[string][2]*core.Tensor // optimizer state on home
+	step       int
 }
 
 // replica is one device's copy of the parameters, its gradient
@@ -200,6 +203,18 @@ func (r *replica) free() {
 			}
 			delete(m, k)
 		}
+	}
+	r.dev.Free(r.x)
+	r.x, r.batch = nil, nil
+}
+
+// releaseInputs frees the data resident on r (features, batch inputs).
+func (r *replica) releaseInputs() {
+	for k, x := range r.inputs {
+		if x != r.x {
+			r.dev.Free(x)
+		}
+		delete(r.inputs, k)
 	}
 	r.dev.Free(r.x)
 	r.x, r.batch = nil, nil

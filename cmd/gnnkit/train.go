@@ -21,7 +21,8 @@ import (
 
 type trainFlags struct {
 	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
-	epochs, hidden, heads, layers, threads                                              int
+	epochs, hidden, heads, layers, threads, batchSize                                   int
+	fanout                                                                              []int
 	lr, wd, dropout, attnDropout                                                        float64
 	seed                                                                                uint64
 	asJSON, quiet                                                                       bool
@@ -60,6 +61,8 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
+	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.Float64Var(&f.lr, "lr", 0, "learning rate (default: per model)")
 	fl.Float64Var(&f.wd, "weight-decay", -1, "L2 weight decay (default: per model)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: adam or sgd")
@@ -91,6 +94,9 @@ type trainResult struct {
 	ValAcc        float64                 `json:"val_acc"`
 	TestAcc       float64                 `json:"test_acc"`
 	Units         int                     `json:"units"`
+	Iterations    int                     `json:"iterations_per_epoch"`
+	PredictedPeak map[core.DeviceID]int64 `json:"predicted_peak_mem_bytes,omitempty"`
+	SchedMetrics  map[string]float64      `json:"scheduler_metrics,omitempty"`
 	Seed          uint64                  `json:"seed"`
 	Trace         string                  `json:"trace,omitempty"`
 }
@@ -221,6 +227,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	}
 	sum, err := engine.Train(ctx, tr, infos, engine.TrainOptions{
 		Epochs: f.epochs, Scheduler: sched, Train: ds.Train, Val: ds.Val, Test: ds.Test, Trace: f.trace != "",
+		BatchSize: f.batchSize, Fanouts: f.fanout,
 		Progress: func(s engine.EpochStats) {
 			if bar != nil {
 				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %.3f", f.model, ds.Name, s.Loss, s.ValAcc))
@@ -236,7 +243,8 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	}
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
 		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
-		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed}
+		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
+		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics}
 	if f.trace != "" {
 		if err := writeFileAtomic(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
 			return fmt.Errorf("writing trace: %w", err)
@@ -257,7 +265,15 @@ func printSummary(w io.Writer, r trainResult) {
 	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
 	row("model", r.Model)
 	row("data", r.Data)
-	row("scheduler", fmt.Sprintf("%s (%d unit(s))", r.Scheduler, r.Units))
+	row("scheduler", fmt.Sprintf("%s (%d unit(s) per iteration, %d iteration(s) per epoch)", r.Scheduler, r.Units, r.Iterations))
+	keys := make([]string, 0, len(r.SchedMetrics))
+	for k := range r.SchedMetrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.3g", r.SchedMetrics[k]))
+	}
 	devs := make([]string, len(r.Devices))
 	for i, d := range r.Devices {
 		devs[i] = string(d)
@@ -272,7 +288,11 @@ func printSummary(w io.Writer, r trainResult) {
 	}
 	sort.Strings(ids)
 	for _, d := range ids {
-		row("peak memory "+d, core.FormatBytes(r.PeakMemBytes[core.DeviceID(d)]))
+		v := core.FormatBytes(r.PeakMemBytes[core.DeviceID(d)]) + " measured"
+		if p, ok := r.PredictedPeak[core.DeviceID(d)]; ok {
+			v += fmt.Sprintf(", %s predicted (%+.1f%%)", core.FormatBytes(p), 100*(float64(p)/float64(r.PeakMemBytes[core.DeviceID(d)])-1))
+		}
+		row("peak memory "+d, v)
 	}
 	row("final loss", fmt.Sprintf("%.4f", r.FinalLoss))
 	row("accuracy train / val / test", fmt.Sprintf("%.3f / %.3f / %.3f", r.TrainAcc, r.ValAcc, r.TestAcc))
