@@ -273,31 +273,29 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		if c == 0 {
 			return nil
 		}
+		// Sums are accumulated in float64 in fixed blocks combined in
+		// order: bias gradients are sums of many cancelling terms, and
+		// micro-batched training must reproduce the full batch's sum.
 		blocks := (r + reduceBlock - 1) / reduceBlock
-		if blocks <= 1 {
-			clear(od)
-			for i := range r {
-				k.v.Add(ad[i*c:i*c+c], od)
-			}
-			return nil
-		}
-		part := getScratch(blocks * c)
-		ps := *part
+		ps := make([]float64, blocks*c)
 		pieces := k.dev.pool.pieces(blocks, int64(r)*int64(c))
 		k.dev.pool.run(pieces, func(p int) {
 			for bl := p * blocks / pieces; bl < (p+1)*blocks/pieces; bl++ {
 				acc := ps[bl*c : bl*c+c]
-				clear(acc)
 				for i := bl * reduceBlock; i < min(r, (bl+1)*reduceBlock); i++ {
-					k.v.Add(ad[i*c:i*c+c], acc)
+					for j, x := range ad[i*c : i*c+c] {
+						acc[j] += float64(x)
+					}
 				}
 			}
 		})
-		copy(od, ps[:c])
-		for bl := 1; bl < blocks; bl++ {
-			k.v.Add(ps[bl*c:bl*c+c], od)
+		for j := range c {
+			var sum float64
+			for bl := range blocks {
+				sum += ps[bl*c+j]
+			}
+			od[j] = float32(sum)
 		}
-		putScratch(part)
 		return nil
 	case core.AxisCols:
 		gcols := out.Cols()

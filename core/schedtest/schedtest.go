@@ -17,8 +17,9 @@
 //
 // Oracle trains the same model on the same data and seed with the
 // scheduler under test and with the sequential reference, and compares the
-// loss and every parameter gradient after one iteration (relative L2 ≤
-// 1e-5 by default), then the loss after a few optimizer steps.
+// loss and the parameter gradient after one iteration (relative L2 ≤ 1e-5
+// by default, each tensor ≤ 1e-4), then the loss after a few optimizer
+// steps.
 package schedtest
 
 import (
@@ -252,7 +253,15 @@ type OracleOptions struct {
 	// Reference makes the reference scheduler (default: sequential on the
 	// first device).
 	Reference func() core.Scheduler
-	Tol       float64 // relative L2 on loss and gradients after one iteration (default 1e-5)
+	// Tol bounds the relative error of the loss and the relative L2 error
+	// of the whole parameter gradient (all tensors concatenated) after one
+	// iteration (default 1e-5). Each tensor separately must be within
+	// TensorTol (default 10*Tol): a small tensor whose gradient is a sum
+	// of nearly cancelling terms (the last layer's bias on a
+	// class-balanced batch) carries fp32 rounding of the summands that is
+	// large relative to its own norm, whatever the summation order.
+	Tol       float64
+	TensorTol float64
 	Steps     int     // optimizer steps compared afterwards (default 5)
 	StepTol   float64 // relative tolerance on the loss after Steps steps (default 1e-4)
 	// Fixture is the data (default: NewFixture(120, 3, 16, 4, 3)) and
@@ -303,6 +312,9 @@ func (o *OracleOptions) defaults() {
 	}
 	if o.Tol == 0 {
 		o.Tol = 1e-5
+	}
+	if o.TensorTol == 0 {
+		o.TensorTol = 10 * o.Tol
 	}
 	if o.Steps == 0 {
 		o.Steps = 5
@@ -386,10 +398,15 @@ func Compare(t testing.TB, sched core.Scheduler, model string, o OracleOptions) 
 		names = append(names, name)
 	}
 	sort.Strings(names)
+	var all, allRef []float32
 	for _, name := range names {
-		if e := RelL2(gg[name], gr[name]); e > o.Tol || math.IsNaN(e) {
-			probs = append(probs, fmt.Sprintf("gradient of %s: relative L2 error %.3g > %.0e", name, e, o.Tol))
+		all, allRef = append(all, gg[name]...), append(allRef, gr[name]...)
+		if e := RelL2(gg[name], gr[name]); e > o.TensorTol || math.IsNaN(e) {
+			probs = append(probs, fmt.Sprintf("gradient of %s: relative L2 error %.3g > %.0e", name, e, o.TensorTol))
 		}
+	}
+	if e := RelL2(all, allRef); e > o.Tol || math.IsNaN(e) {
+		probs = append(probs, fmt.Sprintf("parameter gradient: relative L2 error %.3g > %.0e", e, o.Tol))
 	}
 	// Then train a few steps with both and compare the loss.
 	var lg, lr float64
