@@ -1,0 +1,193 @@
+// Command cherrybench measures the time cost of Cherry's micro-batching:
+// the epoch time of cherry at K = 2, 4, 8, 16 relative to the uncapped
+// sequential run, on the same machine in one run. Configurations are run
+// round-robin (A B C … A B C …) so machine noise hits all alike; the table
+// gives medians and ratios, plus Cherry's redundancy (receptive-field
+// inputs of all micro-batches / inputs of the batch).
+//
+//	go run ./bench/cherrybench                  # Cora full graph + a sampled synthetic graph
+//	go run ./bench/cherrybench -rounds 9 -json
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/klauspost/cpuid/v2"
+
+	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/engine"
+	_ "github.com/gnnkit/gnnkit/models"
+	"github.com/gnnkit/gnnkit/schedulers/cherry"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
+)
+
+type workload struct {
+	name      string
+	data      string
+	model     string
+	hidden    int
+	batchSize int
+	fanouts   []int
+}
+
+type cell struct {
+	Workload   string    `json:"workload"`
+	Scheduler  string    `json:"scheduler"`
+	K          int       `json:"k"`
+	Ms         []float64 `json:"ms"`
+	MedianMs   float64   `json:"median_ms"`
+	Ratio      float64   `json:"ratio_vs_sequential"`
+	Redundancy float64   `json:"redundancy"`
+	PeakBytes  int64     `json:"peak_bytes"`
+}
+
+func main() {
+	rounds := flag.Int("rounds", 7, "measured rounds per configuration (after one warm-up)")
+	asJSON := flag.Bool("json", false, "print JSON instead of Markdown")
+	flag.Parse()
+	loads := []workload{
+		{name: "cora full graph, gcn", data: "cora", model: "gcn", hidden: 16},
+		{name: "sbm 50k sampled (batch 1024, fan-out 10,10), sage h128", data: "synthetic:sbm,nodes=50000,classes=8,feat=128,avgdeg=20,train=200,seed=2",
+			model: "sage", hidden: 128, batchSize: 1024, fanouts: []int{10, 10}},
+	}
+	ks := []int{0, 2, 4, 8, 16} // 0: sequential
+	var cells []cell
+	for _, wl := range loads {
+		cs, err := measure(wl, ks, *rounds)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cherrybench:", err)
+			os.Exit(1)
+		}
+		cells = append(cells, cs...)
+	}
+	if *asJSON {
+		json.NewEncoder(os.Stdout).Encode(cells)
+		return
+	}
+	fmt.Printf("machine: %s, %d logical cores, GOMAXPROCS %d; %s; %d rounds, medians\n\n", cpuid.CPU.BrandName, cpuid.CPU.LogicalCores, runtime.GOMAXPROCS(0), time.Now().UTC().Format(time.DateOnly), *rounds)
+	fmt.Println("| workload | scheduler | epoch ms (median) | × sequential | redundancy | peak memory |")
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, c := range cells {
+		name := "sequential"
+		if c.K > 0 {
+			name = fmt.Sprintf("cherry K=%d", c.K)
+		}
+		fmt.Printf("| %s | %s | %.1f | %.2f | %.2f | %s |\n", c.Workload, name, c.MedianMs, c.Ratio, c.Redundancy, core.FormatBytes(c.PeakBytes))
+	}
+}
+
+func measure(wl workload, ks []int, rounds int) ([]cell, error) {
+	ds, err := data.Open(wl.data)
+	if err != nil {
+		return nil, err
+	}
+	be, err := cpu.New(core.BackendOptions{})
+	if err != nil {
+		return nil, err
+	}
+	defer be.Close()
+	devs := be.Devices()
+	m, err := core.BuildModel(wl.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: wl.hidden, Classes: ds.NumClasses, Dropout: 0.5})
+	if err != nil {
+		return nil, err
+	}
+	type run struct {
+		tr    *engine.Trainer
+		plans []*core.Plan
+		bs    []*engine.Batch
+		c     *cell
+	}
+	// The same batches for every configuration.
+	var targets [][]int32
+	if wl.batchSize == 0 {
+		targets = [][]int32{ds.Train}
+	} else {
+		for lo := 0; lo < len(ds.Train); lo += wl.batchSize {
+			targets = append(targets, ds.Train[lo:min(len(ds.Train), lo+wl.batchSize)])
+		}
+	}
+	var runs []*run
+	for _, k := range ks {
+		tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: 1,
+			Data: engine.Data{Graph: ds.Graph, Features: ds.RowNormalizedFeatures(), FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
+		if err != nil {
+			return nil, err
+		}
+		defer tr.Close()
+		var s core.Scheduler = &sequential.Scheduler{}
+		if k > 0 {
+			s = &cherry.Scheduler{K: k}
+		}
+		r := &run{tr: tr, c: &cell{Workload: wl.name, Scheduler: s.Name(), K: k}}
+		for i, t := range targets {
+			b := tr.FullBatch(t)
+			if wl.batchSize > 0 {
+				if b, err = engine.Sample(ds.Graph, t, wl.fanouts, uint64(i)); err != nil {
+					return nil, err
+				}
+			}
+			w, err := tr.Workload(b, []core.DeviceInfo{devs[0].Info()})
+			if err != nil {
+				return nil, err
+			}
+			p, err := s.Schedule(context.Background(), w)
+			if err != nil {
+				return nil, err
+			}
+			if err := p.Validate(w); err != nil {
+				return nil, err
+			}
+			r.plans, r.bs = append(r.plans, p), append(r.bs, b)
+			r.c.Redundancy += p.Metrics["redundancy"] / float64(len(targets))
+		}
+		if k == 0 {
+			r.c.Redundancy = 1
+		}
+		runs = append(runs, r)
+	}
+	for round := 0; round <= rounds; round++ {
+		for _, r := range runs {
+			t0 := time.Now()
+			for i, p := range r.plans {
+				res, err := r.tr.Run(context.Background(), p, r.bs[i], engine.RunOptions{})
+				if err != nil {
+					return nil, err
+				}
+				r.c.PeakBytes = max(r.c.PeakBytes, res.Trace.PeakMem[devs[0].ID()])
+			}
+			if round > 0 { // round 0 warms up
+				r.c.Ms = append(r.c.Ms, float64(time.Since(t0))/1e6)
+			}
+		}
+	}
+	var out []cell
+	for _, r := range runs {
+		r.c.MedianMs = median(r.c.Ms)
+		r.c.Ratio = r.c.MedianMs / median(runs[0].c.Ms)
+		out = append(out, *r.c)
+	}
+	fmt.Fprintf(os.Stderr, "%s: done (%s)\n", wl.name, strings.Repeat("·", len(runs)))
+	return out, nil
+}
+
+func median(xs []float64) float64 {
+	c := append([]float64(nil), xs...)
+	sort.Float64s(c)
+	if len(c) == 0 {
+		return 0
+	}
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}
