@@ -1,12 +1,16 @@
 package core
 
-import "fmt"
+import (
+	"fmt"
+	"sync"
+)
 
 // Env is the state of one unit of work (a batch or micro-batch) on one
 // device while its ops run: the values the ops read and write, their
 // gradients, the bound graphs and the loss target. The executor builds one
 // per unit; ops use it through its methods. An Env is used by one
-// goroutine at a time.
+// goroutine at a time, except that other goroutines of the executor may
+// read its values and gradients (Value, Grad) concurrently.
 type Env struct {
 	Dev Device
 	K   Kernels
@@ -35,7 +39,16 @@ type Env struct {
 	needGrad  map[string]bool
 	params    map[string]*Tensor
 	paramGrad map[string]*Tensor
+	gradLock  sync.Locker
+	// mu guards the maps: another device's goroutine reads values and
+	// gradients of this Env when a unit spans devices (pipelines).
+	mu sync.Mutex
 }
+
+// SetGradLock makes AccumGrad hold l while it adds into the device's
+// parameter-gradient accumulators, which units running on other streams of
+// the same device share.
+func (e *Env) SetGradLock(l sync.Locker) { e.gradLock = l }
 
 // NewEnv returns an Env on dev. params are the device's parameter replica
 // and paramGrads the device's gradient accumulators (both shared, not
@@ -54,24 +67,36 @@ func (e *Env) Alloc(shape ...int) (*Tensor, error) {
 	if err != nil {
 		return nil, err
 	}
+	e.mu.Lock()
 	e.owned[t] = true
+	e.mu.Unlock()
 	return t, nil
 }
 
 // Free releases an Env-owned tensor early. Other tensors are left alone.
 func (e *Env) Free(t *Tensor) {
-	if t != nil && e.owned[t] {
-		delete(e.owned, t)
+	e.mu.Lock()
+	own := t != nil && e.owned[t]
+	delete(e.owned, t)
+	e.mu.Unlock()
+	if own {
 		e.Dev.Free(t)
 	}
 }
 
 // Adopt hands ownership of t (allocated on e.Dev) to the Env.
-func (e *Env) Adopt(t *Tensor) { e.owned[t] = true }
+func (e *Env) Adopt(t *Tensor) {
+	e.mu.Lock()
+	e.owned[t] = true
+	e.mu.Unlock()
+}
 
 // Value returns a bound value: a param, an input, or an op output.
 func (e *Env) Value(name string) (*Tensor, error) {
-	if t, ok := e.vals[name]; ok {
+	e.mu.Lock()
+	t, ok := e.vals[name]
+	e.mu.Unlock()
+	if ok {
 		return t, nil
 	}
 	if t, ok := e.params[name]; ok {
@@ -81,7 +106,11 @@ func (e *Env) Value(name string) (*Tensor, error) {
 }
 
 // SetValue binds name to t.
-func (e *Env) SetValue(name string, t *Tensor) { e.vals[name] = t }
+func (e *Env) SetValue(name string, t *Tensor) {
+	e.mu.Lock()
+	e.vals[name] = t
+	e.mu.Unlock()
+}
 
 // Graph returns a bound graph.
 func (e *Env) Graph(name string) (*Graph, error) {
@@ -96,10 +125,18 @@ func (e *Env) NeedsGrad(name string) bool { return e.needGrad[name] }
 
 // Grad returns the gradient of the loss with respect to name, or nil if
 // nothing has contributed to it.
-func (e *Env) Grad(name string) *Tensor { return e.grads[name] }
+func (e *Env) Grad(name string) *Tensor {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.grads[name]
+}
 
 // SetGrad seeds the gradient of name (the loss op's output).
-func (e *Env) SetGrad(name string, g *Tensor) { e.grads[name] = g }
+func (e *Env) SetGrad(name string, g *Tensor) {
+	e.mu.Lock()
+	e.grads[name] = g
+	e.mu.Unlock()
+}
 
 // AccumGrad adds g into the gradient of name and takes ownership of g. A
 // parameter's gradient goes into the device's accumulator, which sums over
@@ -110,33 +147,48 @@ func (e *Env) AccumGrad(name string, g *Tensor) error {
 		return nil
 	}
 	if pg, ok := e.paramGrad[name]; ok {
+		if e.gradLock != nil {
+			e.gradLock.Lock()
+			defer e.gradLock.Unlock()
+		}
 		err := e.K.Map(MapAdd, pg, g, 0, pg)
 		e.Free(g)
 		return err
 	}
-	if cur := e.grads[name]; cur != nil {
+	e.mu.Lock()
+	cur := e.grads[name]
+	if cur == nil {
+		e.grads[name] = g
+	}
+	e.mu.Unlock()
+	if cur != nil {
 		err := e.K.Map(MapAdd, cur, g, 0, cur)
 		e.Free(g)
 		return err
 	}
-	e.grads[name] = g
 	return nil
 }
 
 // DropGrad frees the gradient of name once nothing needs it.
 func (e *Env) DropGrad(name string) {
-	if g := e.grads[name]; g != nil {
-		delete(e.grads, name)
+	e.mu.Lock()
+	g := e.grads[name]
+	delete(e.grads, name)
+	e.mu.Unlock()
+	if g != nil {
 		e.Free(g)
 	}
 }
 
 // Release frees everything the Env owns.
 func (e *Env) Release() {
-	for t := range e.owned {
-		e.Dev.Free(t)
-	}
-	clear(e.owned)
+	e.mu.Lock()
+	owned := e.owned
+	e.owned = map[*Tensor]bool{}
 	clear(e.vals)
 	clear(e.grads)
+	e.mu.Unlock()
+	for t := range owned {
+		e.Dev.Free(t)
+	}
 }

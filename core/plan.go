@@ -13,9 +13,9 @@ import (
 type TaskKind uint8
 
 const (
-	// TaskForward runs ops [OpLo, OpHi) forward for a unit.
+	// TaskForward runs the task's ops (Task.OpIndices) forward for a unit.
 	TaskForward TaskKind = iota
-	// TaskBackward runs ops [OpLo, OpHi) backward for a unit, adding the
+	// TaskBackward runs the task's ops backward for a unit, adding the
 	// parameter gradients into its device's accumulators.
 	TaskBackward
 	// TaskReduceGrads adds device From's gradient accumulators into the
@@ -66,6 +66,14 @@ type Unit struct {
 
 // Task is one step of a plan on a device stream. It may start once every
 // task in Deps has finished; tasks on one stream also run in plan order.
+//
+// A forward or backward task runs the ops Ops (ascending op indices), or
+// the range [OpLo, OpHi) when Ops is empty. A unit's ops may run on
+// several devices (pipeline stages): the executor moves a value produced
+// on one device to the devices whose ops read it before their forward
+// task, and the gradient back before the producer's backward task. An
+// op's backward runs on the device of its forward (its activations are
+// there).
 type Task struct {
 	ID     int      `json:"id"`
 	Kind   TaskKind `json:"kind"`
@@ -74,8 +82,21 @@ type Task struct {
 	Stream int      `json:"stream"`
 	OpLo   int      `json:"op_lo,omitempty"`
 	OpHi   int      `json:"op_hi,omitempty"`
+	Ops    []int    `json:"ops,omitempty"`
 	From   DeviceID `json:"from,omitempty"` // ReduceGrads source
 	Deps   []int    `json:"deps,omitempty"`
+}
+
+// OpIndices returns the ops a forward or backward task runs, ascending.
+func (t Task) OpIndices() []int {
+	if len(t.Ops) > 0 {
+		return t.Ops
+	}
+	out := make([]int, 0, max(0, t.OpHi-t.OpLo))
+	for o := t.OpLo; o < t.OpHi; o++ {
+		out = append(out, o)
+	}
+	return out
 }
 
 // Plan is a scheduler's answer: plain, serialisable data.
@@ -207,7 +228,17 @@ func (p *Plan) Validate(w *Workload) error {
 			if t.Unit < 0 || t.Unit >= len(p.Units) {
 				fail("task %d (%s) names unit %d of %d", i, t.Kind, t.Unit, len(p.Units))
 			}
-			if t.OpLo < 0 || t.OpHi > nOps || t.OpLo >= t.OpHi {
+			if len(t.Ops) > 0 {
+				if t.OpLo != 0 || t.OpHi != 0 {
+					fail("task %d (%s) sets both an op list and an op range", i, t.Kind)
+				}
+				for j, o := range t.Ops {
+					if o < 0 || o >= nOps || (j > 0 && o <= t.Ops[j-1]) {
+						fail("task %d (%s) op list %v is not ascending within the model's %d ops", i, t.Kind, t.Ops, nOps)
+						break
+					}
+				}
+			} else if t.OpLo < 0 || t.OpHi > nOps || t.OpLo >= t.OpHi {
 				fail("task %d (%s) has op range [%d,%d) outside the model's %d ops", i, t.Kind, t.OpLo, t.OpHi, nOps)
 			}
 		case TaskReduceGrads:
@@ -234,47 +265,58 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	anc := p.ancestors(order)
 	reach := func(from, to int) bool { return anc[from][to] } // to is an ancestor of from
-	// Per unit: op coverage, one device, backward after forward.
-	type cover struct{ fwd, bwd []int }
-	units := make([]cover, len(p.Units))
-	unitDev := make([]DeviceID, len(p.Units))
-	for i, t := range p.Tasks {
-		switch t.Kind {
-		case TaskForward, TaskBackward:
-			if unitDev[t.Unit] == "" {
-				unitDev[t.Unit] = t.Device
-			} else if unitDev[t.Unit] != t.Device {
-				fail("unit %d runs on both %s and %s; a unit's tasks must share a device", t.Unit, unitDev[t.Unit], t.Device)
-			}
-			if t.Kind == TaskForward {
-				units[t.Unit].fwd = append(units[t.Unit].fwd, i)
-			} else {
-				units[t.Unit].bwd = append(units[t.Unit].bwd, i)
-			}
+	// Per unit and op: one forward and one backward task, on one device,
+	// ordered along the op DAG.
+	const maxErrs = 20
+	fwdOf := make([][]int, len(p.Units))
+	bwdOf := make([][]int, len(p.Units))
+	for u := range p.Units {
+		fwdOf[u], bwdOf[u] = make([]int, nOps), make([]int, nOps)
+		for o := range nOps {
+			fwdOf[u][o], bwdOf[u][o] = -1, -1
 		}
 	}
-	for u, c := range units {
-		for _, kind := range []struct {
-			name  string
-			tasks []int
-		}{{"forward", c.fwd}, {"backward", c.bwd}} {
-			seen := make([]int, nOps)
-			for _, ti := range kind.tasks {
-				for o := p.Tasks[ti].OpLo; o < p.Tasks[ti].OpHi; o++ {
-					seen[o]++
-				}
-			}
-			for o, s := range seen {
-				if s != 1 {
-					fail("unit %d runs op %d (%s) %s %d times, want once", u, o, w.Ops[o].Name, kind.name, s)
-					break
-				}
-			}
+	backwardOn := map[DeviceID][]int{}
+	var bwdTasks []int
+	for i, t := range p.Tasks {
+		var of [][]int
+		switch t.Kind {
+		case TaskForward:
+			of = fwdOf
+		case TaskBackward:
+			of = bwdOf
+			backwardOn[t.Device] = append(backwardOn[t.Device], i)
+			bwdTasks = append(bwdTasks, i)
+		default:
+			continue
 		}
-		for _, b := range c.bwd {
-			for _, f := range c.fwd {
-				if !reach(b, f) {
-					fail("unit %d: backward task %d does not wait for forward task %d", u, b, f)
+		for _, o := range t.OpIndices() {
+			if prev := of[t.Unit][o]; prev >= 0 && len(errs) < maxErrs {
+				fail("unit %d runs op %d (%s) %s in both task %d and task %d, want once", t.Unit, o, w.Ops[o].Name, t.Kind, prev, i)
+			}
+			of[t.Unit][o] = i
+		}
+	}
+	for u := range p.Units {
+		for o := 0; o < nOps && len(errs) < maxErrs; o++ {
+			f, b := fwdOf[u][o], bwdOf[u][o]
+			if f < 0 || b < 0 {
+				fail("unit %d never runs op %d (%s) %s", u, o, w.Ops[o].Name, map[bool]string{true: "forward", false: "backward"}[f < 0])
+				continue
+			}
+			if p.Tasks[f].Device != p.Tasks[b].Device {
+				fail("unit %d runs op %d (%s) forward on %s but backward on %s; backward must run where the activations are",
+					u, o, w.Ops[o].Name, p.Tasks[f].Device, p.Tasks[b].Device)
+			}
+			if !reach(b, f) {
+				fail("unit %d: backward task %d does not wait for forward task %d of op %d (%s)", u, b, f, o, w.Ops[o].Name)
+			}
+			for _, d := range w.Ops[o].Deps {
+				if fd := fwdOf[u][d]; fd >= 0 && fd != f && !reach(f, fd) {
+					fail("unit %d: forward task %d (op %s) does not wait for task %d, which produces its input (op %s)", u, f, w.Ops[o].Name, fd, w.Ops[d].Name)
+				}
+				if bd := bwdOf[u][d]; bd >= 0 && bd != b && !reach(bd, b) {
+					fail("unit %d: backward task %d (op %s) does not wait for task %d, which sends it the gradient of its output (op %s)", u, bd, w.Ops[d].Name, b, w.Ops[o].Name)
 				}
 			}
 		}
@@ -294,25 +336,31 @@ func (p *Plan) Validate(w *Workload) error {
 		fail("plan has %d optimizer steps, want exactly 1", len(steps))
 	} else {
 		s := steps[0]
-		for u, c := range units {
-			for _, b := range c.bwd {
-				if !reach(s, b) {
-					fail("the step (task %d) does not wait for unit %d's backward task %d", s, u, b)
-				}
+		for _, b := range bwdTasks {
+			if !reach(s, b) && len(errs) < maxErrs {
+				fail("the step (task %d) does not wait for backward task %d (unit %d)", s, b, p.Tasks[b].Unit)
 			}
-			if d := unitDev[u]; d != "" && d != p.Home {
-				r := reduces[d]
-				if len(r) != 1 {
-					fail("device %s runs backward work but has %d gradient reductions into %s, want 1", d, len(r), p.Home)
-					continue
-				}
-				if !reach(s, r[0]) {
-					fail("the step does not wait for the gradient reduction from %s (task %d)", d, r[0])
-				}
-				for _, b := range c.bwd {
-					if !reach(r[0], b) {
-						fail("the gradient reduction from %s (task %d) does not wait for backward task %d", d, r[0], b)
-					}
+		}
+		devs := make([]DeviceID, 0, len(backwardOn))
+		for d := range backwardOn {
+			devs = append(devs, d)
+		}
+		sort.Slice(devs, func(i, j int) bool { return devs[i] < devs[j] })
+		for _, d := range devs {
+			if d == p.Home {
+				continue
+			}
+			r := reduces[d]
+			if len(r) != 1 {
+				fail("device %s runs backward work but has %d gradient reductions into %s, want 1", d, len(r), p.Home)
+				continue
+			}
+			if !reach(s, r[0]) {
+				fail("the step does not wait for the gradient reduction from %s (task %d)", d, r[0])
+			}
+			for _, b := range backwardOn[d] {
+				if !reach(r[0], b) && len(errs) < maxErrs {
+					fail("the gradient reduction from %s (task %d) does not wait for backward task %d", d, r[0], b)
 				}
 			}
 		}

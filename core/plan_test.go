@@ -52,9 +52,12 @@ func TestPlanValidate(t *testing.T) {
 		{"unknown device", func(p *Plan) { p.Tasks[2].Device = "gpu:7" }, "unknown device"},
 		{"cycle", func(p *Plan) { p.Tasks[0].Deps = []int{1} }, "cycle"},
 		{"stream deadlock", func(p *Plan) { p.Tasks[3].Deps = []int{4} }, "cycle"},
-		{"op twice", func(p *Plan) { p.Tasks[3].OpLo = 1 }, "times, want once"},
+		{"op twice", func(p *Plan) { p.Tasks[3].OpLo = 1 }, "want once"},
+		{"op missing", func(p *Plan) { p.Tasks[3].OpHi = 2; p.Tasks[3].OpLo = 1; p.Tasks[2].OpHi = 1 }, "never runs op 2"},
+		{"op list and range", func(p *Plan) { p.Tasks[3].Ops = []int{2} }, "both an op list and an op range"},
+		{"op list order", func(p *Plan) { p.Tasks[0].OpLo, p.Tasks[0].OpHi, p.Tasks[0].Ops = 0, 0, []int{2, 0, 1} }, "not ascending"},
 		{"op range", func(p *Plan) { p.Tasks[3].OpHi = 9 }, "op range"},
-		{"unit split across devices", func(p *Plan) { p.Tasks[3].Device = "d0" }, "runs on both"},
+		{"backward away from activations", func(p *Plan) { p.Tasks[3].Device = "d0" }, "where the activations are"},
 		{"backward before forward", func(p *Plan) { p.Tasks[4].Deps = nil; p.Tasks[4].Stream = 1 }, "does not wait for forward"},
 		{"missing reduction", func(p *Plan) { p.Tasks[5].Kind = TaskStep }, "optimizer steps"},
 		{"step early", func(p *Plan) { p.Tasks[6].Deps = []int{1}; p.Tasks[6].Stream = 2 }, "does not wait"},
@@ -65,6 +68,53 @@ func TestPlanValidate(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			p := twoUnitPlan()
+			c.mutate(p)
+			err := p.Validate(w)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// pipelinePlan runs unit 0's ops a, c on d0 and b on d1 (a fork and a
+// join across devices), unit 1 on d1.
+func pipelinePlan() *Plan {
+	return &Plan{
+		Scheduler: "test", Home: "d0",
+		Units: []Unit{{ID: 0, Targets: []int32{0, 1, 2}, LossWeight: 0.5}, {ID: 1, Targets: []int32{3, 4, 5}, LossWeight: 0.5}},
+		Tasks: []Task{
+			{ID: 0, Kind: TaskForward, Unit: 0, Device: "d0", Ops: []int{0}},
+			{ID: 1, Kind: TaskForward, Unit: 0, Device: "d1", Ops: []int{1}, Deps: []int{0}},
+			{ID: 2, Kind: TaskForward, Unit: 0, Device: "d0", Ops: []int{2}, Deps: []int{0, 1}},
+			{ID: 3, Kind: TaskBackward, Unit: 0, Device: "d0", Ops: []int{2}, Deps: []int{2}},
+			{ID: 4, Kind: TaskBackward, Unit: 0, Device: "d1", Ops: []int{1}, Deps: []int{3}},
+			{ID: 5, Kind: TaskBackward, Unit: 0, Device: "d0", Ops: []int{0}, Deps: []int{4}},
+			{ID: 6, Kind: TaskForward, Unit: 1, Device: "d1", OpLo: 0, OpHi: 3, Stream: 1},
+			{ID: 7, Kind: TaskBackward, Unit: 1, Device: "d1", OpLo: 0, OpHi: 3, Stream: 1, Deps: []int{6}},
+			{ID: 8, Kind: TaskReduceGrads, Unit: -1, Device: "d0", From: "d1", Deps: []int{4, 7}},
+			{ID: 9, Kind: TaskStep, Unit: -1, Device: "d0", Deps: []int{5, 8}},
+		},
+	}
+}
+
+func TestPipelinePlanValidate(t *testing.T) {
+	w := fakeWorkload()
+	w.Ops[2].Deps = []int{0, 1} // c joins a and b
+	if err := pipelinePlan().Validate(w); err != nil {
+		t.Fatalf("valid pipeline plan rejected: %v", err)
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(p *Plan)
+		want   string
+	}{
+		{"join before input", func(p *Plan) { p.Tasks[2].Deps = []int{0} }, "which produces its input"},
+		{"gradient not yet sent", func(p *Plan) { p.Tasks[4].Deps = []int{1}; p.Tasks[4].Stream = 3 }, "sends it the gradient"},
+		{"reduction misses a device's work", func(p *Plan) { p.Tasks[8].Deps = []int{7}; p.Tasks[8].Stream = 2 }, "gradient reduction from d1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := pipelinePlan()
 			c.mutate(p)
 			err := p.Validate(w)
 			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {

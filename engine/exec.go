@@ -75,8 +75,22 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: time.Now(), envs: map[int]*core.Env{},
-		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}}}
+	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: time.Now(), envs: map[envKey]*core.Env{},
+		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}},
+		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}}
+	for u := range plan.Units {
+		ex.opDev[u] = make([]core.DeviceID, len(t.model.Ops))
+	}
+	for _, task := range plan.Tasks {
+		switch task.Kind {
+		case core.TaskForward:
+			for _, o := range task.OpIndices() {
+				ex.opDev[task.Unit][o] = task.Device
+			}
+		case core.TaskBackward:
+			ex.pending[envKey{task.Unit, task.Device}]++
+		}
+	}
 	for i := range ex.done {
 		ex.done[i] = make(chan struct{})
 	}
@@ -138,12 +152,20 @@ type execution struct {
 	opts  RunOptions
 	start time.Time
 	done  []chan struct{}
+	opDev [][]core.DeviceID // unit, op -> device running it
 
-	mu    sync.Mutex
-	envs  map[int]*core.Env
-	loss  float64
-	err   error
-	trace *core.Trace
+	mu      sync.Mutex
+	envs    map[envKey]*core.Env
+	pending map[envKey]int // backward tasks left per env
+	loss    float64
+	err     error
+	trace   *core.Trace
+}
+
+// envKey names the Env of one unit on one device.
+type envKey struct {
+	unit int
+	dev  core.DeviceID
 }
 
 func (ex *execution) fail(err error) {
@@ -174,10 +196,12 @@ func (ex *execution) record(e core.TraceEvent, t0 time.Time) {
 	ex.mu.Unlock()
 }
 
-// env returns the unit's Env, building it at the unit's first task.
+// env returns the unit's Env on the task's device, building it at the
+// first task there.
 func (ex *execution) env(task core.Task) (*core.Env, error) {
+	k := envKey{task.Unit, task.Device}
 	ex.mu.Lock()
-	env := ex.envs[task.Unit]
+	env := ex.envs[k]
 	ex.mu.Unlock()
 	if env != nil {
 		return env, nil
@@ -187,9 +211,106 @@ func (ex *execution) env(task core.Task) (*core.Env, error) {
 		return nil, err
 	}
 	ex.mu.Lock()
-	ex.envs[task.Unit] = env
+	ex.envs[k] = env
 	ex.mu.Unlock()
 	return env, nil
+}
+
+func (ex *execution) lookup(k envKey) *core.Env {
+	ex.mu.Lock()
+	defer ex.mu.Unlock()
+	return ex.envs[k]
+}
+
+// copyTensor moves src (on from) into a new tensor owned by env (on its
+// device) and returns it with the bytes moved.
+func copyTensor(from core.Device, src *core.Tensor, env *core.Env) (*core.Tensor, int64, error) {
+	buf := make([]float32, src.Len())
+	if err := from.Download(buf, src); err != nil {
+		return nil, 0, err
+	}
+	dst, err := env.Alloc(src.Shape...)
+	if err != nil {
+		return nil, 0, err
+	}
+	if err := env.Dev.Upload(dst, buf); err != nil {
+		return nil, 0, err
+	}
+	return dst, src.Bytes(), nil
+}
+
+// fetchInputs brings the values the task's ops read from the devices that
+// produced them (pipeline stages), once per value.
+func (ex *execution) fetchInputs(task core.Task, env *core.Env) (int64, error) {
+	var moved int64
+	ops := ex.t.model.Ops
+	for _, o := range task.OpIndices() {
+		for _, v := range ops[o].Inputs() {
+			p, ok := ex.t.producer[v]
+			if !ok {
+				continue
+			}
+			src := ex.opDev[task.Unit][p]
+			if src == task.Device {
+				continue
+			}
+			if _, err := env.Value(v); err == nil {
+				continue // fetched already
+			}
+			from := ex.lookup(envKey{task.Unit, src})
+			if from == nil {
+				return moved, fmt.Errorf("engine: unit %d: %s needs %s from %s, which has not run", task.Unit, ops[o].Name(), v, src)
+			}
+			x, err := from.Value(v)
+			if err != nil {
+				return moved, err
+			}
+			y, n, err := copyTensor(from.Dev, x, env)
+			if err != nil {
+				return moved, fmt.Errorf("engine: moving %s of unit %d from %s to %s: %w", v, task.Unit, src, task.Device, err)
+			}
+			env.SetValue(v, y)
+			moved += n
+		}
+	}
+	return moved, nil
+}
+
+// fetchGrads brings back the gradients of the task's ops' outputs that
+// consumers on other devices produced, summing them into env.
+func (ex *execution) fetchGrads(task core.Task, env *core.Env) (int64, error) {
+	var moved int64
+	for _, o := range task.OpIndices() {
+		for _, v := range ex.t.model.Ops[o].Outputs() {
+			if !env.NeedsGrad(v) {
+				continue
+			}
+			for _, c := range ex.t.consumers[v] {
+				dev := ex.opDev[task.Unit][c]
+				if dev == task.Device {
+					continue
+				}
+				other := ex.lookup(envKey{task.Unit, dev})
+				if other == nil {
+					continue
+				}
+				g := other.Grad(v)
+				if g == nil {
+					continue
+				}
+				y, n, err := copyTensor(other.Dev, g, env)
+				if err != nil {
+					return moved, fmt.Errorf("engine: moving the gradient of %s of unit %d from %s to %s: %w", v, task.Unit, dev, task.Device, err)
+				}
+				other.DropGrad(v)
+				if err := env.AccumGrad(v, y); err != nil {
+					return moved, err
+				}
+				moved += n
+			}
+		}
+	}
+	return moved, nil
 }
 
 func (ex *execution) run(ctx context.Context, i int) error {
@@ -204,32 +325,52 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		if err != nil {
 			return err
 		}
-		if err := forward(ctx, ops[task.OpLo:task.OpHi], env); err != nil {
-			return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+		if n, err := ex.fetchInputs(task, env); err != nil {
+			return err
+		} else if n > 0 {
+			ex.record(core.TraceEvent{Name: fmt.Sprintf("recv activations u%d", task.Unit), Cat: "transfer", Device: task.Device,
+				Stream: task.Stream, Unit: task.Unit, Bytes: n}, t0)
+			t0 = time.Now()
 		}
-		if task.OpHi == len(ops) {
+		idx := task.OpIndices()
+		for _, o := range idx {
+			if err := forward(ctx, ops[o:o+1], env); err != nil {
+				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+			}
+		}
+		if idx[len(idx)-1] == len(ops)-1 {
 			ex.mu.Lock()
 			ex.loss += env.Loss
 			ex.mu.Unlock()
 		}
-		ev.Name = fmt.Sprintf("fwd u%d ops %d-%d", task.Unit, task.OpLo, task.OpHi-1)
+		ev.Name = fmt.Sprintf("fwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskBackward:
-		ex.mu.Lock()
-		env := ex.envs[task.Unit]
-		ex.mu.Unlock()
+		k := envKey{task.Unit, task.Device}
+		env := ex.lookup(k)
 		if env == nil {
-			return fmt.Errorf("engine: backward of unit %d before its forward", task.Unit)
+			return fmt.Errorf("engine: backward of unit %d on %s before its forward there", task.Unit, task.Device)
 		}
-		if err := backward(ctx, ops[task.OpLo:task.OpHi], env); err != nil {
-			return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+		if n, err := ex.fetchGrads(task, env); err != nil {
+			return err
+		} else if n > 0 {
+			ex.record(core.TraceEvent{Name: fmt.Sprintf("recv gradients u%d", task.Unit), Cat: "transfer", Device: task.Device,
+				Stream: task.Stream, Unit: task.Unit, Bytes: n}, t0)
+			t0 = time.Now()
 		}
-		if task.OpLo == 0 {
-			env.Release()
-			ex.mu.Lock()
-			delete(ex.envs, task.Unit)
-			ex.mu.Unlock()
+		idx := task.OpIndices()
+		for j := len(idx) - 1; j >= 0; j-- {
+			if err := backward(ctx, ops[idx[j]:idx[j]+1], env); err != nil {
+				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+			}
 		}
-		ev.Name = fmt.Sprintf("bwd u%d ops %d-%d", task.Unit, task.OpLo, task.OpHi-1)
+		ex.mu.Lock()
+		ex.pending[k]--
+		last := ex.pending[k] == 0
+		ex.mu.Unlock()
+		if last && !ex.holdsGrads(task.Unit, task.Device) {
+			ex.release(k)
+		}
+		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
 		n, err := t.reduceGrads(task.From, task.Device)
 		if err != nil {
@@ -256,6 +397,66 @@ func (ex *execution) run(ctx context.Context, i int) error {
 	}
 	ex.record(ev, t0)
 	return nil
+}
+
+// holdsGrads reports whether the unit's Env on dev still holds gradients
+// another device has yet to fetch (values it received from there).
+func (ex *execution) holdsGrads(unit int, dev core.DeviceID) bool {
+	for o, d := range ex.opDev[unit] {
+		if d == dev {
+			continue
+		}
+		// op o runs elsewhere: does dev consume its outputs?
+		for _, v := range ex.t.model.Ops[o].Outputs() {
+			for _, c := range ex.t.consumers[v] {
+				if ex.opDev[unit][c] == dev {
+					ex.mu.Lock()
+					done := ex.pending[envKey{unit, d}] == 0
+					ex.mu.Unlock()
+					if !done {
+						return true
+					}
+				}
+			}
+		}
+	}
+	return false
+}
+
+// release frees a unit's Env on one device, and any Env of the unit that
+// was kept only to hand gradients to it.
+func (ex *execution) release(k envKey) {
+	ex.mu.Lock()
+	env := ex.envs[k]
+	delete(ex.envs, k)
+	ex.mu.Unlock()
+	if env != nil {
+		env.Release()
+	}
+	ex.mu.Lock()
+	var more []envKey
+	for k2 := range ex.envs {
+		if k2.unit == k.unit && ex.pending[k2] == 0 {
+			more = append(more, k2)
+		}
+	}
+	ex.mu.Unlock()
+	for _, k2 := range more {
+		if !ex.holdsGrads(k2.unit, k2.dev) {
+			ex.release(k2)
+		}
+	}
+}
+
+// opSpan names a task's ops compactly for traces.
+func opSpan(idx []int) string {
+	if len(idx) == 0 {
+		return "ops -"
+	}
+	if idx[len(idx)-1]-idx[0] == len(idx)-1 {
+		return fmt.Sprintf("ops %d-%d", idx[0], idx[len(idx)-1])
+	}
+	return fmt.Sprintf("ops %v", idx)
 }
 
 // forward runs ops forward in env.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"sync"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -73,7 +74,10 @@ type Trainer struct {
 	devs     map[core.DeviceID]core.Device
 	full     *Batch // the dataset graph, for evaluation
 	needGrad map[string]bool
-	specs    map[string]core.ParamSpec
+	// producer[v] is the op writing value v; consumers[v] the ops reading it.
+	producer  map[string]int
+	consumers map[string][]int
+	specs     map[string]core.ParamSpec
 
 	home core.DeviceID
 	// wholeUnits is whether the last plan had a unit computing the whole
@@ -88,6 +92,7 @@ type Trainer struct {
 // accumulators and the input data resident there.
 type replica struct {
 	dev    core.Device
+	gradMu sync.Mutex // guards grads: streams of one device share them
 	params map[string]*core.Tensor
 	grads  map[string]*core.Tensor
 	x      *core.Tensor // all features (for full-graph batches), on first use
@@ -135,6 +140,15 @@ func New(cfg Config) (*Trainer, error) {
 	}
 	for _, p := range cfg.Model.Params {
 		t.specs[p.Name] = p
+	}
+	t.producer, t.consumers = map[string]int{}, map[string][]int{}
+	for i, op := range cfg.Model.Ops {
+		for _, v := range op.Inputs() {
+			t.consumers[v] = append(t.consumers[v], i)
+		}
+		for _, v := range op.Outputs() {
+			t.producer[v] = i
+		}
 	}
 	t.full = t.FullBatch(nil)
 	if err := t.prepare(t.full); err != nil {
@@ -322,6 +336,7 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training bool) (*co
 	if !training {
 		env = core.NewEnv(r.dev, r.params, r.grads, map[string]bool{})
 	}
+	env.SetGradLock(&r.gradMu)
 	for name, g := range in.graphs {
 		env.Graphs[name] = g
 	}
@@ -444,6 +459,10 @@ func (t *Trainer) download(pick func(*replica) map[string]*core.Tensor) (map[str
 
 func (t *Trainer) reduceGrads(from, into core.DeviceID) (int64, error) {
 	src, dst := t.reps[from], t.reps[into]
+	src.gradMu.Lock()
+	defer src.gradMu.Unlock()
+	dst.gradMu.Lock()
+	defer dst.gradMu.Unlock()
 	var moved int64
 	for _, p := range t.model.Params {
 		n := core.NumElems(p.Shape)
