@@ -16,6 +16,11 @@ type RunOptions struct {
 	// SkipStep runs every task but the optimizer step, leaving the summed
 	// gradients in the home accumulators (for the exactness oracle).
 	SkipStep bool
+	// OpTrace adds a trace event per op and direction (categories
+	// "op_forward" and "op_backward", named after the op; a forward
+	// event's Bytes are the op's output bytes): the profile simulators
+	// and schedulers calibrate against.
+	OpTrace bool
 }
 
 // Result is the outcome of one iteration.
@@ -334,8 +339,18 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		idx := task.OpIndices()
 		for _, o := range idx {
+			to := time.Now()
 			if err := forward(ctx, ops[o:o+1], env); err != nil {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+			}
+			if ex.opts.OpTrace {
+				var out int64
+				for _, v := range ops[o].Outputs() {
+					if x, err := env.Value(v); err == nil {
+						out += x.Bytes()
+					}
+				}
+				ex.record(core.TraceEvent{Name: ops[o].Name(), Cat: "op_forward", Device: task.Device, Stream: task.Stream, Unit: task.Unit, Bytes: out}, to)
 			}
 		}
 		if idx[len(idx)-1] == len(ops)-1 {
@@ -359,8 +374,12 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		idx := task.OpIndices()
 		for j := len(idx) - 1; j >= 0; j-- {
+			to := time.Now()
 			if err := backward(ctx, ops[idx[j]:idx[j]+1], env); err != nil {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+			}
+			if ex.opts.OpTrace {
+				ex.record(core.TraceEvent{Name: ops[idx[j]].Name(), Cat: "op_backward", Device: task.Device, Stream: task.Stream, Unit: task.Unit}, to)
 			}
 		}
 		ex.mu.Lock()
