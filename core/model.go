@@ -151,6 +151,7 @@ type ModelConfig struct {
 	Classes     int     `json:"classes"`
 	Layers      int     `json:"layers"`
 	Heads       int     `json:"heads,omitempty"`
+	Branches    int     `json:"branches,omitempty"` // multi-branch (DAG) models
 	Dropout     float32 `json:"dropout"`
 	AttnDropout float32 `json:"attn_dropout,omitempty"`
 }

@@ -177,7 +177,13 @@ func (t *Trainer) unitView(b *Batch, u core.Unit) (*unitInputs, error) {
 		return &unitInputs{graphs: b.prep, nodeIDs: b.Nodes, labels: b.labels, targets: u.Targets}, nil
 	}
 	if len(t.model.Graphs) == 0 {
-		return nil, fmt.Errorf("engine: model %s has no graph input; subgraph units need one", t.model.Name)
+		// No message passing: a unit's receptive field is its targets.
+		in := &unitInputs{graphs: map[string]*core.Graph{}, rows: u.Targets, nodeIDs: make([]int32, len(u.Targets)),
+			labels: make([]int32, len(u.Targets)), targets: make([]int32, len(u.Targets))}
+		for i, bl := range u.Targets {
+			in.nodeIDs[i], in.labels[i], in.targets[i] = b.Global(bl), b.labels[bl], int32(i)
+		}
+		return in, nil
 	}
 	hops := t.model.Config.Layers
 	if hops <= 0 {

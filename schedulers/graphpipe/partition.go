@@ -1,0 +1,446 @@
+package graphpipe
+
+import (
+	"fmt"
+	"math"
+	"sort"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Costs are the per-op quantities the partitioners weigh, for the whole
+// mini-batch: time on one device, activation bytes kept for backward and
+// parameter bytes.
+type Costs struct {
+	Time    []float64 // seconds
+	Act     []float64 // bytes
+	Weights []float64 // bytes
+}
+
+// Default device figures when a DeviceInfo does not state measured ones.
+const (
+	defaultGFLOPS = 50.0
+	defaultGBps   = 20.0
+	linkGBps      = 10.0
+)
+
+// EstimateCosts prices every op with a roofline over its Cost on dev.
+func EstimateCosts(w *core.Workload, dev core.DeviceInfo) Costs {
+	gf, bw := dev.GFLOPS, dev.MemGBps
+	if gf <= 0 {
+		gf = defaultGFLOPS
+	}
+	if bw <= 0 {
+		bw = defaultGBps
+	}
+	c := Costs{Time: make([]float64, len(w.Ops)), Act: make([]float64, len(w.Ops)), Weights: make([]float64, len(w.Ops))}
+	for i, op := range w.Ops {
+		c.Time[i] = math.Max(float64(op.Cost.FLOPs)/(gf*1e9), float64(op.Cost.BytesMoved)/(bw*1e9)) + 2e-6
+		c.Act[i] = float64(op.Cost.ActivationBytes)
+		c.Weights[i] = float64(op.Cost.WeightBytes)
+	}
+	return c
+}
+
+// ChainPartition is the PipeDream-style baseline: the ops in topological
+// (index) order cut into at most len(devs) contiguous stages, one device
+// each, minimising the slowest stage's time.
+func ChainPartition(w *core.Workload, c Costs, devs []core.DeviceID) (Partition, error) {
+	n, D := len(w.Ops), len(devs)
+	if n == 0 || D == 0 {
+		return Partition{}, fmt.Errorf("graphpipe: nothing to partition (%d ops, %d devices)", n, D)
+	}
+	pre := make([]float64, n+1)
+	for i, t := range c.Time {
+		pre[i+1] = pre[i] + t
+	}
+	inf := math.Inf(1)
+	// best[p][j]: bottleneck of ops[:j] in p stages; cut[p][j] the start of the last.
+	best := make([][]float64, D+1)
+	cut := make([][]int, D+1)
+	for p := range best {
+		best[p], cut[p] = make([]float64, n+1), make([]int, n+1)
+		for j := range best[p] {
+			best[p][j] = inf
+		}
+	}
+	best[0][0] = 0
+	for p := 1; p <= D; p++ {
+		for j := 1; j <= n; j++ {
+			for i := p - 1; i < j; i++ {
+				if v := math.Max(best[p-1][i], pre[j]-pre[i]); v < best[p][j] {
+					best[p][j], cut[p][j] = v, i
+				}
+			}
+		}
+	}
+	bp := 1
+	for p := 1; p <= D; p++ {
+		if best[p][n] < best[bp][n]*(1-1e-9) {
+			bp = p
+		}
+	}
+	part := Partition{StageOf: make([]int, n), Devices: make([][]core.DeviceID, bp), Chain: true}
+	for p, j := bp, n; p > 0; p-- {
+		i := cut[p][j]
+		for o := i; o < j; o++ {
+			part.StageOf[o] = p - 1
+		}
+		part.Devices[p-1] = []core.DeviceID{devs[p-1]}
+		j = i
+	}
+	return part, nil
+}
+
+// spNode is a node of the series-parallel decomposition of the op DAG.
+type spNode struct {
+	kind     int // leaf, series, parallel
+	ops      []int
+	children []*spNode
+}
+
+const (
+	spLeaf = iota
+	spSeries
+	spParallel
+)
+
+// Decompose returns the series-parallel tree of the op DAG and the ops of
+// regions it could not decompose (coarsened into single leaves).
+func Decompose(w *core.Workload) (*spNode, [][]int) {
+	succ := make([][]int, len(w.Ops))
+	for o, op := range w.Ops {
+		for _, d := range op.Deps {
+			succ[d] = append(succ[d], o)
+		}
+	}
+	var coarse [][]int
+	all := make([]int, len(w.Ops))
+	for i := range all {
+		all[i] = i
+	}
+	return decompose(w, succ, all, &coarse), coarse
+}
+
+func decompose(w *core.Workload, succ [][]int, ops []int, coarse *[][]int) *spNode {
+	if len(ops) == 1 {
+		return &spNode{kind: spLeaf, ops: ops}
+	}
+	pos := make(map[int]int, len(ops))
+	for i, o := range ops {
+		pos[o] = i
+	}
+	// Series cuts: op i separates when nothing before it reaches past it
+	// and no op after it starts a branch of its own (a region source).
+	srcAfter := make([]bool, len(ops)+1)
+	for i := len(ops) - 1; i >= 0; i-- {
+		src := true
+		for _, d := range w.Ops[ops[i]].Deps {
+			if _, ok := pos[d]; ok {
+				src = false
+			}
+		}
+		srcAfter[i] = srcAfter[i+1] || src
+	}
+	reach := -1
+	var pieces [][]int
+	start := 0
+	for i, o := range ops {
+		if reach <= i && i < len(ops)-1 && !srcAfter[i+1] {
+			if i > start {
+				pieces = append(pieces, ops[start:i])
+			}
+			pieces = append(pieces, []int{o})
+			start = i + 1
+		}
+		for _, s := range succ[o] {
+			if p, ok := pos[s]; ok && p > reach {
+				reach = p
+			}
+		}
+	}
+	if start < len(ops) {
+		pieces = append(pieces, ops[start:])
+	}
+	if len(pieces) > 1 {
+		n := &spNode{kind: spSeries, ops: ops}
+		for _, p := range pieces {
+			n.children = append(n.children, decompose(w, succ, p, coarse))
+		}
+		return n
+	}
+	// Parallel: the weakly connected components, after peeling a unique
+	// sink (it joins them).
+	body, tail := ops, []int(nil)
+	sinks := 0
+	for _, o := range ops {
+		in := false
+		for _, s := range succ[o] {
+			if _, ok := pos[s]; ok {
+				in = true
+			}
+		}
+		if !in {
+			sinks++
+		}
+	}
+	if sinks == 1 && len(ops) > 2 {
+		body, tail = ops[:len(ops)-1], ops[len(ops)-1:]
+	}
+	comps := components(w, succ, body)
+	if len(comps) > 1 {
+		par := &spNode{kind: spParallel, ops: body}
+		for _, c := range comps {
+			par.children = append(par.children, decompose(w, succ, c, coarse))
+		}
+		if tail == nil {
+			return par
+		}
+		return &spNode{kind: spSeries, ops: ops, children: []*spNode{par, {kind: spLeaf, ops: tail}}}
+	}
+	*coarse = append(*coarse, ops)
+	return &spNode{kind: spLeaf, ops: ops}
+}
+
+func components(w *core.Workload, succ [][]int, ops []int) [][]int {
+	in := make(map[int]int, len(ops))
+	for i, o := range ops {
+		in[o] = i
+	}
+	parent := make([]int, len(ops))
+	for i := range parent {
+		parent[i] = i
+	}
+	var find func(int) int
+	find = func(x int) int {
+		for parent[x] != x {
+			parent[x] = parent[parent[x]]
+			x = parent[x]
+		}
+		return x
+	}
+	for i, o := range ops {
+		for _, s := range succ[o] {
+			if j, ok := in[s]; ok {
+				parent[find(i)] = find(j)
+			}
+		}
+	}
+	groups := map[int][]int{}
+	var roots []int
+	for i, o := range ops {
+		r := find(i)
+		if _, ok := groups[r]; !ok {
+			roots = append(roots, r)
+		}
+		groups[r] = append(groups[r], o)
+	}
+	out := make([][]int, 0, len(roots))
+	for _, r := range roots {
+		out = append(out, groups[r])
+	}
+	return out
+}
+
+// stagePlan is a DP answer: stages (op sets with device counts).
+type stagePlan struct {
+	inflight int
+	stages   []stageSpec
+}
+
+type stageSpec struct {
+	ops  []int
+	devs int
+}
+
+type dp struct {
+	c      Costs
+	D      int
+	memCap float64
+	m      int
+	tau    float64
+	memo   map[dpKey]stagePlan
+}
+
+type dpKey struct {
+	node *spNode
+	i    int // series suffix start (0 for other nodes)
+	d, k int
+}
+
+var infeasible = stagePlan{inflight: math.MaxInt32}
+
+// base prices ops as one stage on the fewest devices meeting tau and
+// memory with k stages downstream.
+func (p *dp) base(ops []int, d, k int) stagePlan {
+	var t, a, wgt float64
+	for _, o := range ops {
+		t, a, wgt = t+p.c.Time[o], a+p.c.Act[o], wgt+p.c.Weights[o]
+	}
+	for n := 1; n <= d; n++ {
+		comm := 0.0
+		if n > 1 {
+			comm = 2 * wgt * float64(n-1) / float64(n) / (linkGBps * 1e9) / float64(p.m)
+		}
+		if t/float64(n)+comm > p.tau*(1+1e-9) {
+			continue
+		}
+		if p.memCap > 0 && 4*wgt+float64(k+1)*a/float64(p.m*n) > p.memCap {
+			continue
+		}
+		return stagePlan{inflight: k + 1, stages: []stageSpec{{ops: ops, devs: n}}}
+	}
+	return infeasible
+}
+
+func better(a, b stagePlan) bool {
+	if a.inflight != b.inflight {
+		return a.inflight < b.inflight
+	}
+	return devices(a) < devices(b)
+}
+
+func devices(s stagePlan) int {
+	n := 0
+	for _, st := range s.stages {
+		n += st.devs
+	}
+	return n
+}
+
+func join(up, down stagePlan) stagePlan {
+	return stagePlan{inflight: up.inflight, stages: append(append([]stageSpec(nil), up.stages...), down.stages...)}
+}
+
+// solve is F(H, d, k): the fewest in-flight micro-batches at H's entry.
+func (p *dp) solve(n *spNode, d, k int) stagePlan {
+	if d <= 0 {
+		return infeasible
+	}
+	key := dpKey{n, 0, d, k}
+	if v, ok := p.memo[key]; ok {
+		return v
+	}
+	best := p.base(n.ops, d, k)
+	switch n.kind {
+	case spSeries:
+		if v := p.series(n, 0, d, k); better(v, best) {
+			best = v
+		}
+	case spParallel:
+		// Knapsack over the children: every child gets >= 1 device.
+		cur := map[int]stagePlan{0: {inflight: 0}}
+		for _, c := range n.children {
+			next := map[int]stagePlan{}
+			for used, acc := range cur {
+				for dc := 1; used+dc <= d; dc++ {
+					v := p.solve(c, dc, k)
+					if v.inflight == infeasible.inflight {
+						continue
+					}
+					cand := stagePlan{inflight: max(acc.inflight, v.inflight), stages: append(append([]stageSpec(nil), acc.stages...), v.stages...)}
+					if old, ok := next[used+dc]; !ok || better(cand, old) {
+						next[used+dc] = cand
+					}
+				}
+			}
+			cur = next
+		}
+		for _, v := range cur {
+			if len(v.stages) > 0 && better(v, best) {
+				best = v
+			}
+		}
+	}
+	p.memo[key] = best
+	return best
+}
+
+// series is F over the children i.. of a series node: the first stage is
+// a child solved on its own structure, or children i..j merged as one.
+func (p *dp) series(n *spNode, i, d, k int) stagePlan {
+	if i == len(n.children) {
+		return stagePlan{inflight: k}
+	}
+	key := dpKey{n, i + 1, d, k}
+	if v, ok := p.memo[key]; ok {
+		return v
+	}
+	best := infeasible
+	var merged []int
+	for j := i; j < len(n.children); j++ {
+		merged = append(merged, n.children[j].ops...)
+		for d2 := 0; d2 < d; d2++ {
+			if d2 == 0 && j+1 < len(n.children) {
+				continue
+			}
+			down := p.series(n, j+1, d2, k)
+			if j+1 == len(n.children) {
+				if d2 > 0 {
+					break
+				}
+				down = stagePlan{inflight: k}
+			}
+			if down.inflight == infeasible.inflight {
+				continue
+			}
+			var up stagePlan
+			if j == i {
+				up = p.solve(n.children[i], d-d2, down.inflight)
+			} else {
+				up = p.base(merged, d-d2, down.inflight)
+			}
+			if up.inflight == infeasible.inflight {
+				continue
+			}
+			if cand := join(up, down); better(cand, best) {
+				best = cand
+			}
+		}
+	}
+	p.memo[key] = best
+	return best
+}
+
+// GraphPartition is GraphPipe's partitioner: a binary search on the
+// per-micro-batch stage time target, each step a DP over the
+// series-parallel tree that minimises the in-flight micro-batches (the
+// pipeline depth). It returns the partition and the coarsened non-SP
+// regions.
+func GraphPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memCap int64) (Partition, [][]int, error) {
+	root, coarse := Decompose(w)
+	D := len(devs)
+	var total float64
+	for _, t := range c.Time {
+		total += t
+	}
+	lo, hi := total/float64(D), total
+	var best stagePlan
+	found := false
+	for it := 0; it < 40 && (hi-lo) > 1e-4*hi; it++ {
+		mid := (lo + hi) / 2
+		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: mid, memo: map[dpKey]stagePlan{}}
+		if v := p.solve(root, D, 0); v.inflight != infeasible.inflight {
+			best, found, hi = v, true, mid
+		} else {
+			lo = mid
+		}
+	}
+	if !found {
+		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: hi, memo: map[dpKey]stagePlan{}}
+		if best = p.solve(root, D, 0); best.inflight == infeasible.inflight {
+			return Partition{}, coarse, fmt.Errorf("graphpipe: no partition of the model fits %d devices of %s", D, core.FormatBytes(memCap))
+		}
+	}
+	part := Partition{StageOf: make([]int, len(w.Ops))}
+	next := 0
+	for s, st := range best.stages {
+		sort.Ints(st.ops)
+		for _, o := range st.ops {
+			part.StageOf[o] = s
+		}
+		part.Devices = append(part.Devices, devs[next:next+st.devs])
+		next += st.devs
+	}
+	return part, coarse, nil
+}
