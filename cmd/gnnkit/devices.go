@@ -77,7 +77,7 @@ func newDevicesCmd() *cobra.Command {
 			fmt.Fprintln(tw, "DEVICE\tBACKEND\tNAME\tTHREADS\tMEMORY\tKERNELS")
 			for _, r := range reps {
 				if r.Error != "" {
-					fmt.Fprintf(tw, "-\t%s\tunavailable: %s\t\t\t\n", r.Name, r.Error)
+					fmt.Fprintf(tw, "-\t%s\t%s\t\t\t\n", r.Name, r.Error)
 					continue
 				}
 				for _, d := range r.Devices {

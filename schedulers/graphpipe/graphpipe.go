@@ -56,6 +56,32 @@ type Scheduler struct {
 	MicroBatches int
 }
 
+// connected rejects op graphs with ops that do not lead to the loss (the
+// last op): their stages would receive no gradient and the pipeline
+// would have dangling branches.
+func connected(w *core.Workload) error {
+	n := len(w.Ops)
+	reaches := make([]bool, n)
+	reaches[n-1] = true
+	for o := n - 1; o >= 0; o-- {
+		if !reaches[o] {
+			continue
+		}
+		for _, d := range w.Ops[o].Deps {
+			if d < 0 || d >= o {
+				return fmt.Errorf("graphpipe: op %s depends on op %d, which does not come before it: the op graph is not a DAG in topological order", w.Ops[o].Name, d)
+			}
+			reaches[d] = true
+		}
+	}
+	for o, ok := range reaches {
+		if !ok {
+			return fmt.Errorf("graphpipe: op %s does not lead to the loss (%s): the op graph is disconnected", w.Ops[o].Name, w.Ops[n-1].Name)
+		}
+	}
+	return nil
+}
+
 // Name returns "graphpipe", "1f1b" or "gpipe".
 func (s *Scheduler) Name() string {
 	if s.Graph {
@@ -83,6 +109,9 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 		if d.MemCap > 0 && (memCap == 0 || d.MemCap < memCap) {
 			memCap = d.MemCap
 		}
+	}
+	if err := connected(w); err != nil {
+		return nil, err
 	}
 	c := EstimateCosts(w, w.Devices[0])
 	var part Partition

@@ -1,8 +1,11 @@
 package graphpipe_test
 
 import (
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
@@ -87,5 +90,65 @@ func TestGraphPartitionRunsBranchesConcurrently(t *testing.T) {
 		if ch.Metrics["depth"] != ch.Metrics["stages"] {
 			t.Errorf("%s: the chain baseline's depth %v differs from its %v stages", model, ch.Metrics["depth"], ch.Metrics["stages"])
 		}
+	}
+}
+
+// TestPartitionSearchTime: the partitioner on a ~1,000-op DAG over 64
+// devices (issue: at most 5 s).
+func TestPartitionSearchTime(t *testing.T) {
+	if testing.Short() {
+		t.Skip("search-time check: skipped with -short")
+	}
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := core.Undirected(4096, nil, nil)
+	batch := make([]int32, 4096)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	w := core.NewWorkload(m, g, 256, batch, fakeDevices(64), 1)
+	start := time.Now()
+	p, err := (&graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 16}).Schedule(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el := time.Since(start)
+	t.Logf("%d ops on 64 devices: %d stages, depth %v, searched in %v", len(w.Ops), int(p.Metrics["stages"]), p.Metrics["depth"], el)
+	if len(w.Ops) < 950 {
+		t.Fatalf("model has only %d ops", len(w.Ops))
+	}
+	if el > 5*time.Second {
+		t.Errorf("search took %v, want <= 5s", el)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: 512, Hidden: 2048, Classes: 8, Branches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := core.Undirected(100, nil, nil)
+	batch := []int32{0, 1, 2, 3}
+	devs := fakeDevices(2)
+	for i := range devs {
+		devs[i].MemCap = 1 << 20 // 1 MiB: nothing fits
+	}
+	w := core.NewWorkload(m, g, 512, batch, devs, 1)
+	_, err = (&graphpipe.Scheduler{Graph: true}).Schedule(t.Context(), w)
+	if !errors.Is(err, graphpipe.ErrNoFit) || !strings.Contains(err.Error(), "smallest per-device memory") {
+		t.Errorf("no-fit error = %v", err)
+	}
+	// A disconnected op graph (an op that leads nowhere).
+	w = core.NewWorkload(m, g, 512, batch, fakeDevices(2), 1)
+	w.Ops[0].Deps = nil
+	w.Ops = append(w.Ops[:1:1], w.Ops[1:]...)
+	w.Ops[len(w.Ops)-1].Deps = []int{len(w.Ops) - 2}
+	dangling := core.OpInfo{Index: len(w.Ops), Name: "dangling"}
+	w.Ops = append(w.Ops[:len(w.Ops)-1], dangling, w.Ops[len(w.Ops)-1])
+	_, err = (&graphpipe.Scheduler{Graph: true}).Schedule(t.Context(), w)
+	if err == nil || !strings.Contains(err.Error(), "disconnected") {
+		t.Errorf("disconnected graph error = %v", err)
 	}
 }

@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -402,6 +403,32 @@ func (p *dp) series(n *spNode, i, d, k int) stagePlan {
 	return best
 }
 
+// ErrNoFit reports a model that no partition fits on the devices.
+var ErrNoFit = errors.New("graphpipe: model does not fit")
+
+// minMemory binary-searches the smallest per-device memory under which
+// some partition exists (stage times unconstrained).
+func minMemory(root *spNode, c Costs, D, m int) int64 {
+	lo, hi := 1.0, 1.0
+	for ; hi < 1<<50; hi *= 2 {
+		p := &dp{c: c, D: D, memCap: hi, m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
+		if p.solve(root, D, 0).inflight != infeasible.inflight {
+			break
+		}
+		lo = hi
+	}
+	for it := 0; it < 50 && hi-lo > hi*1e-3; it++ {
+		mid := (lo + hi) / 2
+		p := &dp{c: c, D: D, memCap: mid, m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
+		if p.solve(root, D, 0).inflight != infeasible.inflight {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return int64(hi)
+}
+
 // GraphPartition is GraphPipe's partitioner: a binary search on the
 // per-micro-batch stage time target, each step a DP over the
 // series-parallel tree that minimises the in-flight micro-batches (the
@@ -427,9 +454,10 @@ func GraphPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memC
 		}
 	}
 	if !found {
-		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: hi, memo: map[dpKey]stagePlan{}}
+		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
 		if best = p.solve(root, D, 0); best.inflight == infeasible.inflight {
-			return Partition{}, coarse, fmt.Errorf("graphpipe: no partition of the model fits %d devices of %s", D, core.FormatBytes(memCap))
+			return Partition{}, coarse, fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits is about %s (raise the devices' memory or add devices)",
+				ErrNoFit, D, core.FormatBytes(memCap), core.FormatBytes(minMemory(root, c, D, m)))
 		}
 	}
 	part := Partition{StageOf: make([]int, len(w.Ops))}
