@@ -1,0 +1,136 @@
+package host
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strings"
+)
+
+// PinSuffix names a plugin's pin file: NAME.sha256 next to NAME holds its
+// SHA-256 in hex, as written by `sha256sum NAME > NAME.sha256`.
+const PinSuffix = ".sha256"
+
+// Dir returns the plugin folder: $GNNKIT_PLUGIN_DIR if set, else
+// gnnkit/plugins under the user's config folder (os.UserConfigDir, e.g.
+// ~/.config/gnnkit/plugins on Linux). It need not exist.
+func Dir() (string, error) {
+	if d := os.Getenv("GNNKIT_PLUGIN_DIR"); d != "" {
+		return d, nil
+	}
+	cfg, err := os.UserConfigDir()
+	if err != nil {
+		return "", fmt.Errorf("host: no plugin folder: set GNNKIT_PLUGIN_DIR (%w)", err)
+	}
+	return filepath.Join(cfg, "gnnkit", "plugins"), nil
+}
+
+// Entry is a plugin binary found in a plugin folder.
+type Entry struct {
+	Name string // the file name, which --scheduler plugin:NAME refers to
+	Path string
+	Pin  []byte // from NAME.sha256, if present
+}
+
+// Find lists the executable files in dir (not folders, pin files or dot
+// files), sorted by name. A missing folder has no plugins.
+func Find(dir string) ([]Entry, error) {
+	des, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("host: plugin folder: %w", err)
+	}
+	var out []Entry
+	for _, de := range des {
+		name := de.Name()
+		if strings.HasPrefix(name, ".") || strings.HasSuffix(name, PinSuffix) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		st, err := os.Stat(path) // follows symlinks
+		if err != nil || !st.Mode().IsRegular() {
+			continue
+		}
+		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
+			continue
+		}
+		e := Entry{Name: strings.TrimSuffix(name, ".exe"), Path: path}
+		if e.Pin, err = ReadPin(path + PinSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return nil, err
+		}
+		out = append(out, e)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out, nil
+}
+
+// Lookup finds the plugin called name in dir.
+func Lookup(dir, name string) (Entry, error) {
+	es, err := Find(dir)
+	if err != nil {
+		return Entry{}, err
+	}
+	var names []string
+	for _, e := range es {
+		if e.Name == name {
+			return e, nil
+		}
+		names = append(names, e.Name)
+	}
+	have := "it has none"
+	if len(names) > 0 {
+		have = "it has " + strings.Join(names, ", ")
+	}
+	return Entry{}, &hostError{msg: fmt.Sprintf("host: no plugin %q in %s (%s); use plugin:./PATH for a binary elsewhere", name, dir, have),
+		errs: []error{fs.ErrNotExist}}
+}
+
+// ReadPin reads a pin file: a hex SHA-256, optionally followed by a file
+// name as sha256sum writes it.
+func ReadPin(path string) ([]byte, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return nil, fmt.Errorf("host: pin file %s is empty", path)
+	}
+	sum, err := ParseSHA256(f[0])
+	if err != nil {
+		return nil, fmt.Errorf("host: pin file %s: %w", path, err)
+	}
+	return sum, nil
+}
+
+// ParseSHA256 decodes a hex SHA-256.
+func ParseSHA256(s string) ([]byte, error) {
+	b, err := hex.DecodeString(strings.TrimSpace(s))
+	if err != nil || len(b) != sha256.Size {
+		return nil, fmt.Errorf("%q is not a SHA-256 in hex (64 digits)", s)
+	}
+	return b, nil
+}
+
+// Checksum returns the SHA-256 of the file at path, in hex.
+func Checksum(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}

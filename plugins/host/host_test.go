@@ -1,0 +1,404 @@
+package host_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/plugins/host"
+	"github.com/gnnkit/gnnkit/plugins/plugintest"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
+)
+
+var tagSeq atomic.Int64
+
+// launch starts the test binary as the helper plugin kind. Every process
+// gets a unique tag in its environment, so leftover can find it.
+func launch(t testing.TB, kind string, o host.Options) (*host.Plugin, string, error) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag := fmt.Sprintf("%d-%d", os.Getpid(), tagSeq.Add(1))
+	o.Env = append(o.Env, kindEnv+"="+kind, "GNNKIT_TEST_TAG="+tag)
+	p, err := host.Start(context.Background(), self, o)
+	return p, tag, err
+}
+
+func mustLaunch(t testing.TB, kind string, o host.Options) *host.Plugin {
+	t.Helper()
+	p, _, err := launch(t, kind, o)
+	if err != nil {
+		t.Fatalf("launch %s: %v", kind, err)
+	}
+	t.Cleanup(func() { p.Close() })
+	return p
+}
+
+// leftover returns the pids of running processes with the tag (Linux; on
+// other systems it returns nil).
+func leftover(tag string) []int {
+	if runtime.GOOS != "linux" {
+		return nil
+	}
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmt.Sscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err == nil && strings.Contains(string(env), "GNNKIT_TEST_TAG="+tag+"\x00") {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+func checkGone(t *testing.T, pid int, tag string) {
+	t.Helper()
+	if pid > 0 {
+		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("plugin process %d is still there (kill -0: %v)", pid, err)
+		}
+	}
+	if pids := leftover(tag); len(pids) > 0 {
+		t.Errorf("processes left behind: %v", pids)
+	}
+}
+
+// stillWorks is the "host keeps working" check: a fresh plugin schedules.
+func stillWorks(t *testing.T) {
+	t.Helper()
+	p := mustLaunch(t, "split", host.Options{})
+	w := testWorkload()
+	if _, err := p.Scheduler().Schedule(context.Background(), w); err != nil {
+		t.Fatalf("the next plugin fails: %v", err)
+	}
+	p.Close()
+}
+
+// ways returns the scheduler three ways: in process, over an in-memory
+// gRPC connection, and from a real plugin subprocess (launched once and
+// shared by the subtests).
+func ways(t *testing.T, kind string, inproc func() core.Scheduler) []struct {
+	name string
+	new  func(t *testing.T) core.Scheduler
+} {
+	var sub core.Scheduler
+	return []struct {
+		name string
+		new  func(t *testing.T) core.Scheduler
+	}{
+		{"way=inprocess", func(*testing.T) core.Scheduler { return inproc() }},
+		{"way=grpc", func(t *testing.T) core.Scheduler { return plugintest.InMemory(t, inproc()) }},
+		{"way=subprocess", func(*testing.T) core.Scheduler {
+			if sub == nil {
+				sub = mustLaunch(t, kind, host.Options{}).Scheduler()
+			}
+			return sub
+		}},
+	}
+}
+
+func TestConformance(t *testing.T) {
+	for _, c := range []struct {
+		kind   string
+		inproc func() core.Scheduler
+	}{
+		{"split", func() core.Scheduler { return split{k: 3} }},
+		{"sequential", func() core.Scheduler { return &sequential.Scheduler{} }},
+	} {
+		t.Run("sched="+c.kind, func(t *testing.T) {
+			for _, way := range ways(t, c.kind, c.inproc) {
+				t.Run(way.name, func(t *testing.T) { schedtest.Run(t, way.new) })
+			}
+		})
+	}
+}
+
+func TestOracle(t *testing.T) {
+	for _, way := range ways(t, "split", func() core.Scheduler { return split{k: 3} }) {
+		t.Run(way.name, func(t *testing.T) {
+			schedtest.Oracle(t, way.new(t), schedtest.OracleOptions{Devices: 2})
+		})
+	}
+}
+
+// TestFaults runs each misbehaving plugin as a real subprocess: each fault
+// gives a clear error, leaves no process behind, and the next plugin works.
+func TestFaults(t *testing.T) {
+	for _, c := range []struct {
+		kind    string
+		opts    host.Options
+		atStart bool // the failure comes from Start, not Schedule
+		is      []error
+		msg     []string
+	}{
+		{kind: "crash", is: []error{host.ErrExited}, msg: []string{"plugin faulty", "Schedule", "exited", "exit status 2", "simulated crash in Schedule"}},
+		{kind: "exit", is: []error{host.ErrExited}, msg: []string{"Schedule", "exit status 3"}},
+		{kind: "hang", opts: host.Options{Timeout: 300 * time.Millisecond}, is: []error{context.DeadlineExceeded, host.ErrExited},
+			msg: []string{"Schedule did not answer within 300ms", "killed"}},
+		{kind: "hang-info", opts: host.Options{Timeout: 300 * time.Millisecond}, atStart: true, is: []error{context.DeadlineExceeded, host.ErrExited},
+			msg: []string{"GetInfo did not answer within 300ms", "killed"}},
+		{kind: "invalid", is: []error{core.ErrInvalidPlan}, msg: []string{"plugin faulty", "returned an invalid plan", "more than one unit", "in no unit"}},
+		{kind: "version", atStart: true, is: []error{host.ErrLaunch, host.ErrIncompatible}, msg: []string{"speaks scheduler protocol 99", "this gnnkit speaks 1"}},
+		{kind: "garbage", atStart: true, is: []error{host.ErrLaunch}, msg: []string{"not a gnnkit scheduler plugin", `"hello from a program that is not a plugin"`}},
+		{kind: "not-a-plugin", atStart: true, is: []error{host.ErrLaunch}, msg: []string{"exit status 1", "usage: not-a-plugin FILE"}},
+		{kind: "checksum", opts: host.Options{SHA256: make([]byte, 32)}, atStart: true, is: []error{host.ErrLaunch, host.ErrChecksum},
+			msg: []string{"SHA-256 is", "is pinned"}},
+	} {
+		t.Run("fault="+c.kind, func(t *testing.T) {
+			kind := c.kind
+			if kind == "checksum" {
+				kind = "split"
+			}
+			start := time.Now()
+			p, tag, err := launch(t, kind, c.opts)
+			pid := 0
+			if err == nil {
+				defer p.Close()
+				pid = p.Info().Pid
+				if c.atStart {
+					t.Fatalf("launch succeeded, want a launch error")
+				}
+				_, err = p.Scheduler().Schedule(context.Background(), testWorkload())
+			}
+			if err == nil {
+				t.Fatal("no error")
+			}
+			t.Logf("error (after %v): %v", time.Since(start).Round(time.Millisecond), err)
+			for _, want := range c.is {
+				if !errors.Is(err, want) {
+					t.Errorf("errors.Is(err, %v) = false", want)
+				}
+			}
+			for _, s := range c.msg {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error lacks %q", s)
+				}
+			}
+			if p != nil && kind != "invalid" {
+				// The plugin is gone: later calls fail fast.
+				_, err := p.Scheduler().Schedule(context.Background(), testWorkload())
+				if !errors.Is(err, host.ErrExited) {
+					t.Errorf("call after the fault: %v, want ErrExited", err)
+				}
+				checkGone(t, pid, tag)
+			}
+			if p != nil {
+				p.Close()
+			}
+			checkGone(t, pid, tag)
+			stillWorks(t)
+		})
+	}
+}
+
+func TestMissingBinary(t *testing.T) {
+	for _, path := range []string{filepath.Join(t.TempDir(), "nope"), t.TempDir()} {
+		_, _, err := host.Launch(context.Background(), path, host.Options{})
+		if !errors.Is(err, host.ErrLaunch) || !strings.Contains(err.Error(), path) {
+			t.Errorf("Launch(%s): %v", path, err)
+		}
+	}
+	_, _, err := host.Launch(context.Background(), filepath.Join(t.TempDir(), "nope"), host.Options{})
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("missing file: %v, want fs.ErrNotExist", err)
+	}
+	notExec := filepath.Join(t.TempDir(), "plain")
+	os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644)
+	if _, _, err := host.Launch(context.Background(), notExec, host.Options{}); err == nil || !strings.Contains(err.Error(), "not executable") {
+		t.Errorf("non-executable file: %v", err)
+	}
+}
+
+func TestChecksumPin(t *testing.T) {
+	self, _ := os.Executable()
+	sum, err := host.Checksum(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pin, err := host.ParseSHA256(sum)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := mustLaunch(t, "split", host.Options{SHA256: pin})
+	if _, err := p.Scheduler().Schedule(context.Background(), testWorkload()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestCallerCancel: the caller's own cancellation reaches the plugin as a
+// context error and does not kill it; Close does.
+func TestCallerCancel(t *testing.T) {
+	p, tag, err := launch(t, "hang", host.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	_, err = p.Scheduler().Schedule(ctx, testWorkload())
+	if !errors.Is(err, context.DeadlineExceeded) || errors.Is(err, host.ErrExited) {
+		t.Errorf("err = %v, want the caller's deadline and no exit", err)
+	}
+	if p.Exited() {
+		t.Errorf("the caller's deadline killed the plugin")
+	}
+	pid := p.Info().Pid
+	p.Close()
+	checkGone(t, pid, tag)
+	if _, err := p.Scheduler().Schedule(context.Background(), testWorkload()); !errors.Is(err, host.ErrExited) {
+		t.Errorf("call after Close: %v, want ErrExited", err)
+	}
+}
+
+// TestPanicIsAnError: the SDK turns a panic into an error; the plugin
+// lives on.
+func TestPanicIsAnError(t *testing.T) {
+	p := mustLaunch(t, "panic", host.Options{})
+	for i := 0; i < 2; i++ {
+		_, err := p.Scheduler().Schedule(context.Background(), testWorkload())
+		if err == nil || !strings.Contains(err.Error(), "panicked in Schedule: simulated bug") {
+			t.Fatalf("err = %v", err)
+		}
+	}
+	if p.Exited() {
+		t.Error("the plugin exited")
+	}
+}
+
+// TestErrors checks errors.Is and errors.As across the boundary, over the
+// in-memory connection and (for one) a real process.
+func TestErrors(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		is   []error
+	}{
+		{"oom", testOOM, []error{core.ErrOutOfMemory}},
+		{"unsupported", fmt.Errorf("mysched: no fp16: %w", core.ErrUnsupported), []error{core.ErrUnsupported, errors.ErrUnsupported}},
+		{"plain-unsupported", fmt.Errorf("mysched: %w", errors.ErrUnsupported), []error{core.ErrUnsupported, errors.ErrUnsupported}},
+		{"invalid-plan", fmt.Errorf("mysched: %w: cycle", core.ErrInvalidPlan), []error{core.ErrInvalidPlan}},
+		{"canceled", fmt.Errorf("mysched: %w", context.Canceled), []error{context.Canceled}},
+		{"deadline", context.DeadlineExceeded, []error{context.DeadlineExceeded}},
+		{"unknown-model", fmt.Errorf("%w %q", core.ErrUnknownModel, "gin"), []error{core.ErrUnknownModel}},
+		{"other", errors.New("mysched: the moon is in the wrong phase"), nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := plugintest.InMemory(t, faulty{schedule: func() (*core.Plan, error) { return nil, c.err }})
+			_, err := s.Schedule(context.Background(), testWorkload())
+			if err == nil || !strings.Contains(err.Error(), c.err.Error()) {
+				t.Fatalf("err = %v, want the plugin's message %q", err, c.err)
+			}
+			for _, want := range c.is {
+				if !errors.Is(err, want) {
+					t.Errorf("errors.Is(%v, %v) = false", err, want)
+				}
+			}
+		})
+	}
+	t.Run("oom-subprocess", func(t *testing.T) {
+		p := mustLaunch(t, "oom", host.Options{})
+		_, err := p.Scheduler().Schedule(context.Background(), testWorkload())
+		var oom *core.OOMError
+		if !errors.As(err, &oom) || *oom != *testOOM {
+			t.Fatalf("err = %v, want %#v", err, testOOM)
+		}
+		if !errors.Is(err, core.ErrOutOfMemory) {
+			t.Error("errors.Is(err, core.ErrOutOfMemory) = false")
+		}
+	})
+}
+
+// TestFeedback: the host's scheduler has Observe exactly when the
+// plugin's does, and what Observe returns is validated too.
+func TestFeedback(t *testing.T) {
+	p := mustLaunch(t, "feedback", host.Options{})
+	if !p.Info().Feedback {
+		t.Fatal("Info().Feedback = false")
+	}
+	fb, ok := p.Scheduler().(core.SchedulerWithFeedback)
+	if !ok {
+		t.Fatalf("%T does not implement core.SchedulerWithFeedback", p.Scheduler())
+	}
+	w := testWorkload()
+	np, err := fb.Observe(context.Background(), w, &core.Trace{})
+	if err != nil || np != nil {
+		t.Errorf("Observe(empty trace) = %v, %v; want no new plan", np, err)
+	}
+	tr := &core.Trace{Events: []core.TraceEvent{{Name: "fwd", Cat: "forward", Device: "cpu:0", Unit: 0, Dur: time.Millisecond}},
+		PeakMem: map[core.DeviceID]int64{"cpu:0": 1 << 20}, Wall: 2 * time.Millisecond}
+	np, err = fb.Observe(context.Background(), w, tr)
+	if err != nil || np == nil || np.Home != "cpu:1" {
+		t.Errorf("Observe = %+v, %v; want a plan on cpu:1", np, err)
+	}
+	plain := mustLaunch(t, "split", host.Options{})
+	if _, ok := plain.Scheduler().(core.SchedulerWithFeedback); ok || plain.Info().Feedback {
+		t.Error("a plugin without Observe looks like one with feedback")
+	}
+}
+
+func TestInfo(t *testing.T) {
+	p := mustLaunch(t, "sequential", host.Options{})
+	i := p.Info()
+	if i.Name != "sequential" || i.ProtocolVersion != host.ProtocolVersion || i.Pid <= 0 || i.SDKVersion == "" {
+		t.Errorf("Info = %+v", i)
+	}
+	if p.Scheduler().Name() != "sequential" {
+		t.Errorf("Name = %q", p.Scheduler().Name())
+	}
+}
+
+func TestDiscovery(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, mode os.FileMode, body string) {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("zeta", 0o755, "#!/bin/sh\n")
+	write("alpha", 0o755, "#!/bin/sh\n")
+	write("alpha.sha256", 0o644, strings.Repeat("ab", 32)+"  alpha\n")
+	write("README", 0o644, "not a plugin")
+	write(".hidden", 0o755, "")
+	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+	es, err := host.Find(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(es) != 2 || es[0].Name != "alpha" || es[1].Name != "zeta" {
+		t.Fatalf("Find = %+v", es)
+	}
+	if len(es[0].Pin) != 32 || es[0].Pin[0] != 0xab || es[1].Pin != nil {
+		t.Errorf("pins: %x, %x", es[0].Pin, es[1].Pin)
+	}
+	if _, err := host.Lookup(dir, "beta"); !errors.Is(err, fs.ErrNotExist) || !strings.Contains(err.Error(), "alpha, zeta") {
+		t.Errorf("Lookup(beta) = %v", err)
+	}
+	if es, err := host.Find(filepath.Join(dir, "missing")); err != nil || es != nil {
+		t.Errorf("Find(missing) = %v, %v", es, err)
+	}
+	t.Setenv("GNNKIT_PLUGIN_DIR", dir)
+	if d, _ := host.Dir(); d != dir {
+		t.Errorf("Dir = %q with GNNKIT_PLUGIN_DIR set", d)
+	}
+	write("bad.sha256", 0o644, "xyz")
+	write("bad", 0o755, "")
+	if _, err := host.Find(dir); err == nil {
+		t.Error("a malformed pin file was accepted")
+	}
+}
