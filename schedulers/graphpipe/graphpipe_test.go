@@ -108,7 +108,11 @@ func TestPartitionSearchTime(t *testing.T) {
 	for i := range batch {
 		batch[i] = int32(i)
 	}
-	w := core.NewWorkload(m, g, 256, batch, fakeDevices(64), 1)
+	devs := fakeDevices(64)
+	for i := range devs {
+		devs[i].MemCap = 160 << 20
+	}
+	w := core.NewWorkload(m, g, 256, batch, devs, 1)
 	start := time.Now()
 	p, err := (&graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 16}).Schedule(t.Context(), w)
 	if err != nil {

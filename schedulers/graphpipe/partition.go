@@ -278,7 +278,11 @@ func (p *dp) base(ops []int, d, k int) stagePlan {
 	for _, o := range ops {
 		t, a, wgt = t+p.c.Time[o], a+p.c.Act[o], wgt+p.c.Weights[o]
 	}
-	for n := 1; n <= d; n++ {
+	first := 1
+	if p.tau > 0 && !math.IsInf(p.tau, 1) {
+		first = max(1, int(math.Ceil(t/p.tau*(1-1e-9))))
+	}
+	for n := first; n <= d; n++ {
 		comm := 0.0
 		if n > 1 {
 			comm = 2 * wgt * float64(n-1) / float64(n) / (linkGBps * 1e9) / float64(p.m)
@@ -369,21 +373,30 @@ func (p *dp) series(n *spNode, i, d, k int) stagePlan {
 	}
 	best := infeasible
 	var merged []int
+	var mergedTime float64
 	for j := i; j < len(n.children); j++ {
 		merged = append(merged, n.children[j].ops...)
-		for d2 := 0; d2 < d; d2++ {
-			if d2 == 0 && j+1 < len(n.children) {
-				continue
-			}
-			down := p.series(n, j+1, d2, k)
-			if j+1 == len(n.children) {
-				if d2 > 0 {
-					break
-				}
-				down = stagePlan{inflight: k}
+		for _, o := range n.children[j].ops {
+			mergedTime += p.c.Time[o]
+		}
+		if j > i && mergedTime > p.tau*float64(d)*(1+1e-9) {
+			break // more children only make the merged stage slower
+		}
+		last := j+1 == len(n.children)
+		// The downstream part's in-flight count falls as it gets more
+		// devices, so the largest share that leaves this stage feasible
+		// is the best; scan downwards and stop at the first fit.
+		hiD2, loD2 := d-1, 1
+		if last {
+			hiD2, loD2 = 0, 0
+		}
+		for d2 := hiD2; d2 >= loD2; d2-- {
+			down := stagePlan{inflight: k}
+			if !last {
+				down = p.series(n, j+1, d2, k)
 			}
 			if down.inflight == infeasible.inflight {
-				continue
+				break // fewer devices downstream cannot help
 			}
 			var up stagePlan
 			if j == i {
@@ -397,6 +410,7 @@ func (p *dp) series(n *spNode, i, d, k int) stagePlan {
 			if cand := join(up, down); better(cand, best) {
 				best = cand
 			}
+			break
 		}
 	}
 	p.memo[key] = best
@@ -444,7 +458,7 @@ func GraphPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memC
 	lo, hi := total/float64(D), total
 	var best stagePlan
 	found := false
-	for it := 0; it < 40 && (hi-lo) > 1e-4*hi; it++ {
+	for it := 0; it < 40 && (hi-lo) > 5e-3*hi; it++ {
 		mid := (lo + hi) / 2
 		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: mid, memo: map[dpKey]stagePlan{}}
 		if v := p.solve(root, D, 0); v.inflight != infeasible.inflight {
