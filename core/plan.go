@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -161,12 +162,11 @@ func (p *Plan) Validate(w *Workload) error {
 		fail("home device %q is not one of the workload's devices", p.Home)
 	}
 	// Units: exactly-once coverage of the batch.
-	want := map[int32]int{}
-	for _, n := range w.Batch {
-		want[n]++
-	}
-	got := map[int32]int{}
+	// Multiset comparison by sorting: cheap for million-node batches.
+	want := slices.Clone(w.Batch)
+	slices.Sort(want)
 	sum := 0.0
+	var got []int32
 	for i, u := range p.Units {
 		if u.ID != i {
 			fail("unit %d has id %d; ids must equal positions", i, u.ID)
@@ -175,27 +175,31 @@ func (p *Plan) Validate(w *Workload) error {
 			fail("unit %d has loss weight %v", i, u.LossWeight)
 		}
 		sum += u.LossWeight
-		for _, n := range u.Targets {
-			got[n]++
-		}
+		got = append(got, u.Targets...)
 	}
+	slices.Sort(got)
 	if len(w.Batch) > 0 && math.Abs(sum-1) > 1e-6 {
 		fail("unit loss weights sum to %.9g, want 1", sum)
 	}
 	var lost, dup, extra []int32
-	for n, c := range want {
-		switch g := got[n]; {
-		case g == 0:
-			lost = append(lost, n)
-		case g > c:
-			dup = append(dup, n)
+	for i, j := 0, 0; i < len(want) || j < len(got); {
+		switch {
+		case j == len(got) || (i < len(want) && want[i] < got[j]):
+			lost = append(lost, want[i])
+			i++
+		case i == len(want) || got[j] < want[i]:
+			if i > 0 && want[i-1] == got[j] {
+				dup = append(dup, got[j])
+			} else {
+				extra = append(extra, got[j])
+			}
+			j++
+		default:
+			i++
+			j++
 		}
 	}
-	for n := range got {
-		if want[n] == 0 {
-			extra = append(extra, n)
-		}
-	}
+	lost, dup, extra = slices.Compact(lost), slices.Compact(dup), slices.Compact(extra)
 	if len(lost) > 0 {
 		fail("%d batch nodes are in no unit (e.g. %v)", len(lost), sample(lost))
 	}
@@ -264,7 +268,7 @@ func (p *Plan) Validate(w *Workload) error {
 		return err
 	}
 	anc := p.ancestors(order)
-	reach := func(from, to int) bool { return anc[from][to] } // to is an ancestor of from
+	reach := func(from, to int) bool { return anc[from][to>>6]&(1<<(to&63)) != 0 } // to is an ancestor of from
 	// Per unit and op: one forward and one backward task, on one device,
 	// ordered along the op DAG.
 	const maxErrs = 20
@@ -444,19 +448,25 @@ func (p *Plan) topo() ([]int, error) {
 	return order, nil
 }
 
-// ancestors returns for each task the set of tasks it transitively waits on.
-func (p *Plan) ancestors(order []int) []map[int]bool {
-	anc := make([]map[int]bool, len(p.Tasks))
+// ancestors returns for each task the bit set of tasks it transitively
+// waits on (dependencies and stream order).
+func (p *Plan) ancestors(order []int) [][]uint64 {
+	n := len(p.Tasks)
+	words := (n + 63) / 64
+	backing := make([]uint64, n*words)
+	anc := make([][]uint64, n)
+	for i := range anc {
+		anc[i] = backing[i*words : (i+1)*words]
+	}
 	pr := p.preds()
 	for _, i := range order {
-		a := map[int]bool{}
+		a := anc[i]
 		for _, d := range pr[i] {
-			a[d] = true
-			for x := range anc[d] {
-				a[x] = true
+			a[d>>6] |= 1 << (d & 63)
+			for k, x := range anc[d] {
+				a[k] |= x
 			}
 		}
-		anc[i] = a
 	}
 	return anc
 }

@@ -209,3 +209,29 @@ func TestTraceChrome(t *testing.T) {
 		t.Errorf("Append: %+v", all)
 	}
 }
+
+// BenchmarkValidate: a 1M-node batch in 10k units, one stream per unit
+// pair of tasks plus the step (the plugin round-trip workload).
+func BenchmarkValidate(b *testing.B) {
+	const nodes, units = 1 << 20, 10000
+	w := &Workload{Ops: []OpInfo{{Index: 0, Name: "a"}}, Devices: []DeviceInfo{{ID: "d0"}}}
+	for i := 0; i < nodes; i++ {
+		w.Batch = append(w.Batch, int32(i))
+	}
+	p := &Plan{Home: "d0"}
+	var deps []int
+	for u := 0; u < units; u++ {
+		lo, hi := u*nodes/units, (u+1)*nodes/units
+		p.Units = append(p.Units, Unit{ID: u, Targets: w.Batch[lo:hi], LossWeight: float64(hi-lo) / nodes})
+		f := len(p.Tasks)
+		p.Tasks = append(p.Tasks, Task{ID: f, Kind: TaskForward, Unit: u, Device: "d0", OpLo: 0, OpHi: 1},
+			Task{ID: f + 1, Kind: TaskBackward, Unit: u, Device: "d0", OpLo: 0, OpHi: 1, Deps: []int{f}})
+		deps = append(deps, f+1)
+	}
+	p.Tasks = append(p.Tasks, Task{ID: len(p.Tasks), Kind: TaskStep, Unit: -1, Device: "d0", Deps: deps})
+	for b.Loop() {
+		if err := p.Validate(w); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
