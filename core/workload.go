@@ -69,7 +69,8 @@ type Scheduler interface {
 
 // SchedulerWithFeedback is a scheduler that adapts to measurements: after
 // an iteration the runtime passes the trace, and a non-nil plan replaces
-// the current one from the next iteration on.
+// the current one from the next iteration on. The new plan must keep the
+// same Home device: the master parameters and optimizer state live there.
 type SchedulerWithFeedback interface {
 	Scheduler
 	Observe(ctx context.Context, w *Workload, t *Trace) (*Plan, error)

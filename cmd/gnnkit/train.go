@@ -54,7 +54,7 @@ func newTrainCmd() *cobra.Command {
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(core.Models(), ", "))
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
-	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
+	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", ")+", or plugin:PATH|NAME (see gnnkit plugins list)")
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(core.Backends(), ", "))
 	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 (default: the backend's first device)")
