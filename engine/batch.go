@@ -15,6 +15,14 @@ type Batch struct {
 	Graph   *core.Graph
 	Nodes   []int32 // global id of local node l (nil: the identity)
 	Targets []int32 // local ids
+	// Graphs, when set, gives the graph of a GraphSpec by name (e.g. one
+	// snapshot per time step of a dynamic model), over the same nodes as
+	// Graph; specs not listed use Graph.
+	Graphs map[string]*core.Graph
+	// Labels, when set, labels the rows of the model's output that Targets
+	// index (e.g. node pairs of a link-prediction head) instead of the
+	// dataset's node labels.
+	Labels []int32
 
 	prepared bool
 	prep     map[string]*core.Graph     // per GraphSpec: self-loops added as asked
@@ -48,15 +56,22 @@ func (t *Trainer) prepare(b *Batch) error {
 	if b.Nodes != nil && len(b.Nodes) != b.Graph.NumDst {
 		return fmt.Errorf("engine: batch maps %d nodes but its graph has %d", len(b.Nodes), b.Graph.NumDst)
 	}
+	rows := b.Graph.NumDst
+	if b.Labels != nil {
+		rows = len(b.Labels)
+	}
 	for _, n := range b.Targets {
-		if n < 0 || int(n) >= b.Graph.NumDst {
-			return fmt.Errorf("engine: batch target %d outside its %d nodes", n, b.Graph.NumDst)
+		if n < 0 || int(n) >= rows {
+			return fmt.Errorf("engine: batch target %d outside its %d rows", n, rows)
 		}
 	}
 	b.prep = map[string]*core.Graph{}
 	b.weights = map[string][]float32{}
 	for _, gs := range t.model.Graphs {
 		g := b.Graph
+		if og, ok := b.Graphs[gs.Name]; ok {
+			g = og
+		}
 		if gs.SelfLoops {
 			var err error
 			if g, err = g.WithSelfLoops(); err != nil {
@@ -72,7 +87,9 @@ func (t *Trainer) prepare(b *Batch) error {
 		}
 	}
 	b.labels = t.data.Labels
-	if b.Nodes != nil {
+	if b.Labels != nil {
+		b.labels = b.Labels
+	} else if b.Nodes != nil {
 		b.labels = make([]int32, len(b.Nodes))
 		for l, gid := range b.Nodes {
 			b.labels[l] = t.data.Labels[gid]

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
@@ -157,4 +158,106 @@ func Example() {
 	}
 	fmt.Println("scheduler:", s.Scheduler, "units:", s.Units, "better than chance:", s.TestAcc > 0.5)
 	// Output: scheduler: sequential units: 1 better than chance: true
+}
+
+// groupPlan puts group i on device i%len(devs) (one stream each) and
+// reduces gradients into the first device.
+func groupPlan(n int, devs []core.DeviceInfo) *core.Plan {
+	p := &core.Plan{Scheduler: "groups", Home: devs[0].ID}
+	var stepDeps []int
+	last := map[core.DeviceID][]int{}
+	for g := 0; g < n; g++ {
+		d := devs[g%len(devs)].ID
+		p.Units = append(p.Units, core.Unit{ID: g, Targets: []int32{int32(g)}, LossWeight: 1 / float64(n)})
+		f := len(p.Tasks)
+		p.Tasks = append(p.Tasks, core.Task{ID: f, Kind: core.TaskForward, Unit: g, Device: d, OpLo: 0, OpHi: -1},
+			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: g, Device: d, OpLo: 0, OpHi: -1, Deps: []int{f}})
+		last[d] = append(last[d], f+1)
+	}
+	for i, d := range devs {
+		if i == 0 {
+			stepDeps = append(stepDeps, last[d.ID]...)
+			continue
+		}
+		if len(last[d.ID]) > 0 {
+			id := len(p.Tasks)
+			p.Tasks = append(p.Tasks, core.Task{ID: id, Kind: core.TaskReduceGrads, Unit: -1, Device: devs[0].ID, Stream: 1, From: d.ID, Deps: last[d.ID]})
+			stepDeps = append(stepDeps, id)
+		}
+	}
+	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: devs[0].ID, Stream: 1, Deps: stepDeps})
+	return p
+}
+
+// TestGroups: units that are whole groups with their own graphs and
+// labels (dynamic training's snapshot groups) give the same loss and
+// gradients on one device and spread over two.
+func TestGroups(t *testing.T) {
+	f := schedtest.NewFixture(100, 3, 8, 3, 5)
+	var groups func(*engine.Trainer) []*engine.Batch
+	groups = func(tr *engine.Trainer) []*engine.Batch {
+		var out []*engine.Batch
+		for g := 0; g < 5; g++ {
+			// Group g keeps the edges whose source id is not 0 mod g+2,
+			// and its own labels on a few rows.
+			var src, dst []int32
+			for i := 0; i < f.Graph.NumDst; i++ {
+				for _, j := range f.Graph.Indices[f.Graph.Offsets[i]:f.Graph.Offsets[i+1]] {
+					if int(j)%(g+2) != 0 {
+						src, dst = append(src, j), append(dst, int32(i))
+					}
+				}
+			}
+			gr, err := core.FromEdges(100, 100, src, dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			labels := make([]int32, 100)
+			for i := range labels {
+				labels[i] = int32((i + g) % 3)
+			}
+			out = append(out, &engine.Batch{Graph: gr, Labels: labels, Targets: batch(20 + 10*g)})
+		}
+		return out
+	}
+	run := func(nd int) (float64, map[string][]float32) {
+		tr, devs, _ := setup(t, "gcn", 0)
+		gs := groups(tr)
+		inf := infos(devs)[:nd]
+		w, err := tr.GroupWorkload(gs, inf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := groupPlan(len(gs), inf)
+		for i := range p.Tasks {
+			if p.Tasks[i].OpHi == -1 {
+				p.Tasks[i].OpHi = len(w.Ops)
+			}
+		}
+		if err := p.Validate(w); err != nil {
+			t.Fatal(err)
+		}
+		res, err := tr.Run(context.Background(), p, nil, engine.RunOptions{Groups: gs, SkipStep: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, err := tr.Grads()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Loss, g
+	}
+	l1, g1 := run(1)
+	l2, g2 := run(2)
+	if e := math.Abs(l1-l2) / math.Abs(l1); e > 1e-6 {
+		t.Errorf("loss on 1 device %v, on 2 devices %v", l1, l2)
+	}
+	for name, v := range g1 {
+		if e := schedtest.RelL2(g2[name], v); e > 1e-5 {
+			t.Errorf("gradient of %s differs across placements: %.3g", name, e)
+		}
+	}
+	if l1 <= 0 {
+		t.Errorf("loss %v", l1)
+	}
 }

@@ -42,7 +42,7 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 // predictChunk evaluates unit u (targets are global ids) and writes the
 // arg-max class of each target to preds.
 func (t *Trainer) predictChunk(ctx context.Context, r *replica, u core.Unit, preds []int32) error {
-	env, err := t.unitEnv(r, t.full, u, false)
+	env, err := t.unitEnv(r, t.full, u, false, false)
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,11 @@ type RunOptions struct {
 	// SkipStep runs every task but the optimizer step, leaving the summed
 	// gradients in the home accumulators (for the exactness oracle).
 	SkipStep bool
+	// Groups, when set, makes every unit a whole group: unit u computes
+	// Groups[u.Targets[0]] (one group per unit) entirely, with that
+	// batch's own graphs, targets and labels — the units of dynamic-graph
+	// training (snapshot groups). The batch passed to Run is then unused.
+	Groups []*Batch
 	// OpTrace adds a trace event per op and direction (categories
 	// "op_forward" and "op_backward", named after the op; a forward
 	// event's Bytes are the op's output bytes): the profile simulators
@@ -46,11 +51,35 @@ func (t *Trainer) Workload(b *Batch, devs []core.DeviceInfo) (*core.Workload, er
 	return w, nil
 }
 
+// GroupWorkload describes one iteration over groups (the units of dynamic
+// training, see RunOptions.Groups): the workload's batch is the group ids
+// 0..len(groups)-1 and its sizes are the first group's.
+func (t *Trainer) GroupWorkload(groups []*Batch, devs []core.DeviceInfo) (*core.Workload, error) {
+	if len(groups) == 0 {
+		return nil, fmt.Errorf("engine: no groups")
+	}
+	for _, g := range groups {
+		if err := t.prepare(g); err != nil {
+			return nil, err
+		}
+	}
+	ids := make([]int32, len(groups))
+	for i := range ids {
+		ids[i] = int32(i)
+	}
+	return core.NewWorkload(t.model, t.batchGraph(groups[0]), t.data.FeatureDim, ids, devs, t.seed), nil
+}
+
 // Run executes one training iteration of plan over batch b. The plan must
 // have been validated against t.Workload(b, ...).
 func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOptions) (*Result, error) {
-	if err := t.prepare(b); err != nil {
-		return nil, err
+	if opts.Groups == nil {
+		if b == nil {
+			return nil, fmt.Errorf("engine: Run needs a batch (or RunOptions.Groups)")
+		}
+		if err := t.prepare(b); err != nil {
+			return nil, err
+		}
 	}
 	if len(t.reps) == 0 {
 		// The plan's home holds the master copy.
@@ -211,7 +240,18 @@ func (ex *execution) env(task core.Task) (*core.Env, error) {
 	if env != nil {
 		return env, nil
 	}
-	env, err := ex.t.unitEnv(ex.t.reps[task.Device], ex.batch, ex.plan.Units[task.Unit], true)
+	b, u := ex.batch, ex.plan.Units[task.Unit]
+	if ex.opts.Groups != nil {
+		if len(u.Targets) != 1 || int(u.Targets[0]) >= len(ex.opts.Groups) || u.Targets[0] < 0 {
+			return nil, fmt.Errorf("engine: unit %d has targets %v; with groups each unit names exactly one of %d groups", u.ID, u.Targets, len(ex.opts.Groups))
+		}
+		b = ex.opts.Groups[u.Targets[0]]
+		if err := ex.t.prepare(b); err != nil {
+			return nil, err
+		}
+		u = core.Unit{ID: u.ID, Targets: b.Targets, LossWeight: u.LossWeight}
+	}
+	env, err := ex.t.unitEnv(ex.t.reps[task.Device], b, u, true, ex.opts.Groups != nil)
 	if err != nil {
 		return nil, err
 	}

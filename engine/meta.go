@@ -136,7 +136,7 @@ func (t *Trainer) Estimate(b *Batch, units []core.Unit, dev core.DeviceInfo) (re
 	for _, u := range units {
 		md.mem.ResetPeak()
 		base := md.mem.Stats().Used
-		env, err := t.unitEnv(r, b, u, true)
+		env, err := t.unitEnv(r, b, u, true, false)
 		if err != nil {
 			return 0, 0, err
 		}

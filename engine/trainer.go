@@ -326,8 +326,10 @@ func (t *Trainer) gatherFeatures(dev core.Device, env *core.Env, b *Batch, rows 
 	return x, dev.Upload(x, buf)
 }
 
-// unitEnv builds the Env a unit runs in on replica r.
-func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training bool) (*core.Env, error) {
+// unitEnv builds the Env a unit runs in on replica r. A group unit
+// computes its whole batch with inputs owned by the Env (the groups of an
+// iteration differ, so nothing batch-specific stays resident).
+func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training, group bool) (*core.Env, error) {
 	in, err := t.unitView(b, u)
 	if err != nil {
 		return nil, err
@@ -340,7 +342,31 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training bool) (*co
 	for name, g := range in.graphs {
 		env.Graphs[name] = g
 	}
-	if !u.Subgraph {
+	if group {
+		x, err := t.features(r)
+		if b.Nodes != nil && err == nil {
+			x, err = t.gatherFeatures(r.dev, env, b, nil)
+		}
+		if err != nil {
+			env.Release()
+			return nil, err
+		}
+		env.SetValue("x", x)
+		for name, w := range b.weights {
+			wt, err := env.Alloc(len(w), 1)
+			if err != nil {
+				env.Release()
+				return nil, fmt.Errorf("engine: placing the edge weights of graph %s on %s: %w", name, r.dev.ID(), err)
+			}
+			if _, meta := r.dev.(*metaDevice); !meta {
+				if err := r.dev.Upload(wt, w); err != nil {
+					env.Release()
+					return nil, err
+				}
+			}
+			env.SetValue(name+".w", wt)
+		}
+	} else if !u.Subgraph {
 		vals, err := t.batchInputs(r, b)
 		if err != nil {
 			return nil, err
