@@ -25,6 +25,7 @@ type Batch struct {
 	Labels []int32
 
 	prepared bool
+	views    map[viewKey]*unitInputs    // subgraph units' inputs, reused across iterations
 	prep     map[string]*core.Graph     // per GraphSpec: self-loops added as asked
 	weights  map[string][]float32       // per GraphSpec with weights, by edge id of prep
 	labels   []int32                    // per local node
@@ -188,11 +189,43 @@ type unitInputs struct {
 	edgeMap map[string][]int32
 }
 
-// unitView works out a unit's inputs from the batch.
+// viewKey identifies a unit's targets by identity: a plan reused across
+// iterations (full-graph training) hits the cache.
+type viewKey struct {
+	first *int32
+	n     int
+}
+
+// unitView works out a unit's inputs from the batch, once per batch and
+// target set.
 func (t *Trainer) unitView(b *Batch, u core.Unit) (*unitInputs, error) {
 	if !u.Subgraph {
 		return &unitInputs{graphs: b.prep, nodeIDs: b.Nodes, labels: b.labels, targets: u.Targets}, nil
 	}
+	if len(u.Targets) == 0 {
+		return t.buildView(b, u)
+	}
+	k := viewKey{&u.Targets[0], len(u.Targets)}
+	t.viewMu.Lock()
+	in, ok := b.views[k]
+	t.viewMu.Unlock()
+	if ok {
+		return in, nil
+	}
+	in, err := t.buildView(b, u)
+	if err != nil {
+		return nil, err
+	}
+	t.viewMu.Lock()
+	if b.views == nil {
+		b.views = map[viewKey]*unitInputs{}
+	}
+	b.views[k] = in
+	t.viewMu.Unlock()
+	return in, nil
+}
+
+func (t *Trainer) buildView(b *Batch, u core.Unit) (*unitInputs, error) {
 	if len(t.model.Graphs) == 0 {
 		// No message passing: a unit's receptive field is its targets.
 		in := &unitInputs{graphs: map[string]*core.Graph{}, rows: u.Targets, nodeIDs: make([]int32, len(u.Targets)),

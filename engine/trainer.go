@@ -74,6 +74,7 @@ type Trainer struct {
 	devs     map[core.DeviceID]core.Device
 	full     *Batch // the dataset graph, for evaluation
 	needGrad map[string]bool
+	viewMu   sync.Mutex // guards Batch.views (units build views concurrently)
 	// producer[v] is the op writing value v; consumers[v] the ops reading it.
 	producer  map[string]int
 	consumers map[string][]int
