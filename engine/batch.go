@@ -25,11 +25,10 @@ type Batch struct {
 	Labels []int32
 
 	prepared bool
-	views    map[viewKey]*unitInputs    // subgraph units' inputs, reused across iterations
-	prep     map[string]*core.Graph     // per GraphSpec: self-loops added as asked
-	weights  map[string][]float32       // per GraphSpec with weights, by edge id of prep
-	labels   []int32                    // per local node
-	feats    func(dst []float32, l int) // copies local node l's features
+	views    map[viewKey]*unitInputs // subgraph units' inputs, reused across iterations
+	prep     map[string]*core.Graph  // per GraphSpec: self-loops added as asked
+	weights  map[string][]float32    // per GraphSpec with weights, by edge id of prep
+	labels   []int32                 // per local node
 }
 
 // Global returns the global id of local node l.

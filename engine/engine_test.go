@@ -194,8 +194,7 @@ func groupPlan(n int, devs []core.DeviceInfo) *core.Plan {
 // gradients on one device and spread over two.
 func TestGroups(t *testing.T) {
 	f := schedtest.NewFixture(100, 3, 8, 3, 5)
-	var groups func(*engine.Trainer) []*engine.Batch
-	groups = func(tr *engine.Trainer) []*engine.Batch {
+	groups := func(tr *engine.Trainer) []*engine.Batch {
 		var out []*engine.Batch
 		for g := 0; g < 5; g++ {
 			// Group g keeps the edges whose source id is not 0 mod g+2,
