@@ -38,6 +38,6 @@ citation graph (Planetoid split) for 200 epochs on the CPU.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd())
+	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd(), newDynamicCmd())
 	return root
 }

@@ -1,0 +1,86 @@
+package dynamic_test
+
+import (
+	"math/rand/v2"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/models/dynamic"
+	"github.com/gnnkit/gnnkit/models/internal/gradcheck"
+)
+
+// TestGradModels checks every parameter gradient of the whole models
+// (with their loss) against finite differences on a tiny window.
+func TestGradModels(t *testing.T) {
+	b, err := cpu.New(core.BackendOptions{Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	dev := b.Devices()[0]
+	for _, name := range []string{"tgcn", "evolvegcn"} {
+		t.Run(name, func(t *testing.T) {
+			m, err := core.BuildModel(name, core.ModelConfig{InDim: 3, Hidden: 4, Layers: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(7, 1))
+			const n = 6
+			c := &gradcheck.Case{Dev: dev, Ops: m.Ops, Graphs: map[string]*core.Graph{},
+				Values: map[string]*gradcheck.Data{"x": gradcheck.Rand(r, 0, n, 3)},
+				Params: map[string]*gradcheck.Data{}}
+			for _, gs := range m.Graphs {
+				var src, dst []int32
+				for k := 0; k < 9; k++ {
+					src, dst = append(src, int32(r.IntN(n))), append(dst, int32(r.IntN(n)))
+				}
+				g, err := core.FromEdges(n, n, src, dst)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if gs.SelfLoops {
+					g, _ = g.WithSelfLoops()
+					c.Values[gs.Name+".w"] = &gradcheck.Data{Shape: []int{g.NumEdgeIDs(), 1}, V: g.GCNNorm()}
+				}
+				c.Graphs[gs.Name] = g
+			}
+			for _, p := range m.Params {
+				c.Params[p.Name] = gradcheck.Rand(r, 0, p.Shape...)
+			}
+			c.NeedGrad = map[string]bool{}
+			for _, p := range m.Params {
+				c.NeedGrad[p.Name] = true
+			}
+			c.Labels = []int32{1, 0, 1, 1, 0, 0, 1, 0, 1}
+			c.Targets = []int32{0, 1, 2, 3, 4, 5, 6, 7, 8}
+			c.LossScale = 1.0 / 9
+			res, err := gradcheck.Check(c, gradcheck.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res) < len(m.Params) {
+				t.Errorf("checked %d of %d params", len(res), len(m.Params))
+			}
+			for _, x := range res {
+				for _, bad := range x.Bad {
+					t.Errorf("%s%s", x.Name, bad)
+				}
+			}
+		})
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, c := range []core.ModelConfig{{}, {InDim: 3, Classes: 3}, {InDim: 3, Dropout: 0.5}, {InDim: 3, Layers: -1}} {
+		for _, name := range []string{"tgcn", "evolvegcn"} {
+			if _, err := core.BuildModel(name, c); err == nil {
+				t.Errorf("%s accepted %+v", name, c)
+			}
+		}
+	}
+	m, err := dynamic.TGCN(dynamic.Config{ModelConfig: core.ModelConfig{InDim: 4}})
+	if err != nil || m.Config.Layers != 5 || len(m.Graphs) != 6 {
+		t.Errorf("defaults: %v %+v", err, m.Config)
+	}
+}
