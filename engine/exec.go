@@ -226,7 +226,9 @@ func (ex *execution) record(e core.TraceEvent, t0 time.Time) {
 	e.Dur = time.Since(t0)
 	ex.mu.Lock()
 	ex.trace.Events = append(ex.trace.Events, e)
-	ex.trace.BytesMoved += e.Bytes
+	if e.Cat == "transfer" || e.Cat == core.TaskReduceGrads.String() {
+		ex.trace.BytesMoved += e.Bytes // op events' Bytes are output sizes, not traffic
+	}
 	ex.mu.Unlock()
 }
 

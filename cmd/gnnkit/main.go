@@ -38,6 +38,6 @@ citation graph (Planetoid split) for 200 epochs on the CPU.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd(), newDynamicCmd())
+	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd(), newDynamicCmd(), newPlanCmd())
 	return root
 }

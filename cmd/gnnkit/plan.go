@@ -1,0 +1,501 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+type planFlags struct {
+	model, dataSpec, scheduler, preset, trace, profile, featNorm string
+	devices, hidden, heads, layers, batchSize, reps              int
+	fanout                                                       []int
+	schedOpts                                                    []string
+	speedup                                                      float64
+	seed                                                         uint64
+	simulate, measure, asJSON                                    bool
+}
+
+func newPlanCmd() *cobra.Command {
+	f := &planFlags{}
+	cmd := &cobra.Command{
+		Use:   "plan",
+		Short: "Show the plan a scheduler makes for N devices, and simulate it",
+		Long: `plan builds the workload of one training iteration (model and dataset as
+for 'gnnkit train'), asks the scheduler for a plan on N simulated devices of
+a preset cluster, and prints the plan: its units, the tasks per device and
+stream, and the stages when units span devices.
+
+With --simulate it replays the plan in the discrete-event simulator (package
+sim) and prints the predicted iteration time, bubble fraction, per-device
+busy time and peak memory, and writes the simulated schedule as a trace.
+Op costs come from --profile FILE (a GraphPipe-schema profile), from
+--measure (profile the model on this machine's CPU first; with --profile
+the profile is also written there), or else from a roofline model of the
+preset's devices.
+
+Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
+		Example: `  gnnkit plan --scheduler sequential --devices 1 --simulate
+  gnnkit plan --scheduler graphpipe --model gcn --devices 16 --preset nvlink-h100 --simulate --trace plan.json
+  gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
+	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
+	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(core.Models(), ", "))
+	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
+	fl.IntVar(&f.devices, "devices", 1, "number of simulated devices")
+	fl.StringVar(&f.preset, "preset", "cpu", "device cluster: "+strings.Join(sim.Presets(), ", "))
+	fl.BoolVar(&f.simulate, "simulate", false, "simulate the plan and print the predicted iteration")
+	fl.StringVar(&f.trace, "trace", "", "with --simulate, write the simulated schedule as a Chrome/Perfetto trace to FILE")
+	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
+	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0 before simulating")
+	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
+	fl.Float64Var(&f.speedup, "speedup", 0, "divide the profile's times by this on every simulated device (e.g. a GPU vs the profiled CPU)")
+	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
+	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
+	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
+	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
+	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
+	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
+	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
+	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (plan summary and simulation)")
+	return cmd
+}
+
+// planReport is what plan --json prints.
+type planReport struct {
+	Model     string         `json:"model"`
+	Data      string         `json:"data"`
+	Scheduler string         `json:"scheduler"`
+	Cluster   string         `json:"cluster"`
+	Units     int            `json:"units"`
+	Tasks     int            `json:"tasks"`
+	Plan      *core.Plan     `json:"plan"`
+	Profile   string         `json:"profile,omitempty"`
+	Sim       *sim.Result    `json:"simulation,omitempty"`
+	Stages    []planStage    `json:"stages,omitempty"`
+	Streams   []streamReport `json:"streams"`
+	Trace     string         `json:"trace,omitempty"`
+}
+
+type planStage struct {
+	Device core.DeviceID `json:"device"`
+	Ops    []string      `json:"ops"`
+}
+
+type streamReport struct {
+	Device   core.DeviceID `json:"device"`
+	Stream   int           `json:"stream"`
+	Forward  int           `json:"forward"`
+	Backward int           `json:"backward"`
+	Reduce   int           `json:"reduce_grads"`
+	Step     int           `json:"step"`
+}
+
+func runPlan(cmd *cobra.Command, f *planFlags) error {
+	ctx := cmd.Context()
+	if f.devices <= 0 {
+		return fmt.Errorf("--devices must be positive, got %d", f.devices)
+	}
+	if f.trace != "" && !f.simulate {
+		return fmt.Errorf("--trace needs --simulate")
+	}
+	cl, err := sim.Preset(f.preset, f.devices)
+	if err != nil {
+		return err
+	}
+	if f.speedup < 0 {
+		return fmt.Errorf("--speedup must not be negative, got %g", f.speedup)
+	}
+	for i := range cl.Devices {
+		cl.Devices[i].Speedup = f.speedup
+	}
+	def, ok := modelDefaults[f.model]
+	if !ok {
+		def = modelDefaults["gcn"]
+	}
+	fl := cmd.Flags()
+	hidden, heads := f.hidden, f.heads
+	if !fl.Changed("hidden") {
+		hidden = def.hidden
+	}
+	if !fl.Changed("heads") {
+		heads = def.heads
+	}
+	ds, err := data.Open(f.dataSpec)
+	if err != nil {
+		return err
+	}
+	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
+		return fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
+	}
+	if len(ds.Train) == 0 {
+		return fmt.Errorf("dataset %s has no training split (train.txt)", ds.Name)
+	}
+	feats := ds.Features
+	switch f.featNorm {
+	case "row":
+		feats = ds.RowNormalizedFeatures()
+	case "none":
+	default:
+		return fmt.Errorf("--feature-norm %q: want row or none", f.featNorm)
+	}
+	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
+		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn)})
+	if err != nil {
+		return err
+	}
+	// A trainer on this machine's CPU builds the workload (and profiles
+	// with --measure); the plan is made for the preset's devices.
+	be, err := core.OpenBackend("cpu", core.BackendOptions{Devices: 1})
+	if err != nil {
+		return err
+	}
+	defer be.Close()
+	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: f.seed,
+		Data: engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	b := tr.FullBatch(ds.Train)
+	if f.batchSize > 0 || f.fanout != nil {
+		fanouts := f.fanout
+		if fanouts == nil {
+			for range max(1, f.layers) {
+				fanouts = append(fanouts, -1)
+			}
+		}
+		perm := slices.Clone(ds.Train)
+		r := rand.New(rand.NewPCG(f.seed, 1))
+		r.Shuffle(len(perm), func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+		bs := f.batchSize
+		if bs <= 0 || bs > len(perm) {
+			bs = len(perm)
+		}
+		if b, err = engine.Sample(ds.Graph, perm[:bs], fanouts, f.seed); err != nil {
+			return err
+		}
+	}
+	w, err := tr.Workload(b, cl.Infos())
+	if err != nil {
+		return err
+	}
+	opts := map[string]string{}
+	for _, kv := range f.schedOpts {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			return fmt.Errorf("--sched-opt %q: want key=value", kv)
+		}
+		opts[k] = v
+	}
+	sched, closer, err := resolveScheduler(ctx, f.scheduler, opts)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	t0 := time.Now()
+	plan, err := sched.Schedule(ctx, w)
+	if err != nil {
+		return fmt.Errorf("scheduler %s: %w", sched.Name(), err)
+	}
+	schedTime := time.Since(t0)
+	if err := plan.Validate(w); err != nil {
+		return fmt.Errorf("scheduler %s returned a bad plan: %w", sched.Name(), err)
+	}
+	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), Cluster: cl.Name,
+		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w)}
+
+	if f.simulate {
+		var prof *sim.Profile
+		switch {
+		case f.measure:
+			ladder := ladderOf(plan, w)
+			if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
+				return err
+			}
+			rep.Profile = "measured on " + prof.Device.Name
+			if f.profile != "" {
+				if err := writeFileAtomic(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
+					return fmt.Errorf("writing the profile: %w", err)
+				}
+				rep.Profile += ", written to " + f.profile
+			}
+		case f.profile != "":
+			fh, err := os.Open(f.profile)
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("--profile %s does not exist (add --measure to measure and write it)", f.profile)
+			} else if err != nil {
+				return err
+			}
+			prof, err = sim.ReadProfile(fh)
+			fh.Close()
+			if err != nil {
+				return fmt.Errorf("--profile %s: %w", f.profile, err)
+			}
+			rep.Profile = f.profile
+		default:
+			rep.Profile = "roofline model of " + cl.Devices[0].Name
+		}
+		res, err := sim.Simulate(plan, w, prof, cl)
+		if err != nil {
+			return err
+		}
+		rep.Sim = res
+		if f.trace != "" {
+			if err := writeFileAtomic(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
+				return fmt.Errorf("writing trace: %w", err)
+			}
+			rep.Trace = f.trace
+		}
+	}
+	out := cmd.OutOrStdout()
+	if f.asJSON {
+		return json.NewEncoder(out).Encode(rep)
+	}
+	printPlan(out, rep, w, cl, schedTime)
+	return nil
+}
+
+// ladderOf picks profile sizes for a plan: the distinct unit sizes (at
+// most four, spread) and the whole graph.
+func ladderOf(p *core.Plan, w *core.Workload) []int {
+	sizes := map[int]bool{}
+	for _, u := range p.Units {
+		if u.Subgraph {
+			sizes[len(u.Targets)] = true
+		}
+	}
+	var ls []int
+	for s := range sizes {
+		ls = append(ls, s)
+	}
+	sort.Ints(ls)
+	if len(ls) > 4 {
+		ls = []int{ls[0], ls[len(ls)/3], ls[2*len(ls)/3], ls[len(ls)-1]}
+	}
+	return append(ls, 0)
+}
+
+func streams(p *core.Plan) []streamReport {
+	type key struct {
+		d core.DeviceID
+		s int
+	}
+	by := map[key]*streamReport{}
+	var order []key
+	for _, t := range p.Tasks {
+		k := key{t.Device, t.Stream}
+		r := by[k]
+		if r == nil {
+			r = &streamReport{Device: t.Device, Stream: t.Stream}
+			by[k] = r
+			order = append(order, k)
+		}
+		switch t.Kind {
+		case core.TaskForward:
+			r.Forward++
+		case core.TaskBackward:
+			r.Backward++
+		case core.TaskReduceGrads:
+			r.Reduce++
+		case core.TaskStep:
+			r.Step++
+		}
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].d != order[j].d {
+			return deviceLess(order[i].d, order[j].d)
+		}
+		return order[i].s < order[j].s
+	})
+	out := make([]streamReport, len(order))
+	for i, k := range order {
+		out[i] = *by[k]
+	}
+	return out
+}
+
+// stagesOf lists, when some unit's ops span devices, the ops each device
+// runs forward (over all units).
+func stagesOf(p *core.Plan, w *core.Workload) []planStage {
+	span := false
+	devOf := map[[2]int]core.DeviceID{}
+	for _, t := range p.Tasks {
+		if t.Kind != core.TaskForward {
+			continue
+		}
+		for _, o := range t.OpIndices() {
+			devOf[[2]int{t.Unit, o}] = t.Device
+		}
+	}
+	for _, t := range p.Tasks {
+		if t.Kind == core.TaskForward && t.Unit >= 0 {
+			for o := range w.Ops {
+				if d, ok := devOf[[2]int{t.Unit, o}]; ok && d != t.Device {
+					span = true
+				}
+			}
+		}
+	}
+	if !span {
+		return nil
+	}
+	ops := map[core.DeviceID]map[int]bool{}
+	for k, d := range devOf {
+		if ops[d] == nil {
+			ops[d] = map[int]bool{}
+		}
+		ops[d][k[1]] = true
+	}
+	var out []planStage
+	for _, d := range naturalDevices(p.Devices()) {
+		if ops[d] == nil {
+			continue
+		}
+		var idx []int
+		for o := range ops[d] {
+			idx = append(idx, o)
+		}
+		sort.Ints(idx)
+		st := planStage{Device: d}
+		for _, o := range idx {
+			st.Ops = append(st.Ops, w.Ops[o].Name)
+		}
+		out = append(out, st)
+	}
+	return out
+}
+
+func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, schedTime time.Duration) {
+	tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
+	row := func(k, v string) { fmt.Fprintf(tw, "%s\t%s\n", k, v) }
+	p := r.Plan
+	row("model / data", fmt.Sprintf("%s / %s (%d nodes, %d edges, %d ops)", r.Model, r.Data, w.Dims.Nodes, w.Dims.Edges, len(w.Ops)))
+	row("cluster", r.Cluster)
+	row("scheduler", fmt.Sprintf("%s (planned in %v)", r.Scheduler, schedTime.Round(time.Microsecond)))
+	sizes := make([]int, len(p.Units))
+	sub := 0
+	for i, u := range p.Units {
+		sizes[i] = len(u.Targets)
+		if u.Subgraph {
+			sub++
+		}
+	}
+	sort.Ints(sizes)
+	kind := "whole-graph"
+	if sub == len(p.Units) {
+		kind = "subgraph"
+	} else if sub > 0 {
+		kind = fmt.Sprintf("%d subgraph, %d whole-graph", sub, len(p.Units)-sub)
+	}
+	if len(sizes) > 0 {
+		row("units", fmt.Sprintf("%d %s; targets per unit min %d, median %d, max %d", len(p.Units), kind, sizes[0], sizes[len(sizes)/2], sizes[len(sizes)-1]))
+	}
+	keys := make([]string, 0, len(p.Metrics))
+	for k := range p.Metrics {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.4g", p.Metrics[k]))
+	}
+	row("tasks", fmt.Sprint(len(p.Tasks)))
+	for _, s := range r.Streams {
+		var parts []string
+		for _, c := range []struct {
+			n    int
+			name string
+		}{{s.Forward, "forward"}, {s.Backward, "backward"}, {s.Reduce, "reduce"}, {s.Step, "step"}} {
+			if c.n > 0 {
+				parts = append(parts, fmt.Sprintf("%d %s", c.n, c.name))
+			}
+		}
+		row(fmt.Sprintf("  %s stream %d", s.Device, s.Stream), strings.Join(parts, ", "))
+	}
+	if len(r.Stages) > 0 {
+		row("stages", fmt.Sprintf("%d devices hold parts of a unit", len(r.Stages)))
+		for _, st := range r.Stages {
+			row("  "+string(st.Device), strings.Join(st.Ops, " "))
+		}
+	}
+	devs := naturalDevices(p.Devices())
+	for _, d := range devs {
+		if est, ok := p.MemEstimate[d]; ok {
+			row("predicted peak (scheduler) "+string(d), core.FormatBytes(est))
+		}
+	}
+	if s := r.Sim; s != nil {
+		row("simulated with", r.Profile)
+		row("iteration time", fmt.Sprintf("%.3f ms", float64(s.Iteration)/1e6))
+		row("bubble fraction", fmt.Sprintf("%.3f", s.Bubble))
+		row("bytes moved", core.FormatBytes(s.BytesMoved))
+		for _, d := range devs {
+			v := fmt.Sprintf("busy %.3f ms, comm %.3f ms, peak %s", float64(s.Busy[d])/1e6, float64(s.Comm[d])/1e6, core.FormatBytes(s.PeakMem[d]))
+			if m, ok := cl.Device(d); ok && m.MemBytes > 0 {
+				v += fmt.Sprintf(" of %s", core.FormatBytes(m.MemBytes))
+			}
+			if slices.Contains(s.OverCap, d) {
+				v += " (OVER CAPACITY)"
+			}
+			row("  "+string(d), v)
+		}
+		if len(r.Stages) > 0 {
+			stages := slices.Clone(s.Stages)
+			sort.SliceStable(stages, func(i, j int) bool { return deviceLess(stages[i].Device, stages[j].Device) })
+			for _, st := range stages {
+				row(fmt.Sprintf("  stage %s ops %s", st.Device, compactOps(st.Ops)), fmt.Sprintf("%d units, at most %d in flight", st.Units, st.MaxInFlight))
+			}
+		}
+		if r.Trace != "" {
+			row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
+		}
+	}
+	tw.Flush()
+}
+
+func compactOps(ops []int) string {
+	if len(ops) == 0 {
+		return "-"
+	}
+	if ops[len(ops)-1]-ops[0] == len(ops)-1 {
+		return fmt.Sprintf("%d-%d", ops[0], ops[len(ops)-1])
+	}
+	return fmt.Sprint(ops)
+}
+
+// deviceLess orders device ids by backend, then index (cuda:2 before
+// cuda:10).
+func deviceLess(a, b core.DeviceID) bool {
+	ba, ia, ea := core.ParseDeviceID(string(a))
+	bb, ib, eb := core.ParseDeviceID(string(b))
+	if ea != nil || eb != nil || ba != bb {
+		return a < b
+	}
+	return ia < ib
+}
+
+func naturalDevices(ids []core.DeviceID) []core.DeviceID {
+	out := slices.Clone(ids)
+	sort.SliceStable(out, func(i, j int) bool { return deviceLess(out[i], out[j]) })
+	return out
+}

@@ -1,0 +1,429 @@
+package sim
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"runtime"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// DeviceModel is what the simulator knows about one device.
+type DeviceModel struct {
+	ID   core.DeviceID `json:"id"`
+	Name string        `json:"name"`
+	// GFLOPS and MemGBps are sustained FP32 GEMM speed (10⁹ FLOP/s) and
+	// memory bandwidth (10⁹ B/s): the roofline estimate of an op without a
+	// profile, the optimizer step and gradient sums.
+	GFLOPS  float64 `json:"gflops"`
+	MemGBps float64 `json:"mem_gbps"`
+	// MemBytes is the device memory (0: unlimited); a simulated peak over
+	// it is reported in Result.OverCap.
+	MemBytes int64 `json:"mem_bytes"`
+	// Launch is the fixed cost of an op per direction (kernel launches,
+	// dispatch) in the roofline estimate.
+	Launch time.Duration `json:"launch_ns"`
+	// Speedup divides a profile's times on this device (0 or 1: the
+	// profile was taken on this kind of device).
+	Speedup float64 `json:"speedup,omitempty"`
+	// StreamOverlap, when positive, lets the device run tasks of different
+	// streams at once: tasks of one kind share the device, and a
+	// memory-bound task (graph, gather, elementwise ops) running beside a
+	// compute-bound one (dense ops) gets (1 + StreamOverlap)/2 of the
+	// device, as does its partner: 1 overlaps perfectly, a small value
+	// hardly at all. 0 (the default): one task at a time.
+	StreamOverlap float64 `json:"stream_overlap,omitempty"`
+}
+
+// Link is a one-way connection between two devices.
+type Link struct {
+	// GBps is the bandwidth in 10⁹ B/s (0: unlimited, only latency).
+	GBps    float64       `json:"gbps"`
+	Latency time.Duration `json:"latency_ns"`
+}
+
+// Time is how long n bytes take over the link.
+func (l Link) Time(n int64) time.Duration {
+	t := l.Latency
+	if l.GBps > 0 && n > 0 {
+		t += time.Duration(math.Round(float64(n) / l.GBps))
+	}
+	return t
+}
+
+// Cluster is a set of devices and the links between them.
+type Cluster struct {
+	Name    string        `json:"name"`
+	Devices []DeviceModel `json:"devices"`
+	// Link connects devices of one node (NodeSize devices, in order; 0:
+	// all one node); InterNode connects devices of different nodes.
+	Link      Link `json:"link"`
+	NodeSize  int  `json:"node_size,omitempty"`
+	InterNode Link `json:"inter_node,omitempty"`
+	// Links overrides the link of an ordered pair (from, to).
+	Links map[[2]core.DeviceID]Link `json:"-"`
+	// SyncTransfers models the CPU executor: a task copies the values it
+	// needs from other devices itself, at its start, holding its device.
+	// Without it transfers run on a copy engine per link as soon as the
+	// value is produced, overlapping compute (GPU runtimes' prefetch).
+	SyncTransfers bool `json:"sync_transfers"`
+	// OptStateFactor is optimizer state per parameter byte when the
+	// profile does not give it (Adam: 2, the default; SGD: 0).
+	OptStateFactor float64 `json:"opt_state_factor,omitempty"`
+	// HostCores, when positive, makes the devices' compute share that
+	// many host cores (logical CPU devices of one machine): while k tasks
+	// compute at once, each runs at min(1, HostCores/k) of its speed
+	// (processor sharing). 0: devices compute independently (GPUs).
+	HostCores float64 `json:"host_cores,omitempty"`
+}
+
+// Device returns the model of the device with the given id.
+func (c *Cluster) Device(id core.DeviceID) (*DeviceModel, bool) {
+	for i := range c.Devices {
+		if c.Devices[i].ID == id {
+			return &c.Devices[i], true
+		}
+	}
+	return nil, false
+}
+
+// LinkBetween returns the link from a to b.
+func (c *Cluster) LinkBetween(a, b core.DeviceID) Link {
+	if l, ok := c.Links[[2]core.DeviceID{a, b}]; ok {
+		return l
+	}
+	if c.NodeSize > 0 {
+		ia, ib := c.index(a), c.index(b)
+		if ia >= 0 && ib >= 0 && ia/c.NodeSize != ib/c.NodeSize {
+			return c.InterNode
+		}
+	}
+	return c.Link
+}
+
+func (c *Cluster) index(id core.DeviceID) int {
+	for i, d := range c.Devices {
+		if d.ID == id {
+			return i
+		}
+	}
+	return -1
+}
+
+// Infos describes the devices for schedulers (Workload.Devices).
+func (c *Cluster) Infos() []core.DeviceInfo {
+	out := make([]core.DeviceInfo, len(c.Devices))
+	for i, d := range c.Devices {
+		b, _, _ := core.ParseDeviceID(string(d.ID))
+		out[i] = core.DeviceInfo{ID: d.ID, Backend: b, Name: d.Name, MemCap: d.MemBytes, MemTotal: d.MemBytes,
+			GFLOPS: d.GFLOPS, MemGBps: d.MemGBps}
+	}
+	return out
+}
+
+// Presets lists the cluster presets Preset knows.
+func Presets() []string { return []string{"cpu", "nvlink-h100", "pcie-a100"} }
+
+// Preset returns a cluster of n devices:
+//
+//   - "cpu": n logical CPU devices (cpu:0…) of one thread each, with
+//     executor-style synchronous copies between them and the host's
+//     cores shared (HostCores = runtime.NumCPU()). The defaults were
+//     measured on the development machine (2-vCPU AMD EPYC, Zen 3, AVX2
+//     kernels) with MeasureDevice and MeasureLink: 100 GFLOP/s GEMM,
+//     40 GB/s streaming copy, copies between logical devices at 7 GB/s
+//     with 8 µs latency. CPUCluster measures the machine at hand instead.
+//   - "pcie-a100": n × NVIDIA A100 40GB PCIe (cuda:0…), 8 per node,
+//     from NVIDIA's A100 datasheet: 19.5 TFLOP/s FP32 (non-tensor),
+//     1,555 GB/s HBM2, 40 GB. Peer copies over PCIe Gen4 x16: 32 GB/s
+//     nominal per direction, 24 GB/s sustained, 10 µs; between nodes 200
+//     Gb/s HDR InfiniBand: 25 GB/s, 10 µs (we use 24 GB/s, 12 µs).
+//   - "nvlink-h100": n × NVIDIA H100 SXM5 80GB (cuda:0…), 8 per NVSwitch
+//     node, from NVIDIA's H100 datasheet: 67 TFLOP/s FP32 (non-tensor),
+//     3.35 TB/s HBM3, 80 GB; NVLink 4 at 900 GB/s per GPU (450 GB/s per
+//     direction; we use 360 GB/s sustained, 3 µs); between nodes one 400
+//     Gb/s NDR InfiniBand port per GPU: 50 GB/s, we use 40 GB/s, 8 µs.
+//
+// GPU compute is derated to 60% of peak FLOP/s and 80% of peak bandwidth
+// (what large cuBLAS GEMMs and streaming kernels typically sustain), with
+// 5 µs per op and direction for kernel launches. Numbers are datasheet
+// figures recalled, not measured here: treat GPU predictions as
+// estimates, and pass a profile taken on the target for better ones.
+func Preset(name string, n int) (*Cluster, error) {
+	if n <= 0 {
+		return nil, fmt.Errorf("sim: preset %s needs a positive device count, got %d", name, n)
+	}
+	switch name {
+	case "cpu":
+		c := CPU(n, DeviceModel{Name: "cpu", GFLOPS: 100, MemGBps: 40, Launch: time.Microsecond},
+			Link{GBps: 7, Latency: 8 * time.Microsecond})
+		c.HostCores = float64(runtime.NumCPU())
+		return c, nil
+	case "pcie-a100":
+		d := DeviceModel{Name: "NVIDIA A100 40GB PCIe", GFLOPS: 0.6 * 19500, MemGBps: 0.8 * 1555, MemBytes: 40 << 30,
+			Launch: 5 * time.Microsecond}
+		return gpus(name, n, d, 8, Link{GBps: 24, Latency: 10 * time.Microsecond}, Link{GBps: 24, Latency: 12 * time.Microsecond}), nil
+	case "nvlink-h100":
+		d := DeviceModel{Name: "NVIDIA H100 SXM5 80GB", GFLOPS: 0.6 * 67000, MemGBps: 0.8 * 3350, MemBytes: 80 << 30,
+			Launch: 5 * time.Microsecond}
+		return gpus(name, n, d, 8, Link{GBps: 360, Latency: 3 * time.Microsecond}, Link{GBps: 40, Latency: 8 * time.Microsecond}), nil
+	}
+	return nil, fmt.Errorf("sim: unknown preset %q (known: %s)", name, strings.Join(Presets(), ", "))
+}
+
+func gpus(name string, n int, d DeviceModel, node int, intra, inter Link) *Cluster {
+	c := &Cluster{Name: fmt.Sprintf("%s x%d", name, n), Link: intra, NodeSize: node, InterNode: inter}
+	for i := range n {
+		m := d
+		m.ID = core.DeviceID(fmt.Sprintf("cuda:%d", i))
+		c.Devices = append(c.Devices, m)
+	}
+	return c
+}
+
+// CPU returns n logical CPU devices cpu:0… of the given model, joined by
+// link, with the CPU executor's synchronous copies.
+func CPU(n int, m DeviceModel, link Link) *Cluster {
+	c := &Cluster{Name: fmt.Sprintf("cpu x%d", n), Link: link, SyncTransfers: true}
+	for i := range n {
+		d := m
+		d.ID = core.DeviceID(fmt.Sprintf("cpu:%d", i))
+		c.Devices = append(c.Devices, d)
+	}
+	return c
+}
+
+// CPUCluster measures the given devices (MeasureDevice on the first,
+// MeasureLink between the first two, MeasureHostCores on all) and returns
+// them as a cluster with the CPU executor's synchronous copies.
+func CPUCluster(ctx context.Context, devs []core.Device) (*Cluster, error) {
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("sim: no devices to measure")
+	}
+	m, err := MeasureDevice(ctx, devs[0])
+	if err != nil {
+		return nil, err
+	}
+	link := Link{GBps: 7, Latency: 8 * time.Microsecond}
+	if len(devs) > 1 {
+		if link, err = MeasureLink(ctx, devs[0], devs[1]); err != nil {
+			return nil, err
+		}
+	}
+	cores, err := MeasureHostCores(ctx, devs)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{Name: fmt.Sprintf("%s x%d (measured)", m.Name, len(devs)), Link: link, SyncTransfers: true, HostCores: cores}
+	for _, d := range devs {
+		dm := m
+		dm.ID = d.ID()
+		dm.MemBytes = d.Info().MemCap
+		c.Devices = append(c.Devices, dm)
+	}
+	return c, nil
+}
+
+// testTensors allocates tensors on dev filled with pseudo-random values
+// (zeros would let kernels skip work) and returns them with a release
+// function.
+func testTensors(dev core.Device, shapes ...[]int) ([]*core.Tensor, func(), error) {
+	var ts []*core.Tensor
+	free := func() {
+		for _, t := range ts {
+			dev.Free(t)
+		}
+	}
+	for k, sh := range shapes {
+		t, err := dev.Alloc(sh...)
+		if err != nil {
+			free()
+			return nil, nil, fmt.Errorf("sim: measuring %s: %w", dev.ID(), err)
+		}
+		ts = append(ts, t)
+		buf := make([]float32, t.Len())
+		x := uint32(2463534242 + k)
+		for i := range buf {
+			x ^= x << 13
+			x ^= x >> 17
+			x ^= x << 5
+			buf[i] = float32(x%2001)/1000 - 1
+		}
+		if err := dev.Upload(t, buf); err != nil {
+			free()
+			return nil, nil, fmt.Errorf("sim: measuring %s: %w", dev.ID(), err)
+		}
+	}
+	return ts, free, nil
+}
+
+// MeasureDevice times a 384×384×384 GEMM and a 32 MiB elementwise copy on
+// dev (medians of 5) and returns the device's model. A device that
+// reports its speed (DeviceInfo.GFLOPS and MemGBps) is taken at its word.
+func MeasureDevice(ctx context.Context, dev core.Device) (DeviceModel, error) {
+	info := dev.Info()
+	m := DeviceModel{ID: dev.ID(), Name: info.Name, MemBytes: info.MemCap, Launch: time.Microsecond}
+	if info.GFLOPS > 0 && info.MemGBps > 0 {
+		m.GFLOPS, m.MemGBps = info.GFLOPS, info.MemGBps
+		return m, nil
+	}
+	const n, elems = 384, 8 << 20
+	ts, free, err := testTensors(dev, []int{n, n}, []int{n, n}, []int{n, n}, []int{elems, 1}, []int{elems, 1})
+	if err != nil {
+		return m, err
+	}
+	defer free()
+	k := dev.Kernels()
+	var gemm, copyT []time.Duration
+	for range 5 {
+		if err := ctx.Err(); err != nil {
+			return m, err
+		}
+		t0 := time.Now()
+		if err := k.GEMM(false, false, 1, ts[0], ts[1], 0, ts[2]); err != nil {
+			return m, fmt.Errorf("sim: measuring %s: %w", dev.ID(), err)
+		}
+		gemm = append(gemm, time.Since(t0))
+		t0 = time.Now()
+		if err := k.Map(core.MapCopy, ts[3], nil, 0, ts[4]); err != nil {
+			return m, fmt.Errorf("sim: measuring %s: %w", dev.ID(), err)
+		}
+		copyT = append(copyT, time.Since(t0))
+	}
+	m.GFLOPS = 2 * n * n * n / float64(median(gemm))
+	m.MemGBps = 2 * 4 * elems / float64(median(copyT))
+	return m, nil
+}
+
+// MeasureHostCores estimates how many devices' worth of compute the host
+// gives when all of devs compute at once: a 256³ GEMM is timed on the
+// first device alone and on every device concurrently (medians of 5), and
+// the answer is len(devs) × alone / concurrent, between 0.5 and
+// len(devs). On a shared machine it reflects the load at that moment.
+func MeasureHostCores(ctx context.Context, devs []core.Device) (float64, error) {
+	if len(devs) < 2 {
+		return float64(len(devs)), nil
+	}
+	const n = 256
+	type set struct {
+		ts   []*core.Tensor
+		free func()
+	}
+	sets := make([]set, len(devs))
+	for i, d := range devs {
+		ts, free, err := testTensors(d, []int{n, n}, []int{n, n}, []int{n, n})
+		if err != nil {
+			for _, s := range sets[:i] {
+				s.free()
+			}
+			return 0, err
+		}
+		sets[i] = set{ts, free}
+	}
+	defer func() {
+		for _, s := range sets {
+			s.free()
+		}
+	}()
+	gemm := func(i int) (time.Duration, error) {
+		t0 := time.Now()
+		err := devs[i].Kernels().GEMM(false, false, 1, sets[i].ts[0], sets[i].ts[1], 0, sets[i].ts[2])
+		return time.Since(t0), err
+	}
+	var alone, together []time.Duration
+	for range 5 {
+		if err := ctx.Err(); err != nil {
+			return 0, err
+		}
+		d, err := gemm(0)
+		if err != nil {
+			return 0, fmt.Errorf("sim: measuring host cores: %w", err)
+		}
+		alone = append(alone, d)
+		res := make([]time.Duration, len(devs))
+		errs := make([]error, len(devs))
+		var wg sync.WaitGroup
+		for i := range devs {
+			wg.Go(func() { res[i], errs[i] = gemm(i) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
+			return 0, fmt.Errorf("sim: measuring host cores: %w", err)
+		}
+		together = append(together, res...)
+	}
+	k := float64(len(devs)) * float64(median(alone)) / float64(median(together))
+	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
+}
+
+// MeasureLink times moving tensors from a to b the way the CPU executor
+// does (download into host memory, allocate on b, upload) at 4 KiB and
+// 1 MiB, medians of 9 after a warm-up, and fits latency and bandwidth.
+func MeasureLink(ctx context.Context, a, b core.Device) (Link, error) {
+	move := func(elems int) (time.Duration, error) {
+		ts, free, err := testTensors(a, []int{elems, 1})
+		if err != nil {
+			return 0, err
+		}
+		defer free()
+		var ds []time.Duration
+		for rep := range 10 {
+			if err := ctx.Err(); err != nil {
+				return 0, err
+			}
+			// Collect the previous rep's buffers, so this one reuses memory
+			// already faulted in, as the executor's steady state does.
+			runtime.GC()
+			t0 := time.Now()
+			buf := make([]float32, elems)
+			if err := a.Download(buf, ts[0]); err != nil {
+				return 0, err
+			}
+			dst, err := b.Alloc(elems, 1)
+			if err != nil {
+				return 0, err
+			}
+			err = b.Upload(dst, buf)
+			if rep > 0 {
+				ds = append(ds, time.Since(t0))
+			}
+			b.Free(dst)
+			if err != nil {
+				return 0, err
+			}
+		}
+		return median(ds), nil
+	}
+	const small, large = 1 << 10, 1 << 18
+	ts, err := move(small)
+	if err != nil {
+		return Link{}, fmt.Errorf("sim: measuring the link %s -> %s: %w", a.ID(), b.ID(), err)
+	}
+	tl, err := move(large)
+	if err != nil {
+		return Link{}, fmt.Errorf("sim: measuring the link %s -> %s: %w", a.ID(), b.ID(), err)
+	}
+	l := Link{Latency: ts}
+	if d := tl - ts; d > 0 {
+		l.GBps = 4 * float64(large-small) / float64(d)
+	}
+	return l, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	c := append([]time.Duration(nil), ds...)
+	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
+	if len(c)%2 == 1 {
+		return c[len(c)/2]
+	}
+	return (c[len(c)/2-1] + c[len(c)/2]) / 2
+}

@@ -1,0 +1,110 @@
+package sim_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+func TestPresets(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		n          int
+		first      core.DeviceID
+		sync       bool
+		intra      sim.Link
+		inter      sim.Link // between devices 0 and 8
+		memBytes   int64
+		minGFLOPS  float64
+		hostShared bool
+	}{
+		{"cpu", 3, "cpu:0", true, sim.Link{GBps: 7, Latency: 8 * time.Microsecond}, sim.Link{}, 0, 50, true},
+		{"pcie-a100", 16, "cuda:0", false, sim.Link{GBps: 24, Latency: 10 * time.Microsecond}, sim.Link{GBps: 24, Latency: 12 * time.Microsecond}, 40 << 30, 10000, false},
+		{"nvlink-h100", 16, "cuda:0", false, sim.Link{GBps: 360, Latency: 3 * time.Microsecond}, sim.Link{GBps: 40, Latency: 8 * time.Microsecond}, 80 << 30, 30000, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cl, err := sim.Preset(c.name, c.n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(cl.Devices) != c.n || cl.Devices[0].ID != c.first || cl.SyncTransfers != c.sync || (cl.HostCores > 0) != c.hostShared {
+				t.Fatalf("cluster %+v", cl)
+			}
+			d := cl.Devices[0]
+			if d.MemBytes != c.memBytes || d.GFLOPS < c.minGFLOPS || d.MemGBps <= 0 {
+				t.Errorf("device %+v", d)
+			}
+			if l := cl.LinkBetween(cl.Devices[0].ID, cl.Devices[1].ID); l != c.intra {
+				t.Errorf("link 0->1 %+v, want %+v", l, c.intra)
+			}
+			if c.n > 8 {
+				if l := cl.LinkBetween(cl.Devices[0].ID, cl.Devices[8].ID); l != c.inter {
+					t.Errorf("link 0->8 %+v, want %+v", l, c.inter)
+				}
+			}
+			infos := cl.Infos()
+			if len(infos) != c.n || infos[0].ID != c.first || infos[0].MemCap != c.memBytes || infos[0].GFLOPS != d.GFLOPS {
+				t.Errorf("infos %+v", infos[0])
+			}
+		})
+	}
+	for _, bad := range []struct {
+		name string
+		n    int
+		want string
+	}{{"tpu", 2, "unknown preset"}, {"cpu", 0, "positive device count"}} {
+		if _, err := sim.Preset(bad.name, bad.n); err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("Preset(%q, %d) error %v, want %q", bad.name, bad.n, err, bad.want)
+		}
+	}
+}
+
+func TestLinkOverride(t *testing.T) {
+	cl := sim.CPU(2, sim.DeviceModel{}, sim.Link{GBps: 1})
+	cl.Links = map[[2]core.DeviceID]sim.Link{{"cpu:1", "cpu:0"}: {GBps: 2, Latency: time.Microsecond}}
+	if l := cl.LinkBetween("cpu:0", "cpu:1"); l.GBps != 1 {
+		t.Errorf("0->1 %+v", l)
+	}
+	if l := cl.LinkBetween("cpu:1", "cpu:0"); l.GBps != 2 {
+		t.Errorf("1->0 %+v", l)
+	}
+	if got := (sim.Link{GBps: 2, Latency: time.Microsecond}).Time(4000); got != 3*time.Microsecond {
+		t.Errorf("4000 bytes at 2 GB/s + 1 µs = %v, want 3µs", got)
+	}
+	if got := (sim.Link{}).Time(1 << 30); got != 0 {
+		t.Errorf("an unlimited link took %v", got)
+	}
+}
+
+// TestRooflinePresets simulates a real workload's plan on the GPU presets
+// without a profile: faster devices and links give shorter iterations,
+// and the memory fits.
+func TestRooflinePresets(t *testing.T) {
+	s := newAccuracySetup(t, "gcn", 2000, 32)
+	var last time.Duration
+	for _, name := range []string{"cpu", "pcie-a100", "nvlink-h100"} {
+		cl, err := sim.Preset(name, 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := s.tr.Workload(s.b, cl.Infos())
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stages{k: 4, assign: halves, gpipe: true}.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := sim.Simulate(p, w, nil, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Iteration <= 0 || (last > 0 && r.Iteration >= last) || len(r.OverCap) > 0 || r.BytesMoved == 0 {
+			t.Errorf("%s: iteration %v (previous preset %v), over cap %v, moved %d", name, r.Iteration, last, r.OverCap, r.BytesMoved)
+		}
+		last = r.Iteration
+	}
+}

@@ -1,0 +1,438 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"runtime"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/engine"
+)
+
+// MeasureOptions configure the profiler.
+type MeasureOptions struct {
+	// Ladder lists unit sizes in target nodes (samples). A size of 0, or
+	// one at least len(Nodes), is a unit computing the whole graph; a
+	// smaller one is a unit computing its targets' receptive field (or,
+	// for models without a graph input, a batch of that many samples).
+	Ladder []int
+	// Reps is the number of timed runs per size (default 5); the profile
+	// keeps the medians. Warmup runs come first (default 1).
+	Reps, Warmup int
+	// Nodes are the labelled nodes targets are drawn from, evenly spaced
+	// (default: every node of the graph).
+	Nodes []int32
+	// Between, if set, runs after each timed rep (e.g. to time the plans
+	// being predicted interleaved with the profile, so that both see the
+	// same load on a shared machine).
+	Between func(rep int) error
+}
+
+type ladderPoint struct {
+	targets      []int32
+	whole        bool
+	rows, edges  int64
+	batch        *engine.Batch
+	plan         *core.Plan
+	fwd, bwd     [][]time.Duration // per op, per rep
+	out          []int64
+	setF, setB   []time.Duration
+	opTotal      []time.Duration // per rep: all ops, both directions
+	steps        []time.Duration
+	inputs, peak int64
+	resident     int64
+	shape        *shapeOut // nil if the shape pass failed
+}
+
+// Measure profiles tr's model on dev: for each ladder size it runs one
+// training iteration of a one-unit plan (forward, backward, optimizer
+// step) reps times with per-op tracing (engine.RunOptions.OpTrace) and
+// keeps each op's median forward and backward time (rescaled so that they
+// add up to the median total), its output bytes from the trace, and its
+// memory: what it holds from forward to backward (from a shape-only pass
+// of the model over the unit's graph) and its share of the backward's
+// transient memory, so that the unit's total is the peak
+// Trainer.Estimate predicts. Rows of a point are the nodes the
+// unit computes (the receptive field of its targets, all nodes for the
+// whole graph).
+//
+// Measure trains: it takes optimizer steps on tr (that is how the step is
+// timed), so use a trainer made for profiling. dev must be the trainer's
+// home device (its first device, or the one its earlier plans used).
+func Measure(ctx context.Context, tr *engine.Trainer, dev core.Device, ladder []int, reps int) (*Profile, error) {
+	return MeasureWith(ctx, tr, dev, MeasureOptions{Ladder: ladder, Reps: reps})
+}
+
+// MeasureWith is Measure with all options.
+func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o MeasureOptions) (*Profile, error) {
+	if tr == nil || dev == nil {
+		return nil, fmt.Errorf("sim: measure needs a trainer and a device")
+	}
+	if len(o.Ladder) == 0 {
+		return nil, fmt.Errorf("sim: measure needs at least one ladder size")
+	}
+	if o.Reps <= 0 {
+		o.Reps = 5
+	}
+	if o.Warmup <= 0 {
+		o.Warmup = 1
+	}
+	m := tr.Model()
+	g := tr.Graph()
+	pool := o.Nodes
+	if len(pool) == 0 {
+		pool = make([]int32, g.NumDst)
+		for i := range pool {
+			pool[i] = int32(i)
+		}
+	}
+	graphModel := len(m.Graphs) > 0
+	weighted := 0
+	for _, gs := range m.Graphs {
+		if gs.Weights != core.WeightsNone {
+			weighted++
+		}
+	}
+	info := dev.Info()
+	nOps := len(m.Ops)
+	var featDim int
+	var pts []*ladderPoint
+	var mark []int32
+	// Whole-graph sizes first: a subgraph size whose receptive field is
+	// the whole graph adds nothing to them.
+	ladder := slices.Clone(o.Ladder)
+	sort.SliceStable(ladder, func(i, j int) bool {
+		wi, wj := ladder[i] <= 0 || ladder[i] >= len(pool), ladder[j] <= 0 || ladder[j] >= len(pool)
+		return wi && !wj
+	})
+	for _, r := range ladder {
+		lp := &ladderPoint{}
+		if r <= 0 || r >= len(pool) {
+			lp.whole, lp.targets = true, slices.Clone(pool)
+			lp.batch = tr.FullBatch(lp.targets)
+			lp.rows, lp.edges = int64(g.NumDst), int64(g.NumEdges())
+		} else {
+			lp.targets = make([]int32, r)
+			for i := range lp.targets {
+				lp.targets[i] = pool[i*len(pool)/r]
+			}
+			if graphModel {
+				if mark == nil {
+					mark = make([]int32, g.NumDst)
+				}
+				lp.rows, lp.edges = receptive(g, lp.targets, max(m.Config.Layers, 0), mark, int32(len(pts)+1))
+				lp.batch = tr.FullBatch(lp.targets)
+			} else {
+				// No graph input: a batch of just these samples.
+				b, err := engine.Sample(g, lp.targets, []int{-1}, 1)
+				if err != nil {
+					return nil, fmt.Errorf("sim: measure: batch of %d samples: %w", r, err)
+				}
+				lp.batch, lp.whole = b, true
+				lp.rows, lp.edges = int64(b.Graph.NumDst), int64(b.Graph.NumEdges())
+			}
+		}
+		if slices.ContainsFunc(pts, func(q *ladderPoint) bool { return q.rows == lp.rows }) {
+			continue
+		}
+		w, err := tr.Workload(lp.batch, []core.DeviceInfo{info})
+		if err != nil {
+			return nil, fmt.Errorf("sim: measure: %w", err)
+		}
+		featDim = w.FeatureDim
+		unit := core.Unit{ID: 0, Targets: slices.Clone(lp.batch.Targets), LossWeight: 1, Subgraph: !lp.whole}
+		lp.plan = &core.Plan{Scheduler: "sim-profile", Home: dev.ID(), Units: []core.Unit{unit},
+			Tasks: []core.Task{
+				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: dev.ID(), OpLo: 0, OpHi: nOps},
+				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: dev.ID(), OpLo: 0, OpHi: nOps, Deps: []int{0}},
+				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: dev.ID(), Deps: []int{1}},
+			}}
+		if err := lp.plan.Validate(w); err != nil {
+			return nil, fmt.Errorf("sim: measure: %w", err)
+		}
+		if lp.resident, lp.peak, err = tr.Estimate(lp.batch, lp.plan.Units, info); err != nil {
+			return nil, fmt.Errorf("sim: measure: estimate at %d targets: %w", len(lp.targets), err)
+		}
+		if !lp.whole {
+			lp.inputs = 4 * (lp.rows*int64(featDim) + lp.edges*int64(weighted))
+		}
+		// What each op holds from forward to backward, from a shape-only
+		// pass over the graph the unit computes.
+		switch {
+		case lp.whole:
+			lp.shape, _ = shapes(m, tr.Graph(), featDim, lp.batch.Targets)
+			if !graphModel {
+				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets)
+			}
+		default:
+			if ks, err := g.KHop(lp.targets, max(m.Config.Layers, 0)); err == nil {
+				local := make([]int32, len(lp.targets))
+				for i := range local {
+					local[i] = int32(i)
+				}
+				lp.shape, _ = shapes(m, ks.Graph, featDim, local)
+			}
+		}
+		lp.fwd, lp.bwd = make([][]time.Duration, nOps), make([][]time.Duration, nOps)
+		lp.out = make([]int64, nOps)
+		pts = append(pts, lp)
+	}
+	// Sizes interleaved rep by rep, so drift and other load hit them
+	// alike. A unit computing the whole graph keeps the batch inputs
+	// resident between iterations (as in full-graph training) unless a
+	// subgraph plan ran in between: then a discarded run reloads them.
+	mixed := slices.ContainsFunc(pts, func(q *ladderPoint) bool { return q.whole }) &&
+		slices.ContainsFunc(pts, func(q *ladderPoint) bool { return !q.whole })
+	for rep := -o.Warmup; rep < o.Reps; rep++ {
+		for _, lp := range pts {
+			if lp.whole && mixed {
+				if _, err := tr.Run(ctx, lp.plan, lp.batch, engine.RunOptions{}); err != nil {
+					return nil, fmt.Errorf("sim: measure at %d targets: %w", len(lp.targets), err)
+				}
+			}
+			// Each timed run starts from a collected heap, so one size's
+			// garbage does not land on the next one's clock.
+			runtime.GC()
+			res, err := tr.Run(ctx, lp.plan, lp.batch, engine.RunOptions{OpTrace: true})
+			if err != nil {
+				return nil, fmt.Errorf("sim: measure at %d targets: %w", len(lp.targets), err)
+			}
+			if rep >= 0 {
+				lp.collect(res.Trace, m)
+			}
+		}
+		if o.Between != nil && rep >= 0 {
+			if err := o.Between(rep); err != nil {
+				return nil, err
+			}
+		}
+	}
+	sort.Slice(pts, func(i, j int) bool { return pts[i].rows < pts[j].rows })
+	p := &Profile{Model: m.Name, Device: info, ParamBytes: m.ParamBytes()}
+	deps := m.OpDeps()
+	inputs := map[string]bool{}
+	for _, in := range m.Inputs {
+		inputs[in] = true
+	}
+	var steps []time.Duration
+	for _, lp := range pts {
+		steps = append(steps, lp.steps...)
+		if p.OptStateBytes == 0 {
+			opt := lp.resident - 2*p.ParamBytes
+			if lp.whole {
+				opt -= 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))
+			}
+			p.OptStateBytes = max(opt, 0)
+		}
+		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: median(lp.setF), Bwd: median(lp.setB), Mem: lp.inputs})
+	}
+	p.Step = median(steps)
+	p.ResidentInputBytes = 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))
+	for i, op := range m.Ops {
+		p.Ops = append(p.Ops, OpProfile{Name: op.Name(), Kind: op.Kind(), Preds: deps[i]})
+	}
+	wl, err := tr.Workload(pts[len(pts)-1].batch, []core.DeviceInfo{info})
+	if err != nil {
+		return nil, err
+	}
+	for _, lp := range pts {
+		// Estimate's peak of the unit, less its inputs, is held by the ops
+		// (what the shape pass says each holds) plus the backward's
+		// transient memory, shared among the ops likewise; without a shape
+		// pass, all of it is shared by output size.
+		share := lp.peak - lp.inputs
+		held := make([]int64, nOps)
+		var heldSum int64
+		if lp.shape != nil && len(lp.shape.held) == nOps {
+			copy(held, lp.shape.held)
+		} else {
+			copy(held, lp.out)
+		}
+		for _, h := range held {
+			heldSum += h
+		}
+		temp := share - heldSum
+		if lp.shape == nil {
+			temp = 0
+		}
+		// Per-op medians, rescaled so that they add up to the median of
+		// the per-run totals (a sum of medians of skewed samples falls
+		// short of the typical total).
+		var sumMed time.Duration
+		for i := range p.Ops {
+			sumMed += median(lp.fwd[i]) + median(lp.bwd[i])
+		}
+		scale := 1.0
+		if sumMed > 0 {
+			scale = float64(median(lp.opTotal)) / float64(sumMed)
+		}
+		for i := range p.Ops {
+			mem, tmp := held[i], int64(0)
+			switch {
+			case lp.shape == nil && heldSum > 0:
+				mem = int64(float64(share) * float64(held[i]) / float64(heldSum))
+			case lp.shape == nil:
+				mem = share / int64(nOps)
+			case heldSum > 0:
+				tmp = int64(float64(max(temp, 0)) * float64(held[i]) / float64(heldSum))
+			}
+			p.Ops[i].Points = append(p.Ops[i].Points, Point{Rows: lp.rows, Edges: lp.edges,
+				Fwd: scaled(median(lp.fwd[i]), scale), Bwd: scaled(median(lp.bwd[i]), scale),
+				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp})
+		}
+	}
+	last := pts[len(pts)-1]
+	for i, op := range m.Ops {
+		p.Ops[i].OutBytesPerRow = float64(last.out[i]) / float64(last.rows)
+		p.Ops[i].WeightBytes = wl.Ops[i].Cost.WeightBytes
+		for _, in := range op.Inputs() {
+			if inputs[in] {
+				p.Ops[i].InputSize += float64(featDim)
+			}
+		}
+	}
+	for i := range p.Ops {
+		for _, q := range p.Ops[i].Preds {
+			p.Ops[i].InputSize += p.Ops[q].OutBytesPerRow / 4
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// collect adds one run's trace to the point's samples.
+func (lp *ladderPoint) collect(t *core.Trace, m *core.Model) {
+	idx := make(map[string]int, len(m.Ops))
+	for i, op := range m.Ops {
+		idx[op.Name()] = i
+	}
+	fwd := make([]time.Duration, len(m.Ops))
+	bwd := make([]time.Duration, len(m.Ops))
+	var task [2]time.Duration
+	var ops [2]time.Duration
+	for _, e := range t.Events {
+		switch e.Cat {
+		case "op_forward":
+			if i, ok := idx[e.Name]; ok {
+				fwd[i] += e.Dur
+				lp.out[i] = e.Bytes
+				ops[0] += e.Dur
+			}
+		case "op_backward":
+			if i, ok := idx[e.Name]; ok {
+				bwd[i] += e.Dur
+				ops[1] += e.Dur
+			}
+		case core.TaskForward.String():
+			task[0] += e.Dur
+		case core.TaskBackward.String():
+			task[1] += e.Dur
+		case "step":
+			lp.steps = append(lp.steps, e.Dur)
+		}
+	}
+	lp.opTotal = append(lp.opTotal, ops[0]+ops[1])
+	for i := range fwd {
+		lp.fwd[i] = append(lp.fwd[i], fwd[i])
+		lp.bwd[i] = append(lp.bwd[i], bwd[i])
+	}
+	lp.setF = append(lp.setF, max(task[0]-ops[0], 0))
+	lp.setB = append(lp.setB, max(task[1]-ops[1], 0))
+}
+
+func scaled(d time.Duration, f float64) time.Duration {
+	return time.Duration(math.Round(float64(d) * f))
+}
+
+// MeasureConcurrency estimates how many devices' worth of compute devs
+// get together when they all run tr's model at once (logical devices
+// sharing the host's cores, memory bandwidth and whatever else runs on
+// the machine): it times one training iteration of one unit computing
+// the whole graph on devs[0] alone, and of one such unit on every device
+// at once, reps times each, interleaved, and returns len(devs) × alone /
+// together (medians), between 0.5 and len(devs): the Cluster.HostCores
+// that makes the simulator's processor sharing match. Like Measure it
+// takes optimizer steps on tr; devs[0] must be tr's home device.
+func MeasureConcurrency(ctx context.Context, tr *engine.Trainer, devs []core.Device, reps int) (float64, error) {
+	if len(devs) < 2 {
+		return float64(len(devs)), nil
+	}
+	if reps <= 0 {
+		reps = 5
+	}
+	m := tr.Model()
+	n := tr.Graph().NumDst
+	nOps := len(m.Ops)
+	all := make([]int32, n)
+	for i := range all {
+		all[i] = int32(i)
+	}
+	b := tr.FullBatch(all)
+	home := devs[0].ID()
+	alone := &core.Plan{Scheduler: "sim-alone", Home: home, Units: []core.Unit{{ID: 0, Targets: all, LossWeight: 1}},
+		Tasks: []core.Task{
+			{ID: 0, Kind: core.TaskForward, Unit: 0, Device: home, OpLo: 0, OpHi: nOps},
+			{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: home, OpLo: 0, OpHi: nOps, Deps: []int{0}},
+			{ID: 2, Kind: core.TaskStep, Unit: -1, Device: home, Deps: []int{1}},
+		}}
+	// Every device computes the whole graph for its share of the targets,
+	// on its own stream, as data parallelism does.
+	together := &core.Plan{Scheduler: "sim-together", Home: home}
+	var stepDeps []int
+	for i, d := range devs {
+		lo, hi := i*n/len(devs), (i+1)*n/len(devs)
+		together.Units = append(together.Units, core.Unit{ID: i, Targets: all[lo:hi], LossWeight: float64(hi-lo) / float64(n)})
+		f := len(together.Tasks)
+		together.Tasks = append(together.Tasks,
+			core.Task{ID: f, Kind: core.TaskForward, Unit: i, Device: d.ID(), Stream: i, OpLo: 0, OpHi: nOps},
+			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: i, Device: d.ID(), Stream: i, OpLo: 0, OpHi: nOps, Deps: []int{f}})
+		stepDeps = append(stepDeps, f+1)
+	}
+	for i, d := range devs[1:] {
+		id := len(together.Tasks)
+		together.Tasks = append(together.Tasks, core.Task{ID: id, Kind: core.TaskReduceGrads, Unit: -1, Device: home,
+			Stream: len(devs), From: d.ID(), Deps: []int{stepDeps[i+1]}})
+		stepDeps[i+1] = id
+	}
+	together.Tasks = append(together.Tasks, core.Task{ID: len(together.Tasks), Kind: core.TaskStep, Unit: -1, Device: home,
+		Stream: len(devs), Deps: stepDeps})
+	infos := make([]core.DeviceInfo, len(devs))
+	for i, d := range devs {
+		infos[i] = d.Info()
+	}
+	w, err := tr.Workload(b, infos)
+	if err != nil {
+		return 0, err
+	}
+	for _, p := range []*core.Plan{alone, together} {
+		if err := p.Validate(w); err != nil {
+			return 0, fmt.Errorf("sim: measure concurrency: %w", err)
+		}
+	}
+	var ta, tt []time.Duration
+	for rep := -1; rep < reps; rep++ {
+		for _, p := range []*core.Plan{alone, together} {
+			runtime.GC()
+			res, err := tr.Run(ctx, p, b, engine.RunOptions{})
+			if err != nil {
+				return 0, fmt.Errorf("sim: measure concurrency: %w", err)
+			}
+			if rep < 0 {
+				continue
+			}
+			if p == alone {
+				ta = append(ta, res.Trace.Wall)
+			} else {
+				tt = append(tt, res.Trace.Wall)
+			}
+		}
+	}
+	k := float64(len(devs)) * float64(median(ta)) / float64(median(tt))
+	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
+}

@@ -1,0 +1,249 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Point is one measurement of an op (or of the per-unit overhead) at one
+// size: the rows the op computes (nodes of the unit's graph, or samples
+// for models without a graph) and the edges of that graph.
+type Point struct {
+	Rows  int64 `json:"rows"`
+	Edges int64 `json:"edges,omitempty"`
+	// Fwd and Bwd are the forward and backward times.
+	Fwd time.Duration `json:"fwd_ns"`
+	Bwd time.Duration `json:"bwd_ns"`
+	// Mem is the device memory the op holds from its forward until the
+	// unit's backward is done (GraphPipe's reserved_mem). For the per-unit
+	// overhead it is the unit's own inputs (features and edge weights).
+	Mem int64 `json:"mem_bytes"`
+	// OutBytes is the size of the op's outputs: what moves to a consumer
+	// on another device, and its gradient back.
+	OutBytes int64 `json:"out_bytes"`
+	// Temp is the memory the op's backward needs for the time it runs,
+	// beyond what Mem holds (gradients, temporaries).
+	Temp int64 `json:"temp_bytes,omitempty"`
+}
+
+// OpProfile is the profile of one op of a model.
+type OpProfile struct {
+	Name string      `json:"name"`
+	Kind core.OpKind `json:"kind"`
+	// Preds are the indices of the ops whose outputs it reads.
+	Preds []int `json:"preds,omitempty"`
+	// InputSize is GraphPipe's input_size: elements per row the op reads
+	// from its predecessors (or the model's inputs).
+	InputSize float64 `json:"input_size"`
+	// OutBytesPerRow is the op's output bytes per row at the largest
+	// profiled size (the per-sample activation size).
+	OutBytesPerRow float64 `json:"out_bytes_per_row"`
+	// WeightBytes are the bytes of the parameters it reads.
+	WeightBytes int64 `json:"weight_bytes"`
+	// Points are the measurements, by ascending Rows.
+	Points []Point `json:"points"`
+}
+
+// Profile is the measured (or modelled) cost of every op of a model on
+// one kind of device, at a ladder of sizes. The simulator interpolates it
+// linearly between ladder points and extrapolates linearly beyond them.
+type Profile struct {
+	Model string `json:"model"`
+	// Device describes where the profile was taken.
+	Device core.DeviceInfo `json:"device"`
+	Ops    []OpProfile     `json:"ops"`
+	// ParamBytes, OptStateBytes: the model's parameters and the
+	// optimizer's state (Adam: two moments). ResidentInputBytes are the
+	// batch inputs (features, edge weights) a device keeps resident while
+	// it runs units that compute the whole batch graph.
+	ParamBytes         int64 `json:"param_bytes"`
+	OptStateBytes      int64 `json:"optimizer_state_bytes"`
+	ResidentInputBytes int64 `json:"resident_input_bytes"`
+	// Step is the measured optimizer step (0: modelled from the
+	// parameter bytes and the device's memory bandwidth).
+	Step time.Duration `json:"step_ns"`
+	// Setup is the per-unit overhead outside the ops: Fwd is building the
+	// unit's Env on a device (receptive field, gathering its features),
+	// Bwd the bookkeeping after its backward, Mem the unit's own inputs.
+	Setup []Point `json:"setup,omitempty"`
+}
+
+// Op returns the profile of the op with the given name.
+func (p *Profile) Op(name string) (*OpProfile, bool) {
+	for i := range p.Ops {
+		if p.Ops[i].Name == name {
+			return &p.Ops[i], true
+		}
+	}
+	return nil, false
+}
+
+// Validate checks that the profile is usable: ops named and distinct,
+// predecessors in range and acyclic, at least one point per op, sizes
+// positive and ascending, times and bytes non-negative.
+func (p *Profile) Validate() error {
+	if p == nil {
+		return fmt.Errorf("sim: nil profile")
+	}
+	if len(p.Ops) == 0 {
+		return fmt.Errorf("sim: profile of %q has no ops", p.Model)
+	}
+	seen := map[string]int{}
+	for i, op := range p.Ops {
+		where := fmt.Sprintf("sim: profile op %d (%q)", i, op.Name)
+		if op.Name == "" {
+			return fmt.Errorf("sim: profile op %d has no name", i)
+		}
+		if j, dup := seen[op.Name]; dup {
+			return fmt.Errorf("sim: profile ops %d and %d are both named %q", j, i, op.Name)
+		}
+		seen[op.Name] = i
+		for _, d := range op.Preds {
+			if d < 0 || d >= len(p.Ops) || d == i {
+				return fmt.Errorf("%s: input %d is not another op of the profile's %d", where, d, len(p.Ops))
+			}
+		}
+		if bad(op.InputSize) || bad(op.OutBytesPerRow) || op.WeightBytes < 0 {
+			return fmt.Errorf("%s: negative or non-finite size", where)
+		}
+		if len(op.Points) == 0 {
+			return fmt.Errorf("%s: no measurements", where)
+		}
+		if err := checkPoints(op.Points); err != nil {
+			return fmt.Errorf("%s: %w", where, err)
+		}
+	}
+	if len(p.Setup) > 0 {
+		if err := checkPoints(p.Setup); err != nil {
+			return fmt.Errorf("sim: profile setup: %w", err)
+		}
+	}
+	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 {
+		return fmt.Errorf("sim: profile has a negative size or step time")
+	}
+	// Acyclic inputs (a profile is a DAG of ops).
+	state := make([]uint8, len(p.Ops))
+	var visit func(i int) error
+	visit = func(i int) error {
+		switch state[i] {
+		case 1:
+			return fmt.Errorf("sim: profile ops form a cycle through op %d (%q)", i, p.Ops[i].Name)
+		case 2:
+			return nil
+		}
+		state[i] = 1
+		for _, d := range p.Ops[i].Preds {
+			if err := visit(d); err != nil {
+				return err
+			}
+		}
+		state[i] = 2
+		return nil
+	}
+	for i := range p.Ops {
+		if err := visit(i); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func bad(x float64) bool { return x < 0 || math.IsNaN(x) || math.IsInf(x, 0) }
+
+func checkPoints(pts []Point) error {
+	for j, pt := range pts {
+		if pt.Rows <= 0 {
+			return fmt.Errorf("size %d rows: want a positive size", pt.Rows)
+		}
+		if j > 0 && pt.Rows <= pts[j-1].Rows {
+			return fmt.Errorf("sizes %d and %d are not ascending", pts[j-1].Rows, pt.Rows)
+		}
+		if pt.Edges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 {
+			return fmt.Errorf("at %d rows: negative time or size", pt.Rows)
+		}
+	}
+	return nil
+}
+
+// Cost is an op's (or the per-unit overhead's) predicted cost at one size.
+type Cost struct {
+	Fwd, Bwd            time.Duration
+	Mem, OutBytes, Temp int64
+}
+
+// At predicts the op's cost for a unit computing rows rows over a graph
+// of edges edges: linear interpolation between the two nearest ladder
+// points, linear extrapolation from the two end points beyond them (a
+// single point scales in proportion), never below zero. Graph ops
+// (KindGraph) interpolate in edges when the points and the query have
+// them, since their work follows the edges; every other op in rows.
+func (o *OpProfile) At(rows, edges int64) Cost {
+	return interp(o.Points, rows, edges, o.Kind == core.KindGraph)
+}
+
+// SetupAt predicts the per-unit overhead at a size (zero without Setup).
+func (p *Profile) SetupAt(rows, edges int64) Cost {
+	if len(p.Setup) == 0 {
+		return Cost{}
+	}
+	return interp(p.Setup, rows, edges, false)
+}
+
+func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
+	if len(pts) == 0 {
+		return Cost{}
+	}
+	x := func(pt Point) float64 { return float64(pt.Rows) }
+	q := float64(rows)
+	if byEdges && edges > 0 {
+		ok := true
+		for _, pt := range pts {
+			ok = ok && pt.Edges > 0
+		}
+		if ok {
+			x = func(pt Point) float64 { return float64(pt.Edges) }
+			q = float64(edges)
+			if !sort.SliceIsSorted(pts, func(i, j int) bool { return pts[i].Edges < pts[j].Edges }) {
+				pts = append([]Point(nil), pts...)
+				sort.SliceStable(pts, func(i, j int) bool { return pts[i].Edges < pts[j].Edges })
+			}
+		}
+	}
+	fields := func(pt Point) [5]float64 {
+		return [5]float64{float64(pt.Fwd), float64(pt.Bwd), float64(pt.Mem), float64(pt.OutBytes), float64(pt.Temp)}
+	}
+	var y [5]float64
+	if len(pts) == 1 {
+		f := fields(pts[0])
+		s := 0.0
+		if x0 := x(pts[0]); x0 > 0 {
+			s = q / x0
+		}
+		for k := range y {
+			y[k] = f[k] * s
+		}
+	} else {
+		// The segment holding q, or the end segment beyond the ladder.
+		i := sort.Search(len(pts), func(i int) bool { return x(pts[i]) >= q })
+		i = min(max(i, 1), len(pts)-1)
+		a, b := pts[i-1], pts[i]
+		xa, xb := x(a), x(b)
+		fa, fb := fields(a), fields(b)
+		t := 0.0
+		if xb != xa {
+			t = (q - xa) / (xb - xa)
+		}
+		for k := range y {
+			y[k] = fa[k] + t*(fb[k]-fa[k])
+		}
+	}
+	for k := range y {
+		y[k] = math.Max(0, y[k])
+	}
+	return Cost{Fwd: time.Duration(math.Round(y[0])), Bwd: time.Duration(math.Round(y[1])),
+		Mem: int64(math.Round(y[2])), OutBytes: int64(math.Round(y[3])), Temp: int64(math.Round(y[4]))}
+}

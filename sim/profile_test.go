@@ -1,0 +1,184 @@
+package sim_test
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+func TestInterpolation(t *testing.T) {
+	ms := time.Millisecond
+	two := []sim.Point{{Rows: 10, Edges: 100, Fwd: 1 * ms, Bwd: 2 * ms, Mem: 1000, OutBytes: 40},
+		{Rows: 20, Edges: 400, Fwd: 3 * ms, Bwd: 4 * ms, Mem: 2000, OutBytes: 80}}
+	for _, c := range []struct {
+		name         string
+		kind         core.OpKind
+		pts          []sim.Point
+		rows, edges  int64
+		fwd, bwd     time.Duration
+		mem, outByte int64
+	}{
+		{"at a point", core.KindDense, two, 10, 0, 1 * ms, 2 * ms, 1000, 40},
+		{"between", core.KindDense, two, 15, 0, 2 * ms, 3 * ms, 1500, 60},
+		{"above", core.KindDense, two, 30, 0, 5 * ms, 6 * ms, 3000, 120},
+		{"below, clamped at zero", core.KindDense, two, 4, 0, 0, 800 * time.Microsecond, 400, 16},
+		{"single point scales", core.KindDense, two[:1], 25, 0, 2500 * time.Microsecond, 5 * ms, 2500, 100},
+		{"graph op by edges", core.KindGraph, two, 10, 250, 2 * ms, 3 * ms, 1500, 60},
+		{"graph op without edges uses rows", core.KindGraph, two, 20, 0, 3 * ms, 4 * ms, 2000, 80},
+		{"dense op ignores edges", core.KindDense, two, 10, 400, 1 * ms, 2 * ms, 1000, 40},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			op := sim.OpProfile{Name: "x", Kind: c.kind, Points: c.pts}
+			got := op.At(c.rows, c.edges)
+			want := sim.Cost{Fwd: c.fwd, Bwd: c.bwd, Mem: c.mem, OutBytes: c.outByte}
+			if got != want {
+				t.Errorf("At(%d, %d) = %+v, want %+v", c.rows, c.edges, got, want)
+			}
+		})
+	}
+}
+
+func sampleProfile() *sim.Profile {
+	ms := time.Millisecond
+	return &sim.Profile{Model: "m", Device: core.DeviceInfo{ID: "cpu:0", Name: "test cpu", Threads: 1},
+		ParamBytes: 400, OptStateBytes: 800, ResidentInputBytes: 1200, Step: 30 * time.Microsecond,
+		Setup: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 10, Bwd: ms / 20, Mem: 256}, {Rows: 16, Edges: 50, Fwd: ms / 5, Bwd: ms / 10, Mem: 512}},
+		Ops: []sim.OpProfile{
+			{Name: "lin", Kind: core.KindDense, InputSize: 4, OutBytesPerRow: 16, WeightBytes: 64,
+				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms, Bwd: 2 * ms, Mem: 128, OutBytes: 128}, {Rows: 16, Edges: 50, Fwd: 2 * ms, Bwd: 4 * ms, Mem: 256, OutBytes: 256}}},
+			{Name: "agg", Kind: core.KindGraph, Preds: []int{0}, InputSize: 4, OutBytesPerRow: 16,
+				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 2, Bwd: ms, Mem: 128, OutBytes: 128}, {Rows: 16, Edges: 50, Fwd: ms, Bwd: 2 * ms, Mem: 256, OutBytes: 256}}},
+			{Name: "loss", Kind: core.KindLoss, Preds: []int{1},
+				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 4, Bwd: ms / 4, OutBytes: 4}, {Rows: 16, Edges: 50, Fwd: ms / 4, Bwd: ms / 4, OutBytes: 4}}},
+		}}
+}
+
+func TestProfileRoundTrip(t *testing.T) {
+	p := sampleProfile()
+	var buf bytes.Buffer
+	if err := sim.WriteProfile(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	for _, field := range []string{`"inputs"`, `"input_size"`, `"weight_size"`, `"runtime"`, `"reserved_mem"`, `"forward_ms"`, `"ladder"`} {
+		if !strings.Contains(buf.String(), field) {
+			t.Errorf("written profile lacks %s", field)
+		}
+	}
+	q, err := sim.ReadProfile(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(p, q) {
+		t.Errorf("round trip changed the profile:\n got %+v\nwant %+v", q, p)
+	}
+}
+
+// TestGraphPipeRecords reads records with only GraphPipe's fields.
+func TestGraphPipeRecords(t *testing.T) {
+	in := `[
+	  {"id": 1, "inputs": [0], "input_size": 32, "weight_size": 4096, "runtime": {"16": 3.0, "32": 6.0}, "reserved_mem": {"16": 2048, "32": 4096}},
+	  {"id": 0, "inputs": [], "input_size": 8, "weight_size": 1024, "runtime": {"16": 1.5, "32": 3.0}, "reserved_mem": {"16": 1024, "32": 2048}},
+	  {"id": 2, "inputs": [1, 0], "input_size": 40, "weight_size": 0, "runtime": {"16": 0.3}, "reserved_mem": {}}
+	]`
+	p, err := sim.ParseProfile([]byte(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Ops) != 3 || p.Ops[0].Name != "op0" || p.Ops[1].WeightBytes != 4096 {
+		t.Fatalf("ops %+v", p.Ops)
+	}
+	pt := p.Ops[1].Points[0]
+	if pt.Fwd != time.Millisecond || pt.Bwd != 2*time.Millisecond || pt.Mem != 2048 {
+		t.Errorf("op 1 at 16: %+v, want runtime split 1:2 and reserved_mem", pt)
+	}
+	// Op 0's output is what op 1 (its single-input consumer) reads: 32
+	// four-byte elements per sample.
+	if p.Ops[0].OutBytesPerRow != 128 || p.Ops[0].Points[1].OutBytes != 128*32 {
+		t.Errorf("op 0 output %v bytes/row, points %+v; want 128", p.Ops[0].OutBytesPerRow, p.Ops[0].Points)
+	}
+	if p.Ops[1].OutBytesPerRow != 80 { // half of op 2's 40 elements
+		t.Errorf("op 1 output %v bytes/row, want 80", p.Ops[1].OutBytesPerRow)
+	}
+}
+
+func TestMalformedProfiles(t *testing.T) {
+	for _, c := range []struct{ name, in, want string }{
+		{"empty", ``, "empty"},
+		{"not json", `hello`, "want a JSON object"},
+		{"truncated", `{"ops": [`, "unexpected end"},
+		{"no ops", `{"ops": []}`, "no ops"},
+		{"bad batch key", `[{"inputs": [], "runtime": {"abc": 1}}]`, `key "abc" is not a positive batch size`},
+		{"zero batch", `[{"inputs": [], "runtime": {"0": 1}}]`, "not a positive batch size"},
+		{"negative time", `[{"inputs": [], "runtime": {"4": -1}}]`, "negative"},
+		{"negative mem", `[{"inputs": [], "runtime": {"4": 1}, "reserved_mem": {"4": -5}}]`, "negative"},
+		{"input out of range", `[{"inputs": [3], "runtime": {"4": 1}}]`, "input 3 is not another op"},
+		{"self input", `[{"inputs": [0], "runtime": {"4": 1}}]`, "input 0 is not another op"},
+		{"cycle", `[{"inputs": [1], "runtime": {"4": 1}}, {"inputs": [0], "runtime": {"4": 1}}]`, "cycle"},
+		{"duplicate id", `[{"id": 0, "inputs": [], "runtime": {"4": 1}}, {"id": 0, "inputs": [], "runtime": {"4": 1}}]`, "two op records have id 0"},
+		{"id out of range", `[{"id": 5, "inputs": [], "runtime": {"4": 1}}]`, "ids must be 0..0"},
+		{"no runtime", `[{"inputs": []}]`, "no runtime"},
+		{"split mismatch", `[{"inputs": [], "forward_ms": {"4": 1}, "backward_ms": {}}]`, "different batch sizes"},
+		{"duplicate name", `[{"name": "a", "inputs": [], "runtime": {"4": 1}}, {"name": "a", "inputs": [], "runtime": {"4": 1}}]`, "both named"},
+		{"bad kind", `[{"kind": "quantum", "inputs": [], "runtime": {"4": 1}}]`, "unknown kind"},
+		{"bad time unit", `{"time_unit": "fortnights", "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "time_unit"},
+		{"huge", `[{"inputs": [], "runtime": {"4": 1e300}}]`, "out of range"},
+		{"repeated key", `[{"inputs": [], "runtime": {"4": 1, "04": 2}}]`, "twice"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := sim.ParseProfile([]byte(c.in))
+			if err == nil {
+				t.Fatal("accepted")
+			}
+			if !errors.Is(err, sim.ErrBadProfile) {
+				t.Errorf("error %v does not wrap ErrBadProfile", err)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("error %q does not say %q", err, c.want)
+			}
+		})
+	}
+}
+
+func FuzzParseProfile(f *testing.F) {
+	var buf bytes.Buffer
+	if err := sim.WriteProfile(&buf, sampleProfile()); err != nil {
+		f.Fatal(err)
+	}
+	f.Add(buf.Bytes())
+	f.Add([]byte(`[{"inputs": [], "input_size": 8, "weight_size": 1024, "runtime": {"16": 1.5}, "reserved_mem": {"16": 1024}}]`))
+	f.Add([]byte(`{"time_unit": "us", "ops": [{"id": 0, "inputs": [], "forward_ms": {"1": 1}, "backward_ms": {"1": 2}}]}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		p, err := sim.ParseProfile(b)
+		if err != nil {
+			if !errors.Is(err, sim.ErrBadProfile) {
+				t.Fatalf("error %v does not wrap ErrBadProfile", err)
+			}
+			return
+		}
+		// What parses writes and parses back to the same profile.
+		var out bytes.Buffer
+		if err := sim.WriteProfile(&out, p); err != nil {
+			t.Fatalf("parsed profile does not write: %v", err)
+		}
+		q, err := sim.ParseProfile(out.Bytes())
+		if err != nil {
+			t.Fatalf("written profile does not parse: %v\n%s", err, out.Bytes())
+		}
+		var again bytes.Buffer
+		if err := sim.WriteProfile(&again, q); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(out.Bytes(), again.Bytes()) {
+			t.Fatalf("write∘parse is not stable:\n%s\n%s", out.Bytes(), again.Bytes())
+		}
+		for _, op := range p.Ops {
+			_ = op.At(3, 7)
+		}
+	})
+}

@@ -1,0 +1,106 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Roofline returns a modelled profile of w's ops on device d, for
+// simulating without measurements: each op's forward+backward time is
+// max(FLOPs / GFLOPS, bytes moved / bandwidth) from Op.Cost at the
+// workload's dims, split 1:2 between forward and backward, plus d.Launch
+// per direction, linear in rows (graph ops in edges). Output and
+// activation sizes come from a shape-only forward and backward pass of
+// the model when the workload carries it (in process), else from
+// Cost.ActivationBytes.
+func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
+	if w == nil || len(w.Ops) == 0 {
+		return nil, fmt.Errorf("sim: roofline of an empty workload")
+	}
+	n, e := max(w.Dims.Nodes, 1), w.Dims.Edges
+	if w.Dims.Nodes == 0 {
+		n = int64(max(len(w.Batch), 1))
+	}
+	var so *shapeOut
+	if w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
+		so, _ = shapes(w.Model, w.Graph, w.FeatureDim, w.Batch) // nil: fall back to the ops' Cost
+	}
+	// The backward's transient memory, shared among the ops by what they hold.
+	var heldSum, temp int64
+	if so != nil {
+		for _, h := range so.held {
+			heldSum += h
+		}
+		temp = max(so.peak-so.in-heldSum, 0)
+	}
+	weighted := 0
+	if w.Model != nil {
+		for _, g := range w.Model.Graphs {
+			if g.Weights != core.WeightsNone {
+				weighted++
+			}
+		}
+	}
+	p := &Profile{Model: w.ModelName, Device: core.DeviceInfo{ID: d.ID, Name: d.Name + " (roofline)", GFLOPS: d.GFLOPS, MemGBps: d.MemGBps},
+		ParamBytes: w.ParamBytes, OptStateBytes: 2 * w.ParamBytes,
+		ResidentInputBytes: 4*n*int64(w.FeatureDim) + 4*e*int64(weighted)}
+	roof := func(c core.Cost, frac float64) time.Duration {
+		var t float64
+		if d.GFLOPS > 0 {
+			t = float64(c.FLOPs) * frac / d.GFLOPS
+		}
+		if d.MemGBps > 0 {
+			t = math.Max(t, float64(c.BytesMoved)*frac/d.MemGBps)
+		}
+		return time.Duration(math.Round(t))
+	}
+	small := max(n/64, 1)
+	for i, op := range w.Ops {
+		o := OpProfile{Name: op.Name, Kind: op.Kind, Preds: append([]int(nil), op.Deps...), WeightBytes: op.Cost.WeightBytes}
+		ob, mem, tmp := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0)
+		if so != nil {
+			ob, mem = so.out[i], so.held[i]
+			if heldSum > 0 {
+				tmp = int64(float64(temp) * float64(mem) / float64(heldSum))
+			}
+		}
+		o.OutBytesPerRow = float64(ob) / float64(n)
+		for _, rows := range []int64{small, n} {
+			if rows == small && small == n {
+				continue
+			}
+			frac := float64(rows) / float64(n)
+			c := op.Cost
+			// Weights are read whatever the rows.
+			c.BytesMoved = int64(float64(max(0, c.BytesMoved-2*c.WeightBytes))*frac) + min(c.BytesMoved, 2*c.WeightBytes)
+			c.FLOPs = int64(float64(c.FLOPs) * frac)
+			fb := roof(c, 1)
+			o.Points = append(o.Points, Point{Rows: rows, Edges: int64(math.Round(float64(e) * frac)),
+				Fwd: fb/3 + d.Launch, Bwd: fb - fb/3 + d.Launch,
+				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac)})
+		}
+		p.Ops = append(p.Ops, o)
+	}
+	for i := range p.Ops {
+		for _, q := range p.Ops[i].Preds {
+			p.Ops[i].InputSize += p.Ops[q].OutBytesPerRow / 4
+		}
+	}
+	// Units computing a subgraph bring their inputs along.
+	for _, rows := range []int64{small, n} {
+		if rows == small && small == n {
+			continue
+		}
+		frac := float64(rows) / float64(n)
+		in := int64(float64(p.ResidentInputBytes) * frac)
+		var t time.Duration
+		if d.MemGBps > 0 {
+			t = time.Duration(float64(in) / d.MemGBps)
+		}
+		p.Setup = append(p.Setup, Point{Rows: rows, Edges: int64(math.Round(float64(e) * frac)), Fwd: t, Mem: in})
+	}
+	return p, nil
+}

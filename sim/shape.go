@@ -1,0 +1,171 @@
+package sim
+
+import (
+	"fmt"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// shapeOut is what a shape-only pass of a model learns.
+type shapeOut struct {
+	out  []int64 // each op's output bytes
+	held []int64 // bytes each op's forward leaves allocated (outputs, masks)
+	peak int64   // the unit's peak above the resident parameters and gradients, inputs included
+	in   int64   // the unit's inputs (features, edge weights)
+}
+
+// shapes runs model m forward and backward over graph g (rows = its
+// nodes) on a shape-only device (no storage, no arithmetic), with the
+// loss over targets: the allocation sequence of the executor, without its
+// cost. It is how the simulator learns activation sizes without running
+// the model.
+func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (so *shapeOut, err error) {
+	if m == nil || g == nil {
+		return nil, fmt.Errorf("sim: the workload carries no model or graph")
+	}
+	defer func() {
+		if r := recover(); r != nil { // an op that cannot run on shapes alone
+			so, err = nil, fmt.Errorf("sim: shape pass: %v", r)
+		}
+	}()
+	dev := &shapeDev{mem: core.NewMemAccountant("shape", 0)}
+	params, grads := map[string]*core.Tensor{}, map[string]*core.Tensor{}
+	for _, p := range m.Params {
+		if params[p.Name], err = dev.Alloc(p.Shape...); err != nil {
+			return nil, err
+		}
+		if grads[p.Name], err = dev.Alloc(p.Shape...); err != nil {
+			return nil, err
+		}
+	}
+	base := dev.mem.Stats().Used
+	env := core.NewEnv(dev, params, grads, m.NeedsGrad())
+	n := g.NumDst
+	for _, gs := range m.Graphs {
+		env.Graphs[gs.Name] = g
+		if gs.Weights != core.WeightsNone {
+			t, _ := env.Alloc(g.NumEdges(), 1)
+			env.SetValue(gs.Name+".w", t)
+		}
+	}
+	for _, in := range m.Inputs {
+		t, _ := env.Alloc(n, max(featDim, 1))
+		env.SetValue(in, t)
+	}
+	so = &shapeOut{in: dev.mem.Stats().Used - base}
+	env.Labels = make([]int32, n)
+	for _, t := range targets {
+		if t >= 0 && int(t) < n {
+			env.Targets = append(env.Targets, t)
+		}
+	}
+	if len(env.Targets) > 0 {
+		env.LossScale = 1 / float32(len(env.Targets))
+	}
+	env.Training = true
+	dev.mem.ResetPeak()
+	for _, op := range m.Ops {
+		before := dev.mem.Stats().Used
+		if err := op.Forward(env); err != nil {
+			return nil, fmt.Errorf("sim: shape pass: %s forward: %w", op.Name(), err)
+		}
+		var o int64
+		for _, v := range op.Outputs() {
+			if t, err := env.Value(v); err == nil {
+				o += t.Bytes()
+			}
+		}
+		so.out = append(so.out, o)
+		so.held = append(so.held, dev.mem.Stats().Used-before)
+	}
+	for i := len(m.Ops) - 1; i >= 0; i-- {
+		op := m.Ops[i]
+		if err := op.Backward(env); err != nil {
+			return nil, fmt.Errorf("sim: shape pass: %s backward: %w", op.Name(), err)
+		}
+		for _, v := range op.Outputs() {
+			env.DropGrad(v)
+		}
+	}
+	so.peak = dev.mem.Stats().Peak - base
+	env.Release()
+	return so, nil
+}
+
+// shapeDev is a device with shapes and a memory accountant only.
+type shapeDev struct{ mem *core.MemAccountant }
+
+type shapeBuf struct{ n int }
+
+func (b *shapeBuf) Device() core.DeviceID { return "shape" }
+func (b *shapeBuf) Len() int              { return b.n }
+
+func (d *shapeDev) ID() core.DeviceID { return "shape" }
+func (d *shapeDev) Info() core.DeviceInfo {
+	return core.DeviceInfo{ID: "shape", Backend: "shape", Name: "shape"}
+}
+func (d *shapeDev) Kernels() core.Kernels                  { return shapeKernels{} }
+func (d *shapeDev) NewStream() core.Stream                 { return shapeStream{} }
+func (d *shapeDev) Mem() *core.MemAccountant               { return d.mem }
+func (d *shapeDev) Upload(*core.Tensor, []float32) error   { return nil }
+func (d *shapeDev) Download([]float32, *core.Tensor) error { return nil }
+
+func (d *shapeDev) Alloc(shape ...int) (*core.Tensor, error) {
+	for _, s := range shape {
+		if s < 0 {
+			return nil, fmt.Errorf("%w: shape pass: negative dimension in %v", core.ErrShape, shape)
+		}
+	}
+	t := &core.Tensor{Shape: append([]int(nil), shape...), Buf: &shapeBuf{n: core.NumElems(shape)}}
+	return t, d.mem.Reserve(t.Bytes(), "shape")
+}
+
+func (d *shapeDev) Free(t *core.Tensor) {
+	if t != nil {
+		if _, ok := t.Buf.(*shapeBuf); ok {
+			d.mem.Release(t.Bytes())
+			t.Buf = &shapeBuf{} // a second Free releases nothing
+		}
+	}
+}
+
+type shapeStream struct{}
+
+func (shapeStream) Record() core.Event { return core.DoneEvent{} }
+func (shapeStream) Wait(core.Event)    {}
+func (shapeStream) Sync() error        { return nil }
+
+// shapeKernels do nothing: only shapes matter.
+type shapeKernels struct{}
+
+func (shapeKernels) GEMM(bool, bool, float32, *core.Tensor, *core.Tensor, float32, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) SpMM(*core.Graph, core.Reduce, *core.Tensor, *core.Tensor, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) SDDMM(*core.Graph, core.EdgeOp, *core.Tensor, *core.Tensor, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) EdgeSoftmax(*core.Graph, *core.Tensor, *core.Tensor) error { return nil }
+func (shapeKernels) EdgeSoftmaxBackward(*core.Graph, *core.Tensor, *core.Tensor, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) Gather(*core.Tensor, []int32, *core.Tensor) error     { return nil }
+func (shapeKernels) ScatterAdd(*core.Tensor, []int32, *core.Tensor) error { return nil }
+func (shapeKernels) Map(core.MapOp, *core.Tensor, *core.Tensor, float32, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) Reduce(core.ReduceAxis, *core.Tensor, *core.Tensor) error          { return nil }
+func (shapeKernels) LogSoftmax(*core.Tensor, *core.Tensor) error                       { return nil }
+func (shapeKernels) LogSoftmaxBackward(*core.Tensor, *core.Tensor, *core.Tensor) error { return nil }
+func (shapeKernels) NLLLoss(*core.Tensor, []int32, []int32, float32, *core.Tensor) (float64, error) {
+	return 0, nil
+}
+func (shapeKernels) Dropout(*core.Tensor, float32, uint64, []int32, *core.Tensor, *core.Tensor) error {
+	return nil
+}
+func (shapeKernels) Adam(*core.Tensor, *core.Tensor, *core.Tensor, *core.Tensor, core.AdamParams) error {
+	return nil
+}
+func (shapeKernels) SGD(*core.Tensor, *core.Tensor, *core.Tensor, core.SGDParams) error { return nil }

@@ -1,0 +1,1278 @@
+package sim
+
+import (
+	"container/heap"
+	"errors"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+var (
+	// ErrDeadlock is wrapped by the error Simulate returns when tasks
+	// remain that can never start.
+	ErrDeadlock = errors.New("sim: deadlock")
+	// ErrInFlight is wrapped by the error Simulate returns when a stage
+	// holds more units in flight than its limit.
+	ErrInFlight = errors.New("sim: in-flight limit exceeded")
+)
+
+// Options adjust a simulation.
+type Options struct {
+	// InFlightLimit, when set, gives the most units a stage may hold in
+	// flight (GraphPipe's k_s; 0: no limit). A stage is the ops a unit runs
+	// on one device; a unit is in flight there from the start of its first
+	// task on the device to the end of its last backward task there.
+	InFlightLimit func(dev core.DeviceID, ops []int) int
+	// BlockOnLimit makes a unit wait for a free in-flight slot before its
+	// first task on a stage (bounded buffers), instead of reporting the
+	// excess as ErrInFlight. A schedule that then cannot proceed is a
+	// deadlock.
+	BlockOnLimit bool
+}
+
+// StageStat describes one stage of the simulated plan.
+type StageStat struct {
+	Device      core.DeviceID `json:"device"`
+	Ops         []int         `json:"ops"`
+	Units       int           `json:"units"`
+	MaxInFlight int           `json:"max_in_flight"`
+	Limit       int           `json:"limit,omitempty"`
+}
+
+// Result is the predicted outcome of one iteration of a plan.
+type Result struct {
+	// Iteration is the time from the first task's start to the last
+	// task's end.
+	Iteration time.Duration `json:"iteration_ns"`
+	// Busy is the time each device computed (some task running, transfers
+	// excluded).
+	Busy map[core.DeviceID]time.Duration `json:"busy_ns"`
+	// Overlap is the time each device computed two or more tasks at once
+	// (devices with DeviceModel.StreamOverlap).
+	Overlap map[core.DeviceID]time.Duration `json:"overlap_ns,omitempty"`
+	// Comm is the time of the transfers into each device (activations,
+	// gradients, gradient reductions, parameter broadcasts).
+	Comm map[core.DeviceID]time.Duration `json:"comm_ns"`
+	// Bubble is the fraction of device time spent not computing,
+	// 1 − Σ Busy / (devices × Iteration), over the plan's devices.
+	Bubble float64 `json:"bubble"`
+	// PeakMem is each device's predicted peak: Resident plus the
+	// activations of the units in flight there.
+	PeakMem  map[core.DeviceID]int64 `json:"peak_mem_bytes"`
+	Resident map[core.DeviceID]int64 `json:"resident_bytes"`
+	// BytesMoved counts every transfer between devices.
+	BytesMoved int64       `json:"bytes_moved"`
+	Stages     []StageStat `json:"stages"`
+	// OverCap lists devices whose peak exceeds their memory.
+	OverCap []core.DeviceID `json:"over_cap,omitempty"`
+	// Trace is the simulated schedule (Trace.WriteChrome gives a
+	// Perfetto view): task spans per device and stream, transfers on the
+	// consumer's stream (synchronous copies) or on "link A->B" rows.
+	Trace *core.Trace `json:"-"`
+}
+
+// Simulate replays one iteration of plan p over workload w on cluster c
+// with the op costs of prof (nil: a roofline model of each device, see
+// Roofline), with the executor's semantics: tasks run in plan order per
+// (device, stream) and after their Deps; a device computes one task at a
+// time (the earliest ready first, ties in plan order); values crossing
+// devices are moved over the link between them. See the package
+// documentation for the model.
+func Simulate(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster) (*Result, error) {
+	return SimulateWith(p, w, prof, c, Options{})
+}
+
+// SimulateWith is Simulate with options. On ErrDeadlock and ErrInFlight
+// the partial or complete result is returned with the error.
+func SimulateWith(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options) (*Result, error) {
+	s, err := newSim(p, w, prof, c, o)
+	if err != nil {
+		return nil, err
+	}
+	return s.run()
+}
+
+// devProf is the profile a device uses, matched to the workload's ops.
+type devProf struct {
+	p     *Profile
+	idx   []int   // workload op -> profile op
+	scale float64 // time factor (1/Speedup)
+	model *DeviceModel
+	cache map[[2]int64][]Cost
+}
+
+func (dp *devProf) costs(rows, edges int64) []Cost {
+	k := [2]int64{rows, edges}
+	if c, ok := dp.cache[k]; ok {
+		return c
+	}
+	c := make([]Cost, len(dp.idx)+1)
+	for o, j := range dp.idx {
+		c[o] = dp.p.Ops[j].At(rows, edges)
+	}
+	c[len(dp.idx)] = dp.p.SetupAt(rows, edges) // the per-unit overhead last
+	dp.cache[k] = c
+	return c
+}
+
+func (dp *devProf) t(d time.Duration) time.Duration {
+	return time.Duration(math.Round(float64(d) * dp.scale))
+}
+
+type xfer struct {
+	op  int
+	src core.DeviceID
+}
+
+type ukey struct {
+	u int
+	d core.DeviceID
+}
+
+type unitState struct {
+	started, bwdTotal, bwdStarted, bwdDone int
+	live                                   int64
+	stage                                  *StageStat
+	inFlight                               bool
+}
+
+type evKind uint8
+
+const (
+	evReady evKind = iota
+	evFinish
+	evWake
+	evCompute // a task's compute joins the shared host cores
+	evDone    // a task's compute ends on the shared host cores
+)
+
+// At one instant: ends first (freeing memory, readying successors), then
+// readies, then changes of the shared-core set, then wake-ups.
+var rank = [...]int{evDone: 0, evFinish: 1, evReady: 2, evCompute: 3, evWake: 4}
+
+type event struct {
+	t       time.Duration
+	seq     int
+	kind    evKind
+	task    int
+	dev     core.DeviceID
+	version int
+}
+
+type eventQ []event
+
+func (q eventQ) Len() int { return len(q) }
+func (q eventQ) Less(i, j int) bool {
+	if q[i].t != q[j].t {
+		return q[i].t < q[j].t
+	}
+	// Finishes before readies before wake-ups at one instant, so memory is
+	// freed and successors are ready before a device picks its next task.
+	if q[i].kind != q[j].kind {
+		return rank[q[i].kind] < rank[q[j].kind]
+	}
+	return q[i].seq < q[j].seq
+}
+func (q eventQ) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+func (q *eventQ) Push(x any)   { *q = append(*q, x.(event)) }
+func (q *eventQ) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+type sim struct {
+	p    *core.Plan
+	w    *core.Workload
+	c    *Cluster
+	o    Options
+	devs []core.DeviceID
+	prof map[core.DeviceID]*devProf
+	nOps int
+
+	consumers [][]int
+	needGrad  []bool
+	opDev     [][]core.DeviceID
+	fwdOf     [][]int
+	bwdOf     [][]int
+	rows      []int64
+	edges     []int64
+	whole     []bool
+
+	preds, succ [][]int
+	needIn      [][]xfer // forward tasks: values from other devices
+	needGr      [][]xfer // backward tasks: gradients from other devices
+	gradSrc     map[[3]int]int
+	paramBytes  int64
+	optBytes    int64
+	residentIn  int64
+
+	// dynamic state
+	q          eventQ
+	seq        int
+	left       []int
+	readyAt    []time.Duration
+	queued     map[core.DeviceID][]int
+	busyUntil  map[core.DeviceID]time.Duration
+	running    map[core.DeviceID]bool
+	finished   []bool
+	finishAt   []time.Duration
+	started    []bool
+	nDone      int
+	linkFree   map[[2]core.DeviceID]time.Duration
+	arrival    map[[3]int]time.Duration // (unit, op, device index) -> value there
+	present    map[[3]int]bool          // (unit, op, device index) -> value held there
+	inflight   map[*StageStat]int
+	gArrival   map[[3]int]time.Duration // (unit, op, device index of source) -> gradient at the producer
+	units      map[ukey]*unitState
+	stages     map[string]*StageStat
+	stageOrder []*StageStat
+	mem, peak  map[core.DeviceID]int64
+	res        *Result
+	devIndex   map[core.DeviceID]int
+	err        error
+	runs       []*taskRun
+	fluid      bool  // processor sharing (HostCores or StreamOverlap)
+	active     []int // tasks computing under processor sharing
+	lastShare  time.Duration
+	version    int
+}
+
+func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options) (*sim, error) {
+	if p == nil || w == nil || c == nil {
+		return nil, fmt.Errorf("sim: nil plan, workload or cluster")
+	}
+	s := &sim{p: p, w: w, c: c, o: o, nOps: len(w.Ops), prof: map[core.DeviceID]*devProf{}, devIndex: map[core.DeviceID]int{}}
+	s.devs = p.Devices()
+	if len(s.devs) == 0 {
+		return nil, fmt.Errorf("sim: the plan has no tasks")
+	}
+	for i, d := range s.devs {
+		s.devIndex[d] = i
+	}
+	if prof != nil {
+		if err := prof.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	roofs := map[DeviceModel]*Profile{}
+	for _, d := range s.devs {
+		m, ok := c.Device(d)
+		if !ok {
+			ids := make([]string, len(c.Devices))
+			for i, x := range c.Devices {
+				ids[i] = string(x.ID)
+			}
+			return nil, fmt.Errorf("sim: the plan uses device %s, which cluster %q does not have (it has %s)", d, c.Name, strings.Join(ids, ", "))
+		}
+		pr, scale := prof, 1.0
+		if pr == nil {
+			key := *m
+			key.ID = ""
+			if roofs[key] == nil {
+				r, err := Roofline(w, *m)
+				if err != nil {
+					return nil, err
+				}
+				roofs[key] = r
+			}
+			pr = roofs[key]
+		} else if m.Speedup > 0 {
+			scale = 1 / m.Speedup
+		}
+		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, s.nOps), cache: map[[2]int64][]Cost{}}
+		byName := map[string]int{}
+		for j, op := range pr.Ops {
+			byName[op.Name] = j
+		}
+		var missing []string
+		for i, op := range w.Ops {
+			j, ok := byName[op.Name]
+			if !ok {
+				missing = append(missing, op.Name)
+			}
+			dp.idx[i] = j
+		}
+		if len(missing) > 0 {
+			if len(missing) > 5 {
+				missing = append(missing[:5], "…")
+			}
+			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q", pr.Model, strings.Join(missing, ", "), w.ModelName)
+		}
+		s.prof[d] = dp
+	}
+	home := prof
+	if home == nil {
+		home = s.prof[s.devs[0]].p
+	}
+	s.paramBytes = w.ParamBytes
+	if s.paramBytes == 0 {
+		s.paramBytes = home.ParamBytes
+	}
+	s.optBytes = home.OptStateBytes
+	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
+		f := c.OptStateFactor
+		if f == 0 {
+			f = 2
+		}
+		s.optBytes = int64(f * float64(s.paramBytes))
+	}
+	s.residentIn = home.ResidentInputBytes
+	// Op graph.
+	s.consumers = make([][]int, s.nOps)
+	for i, op := range w.Ops {
+		for _, d := range op.Deps {
+			if d < 0 || d >= s.nOps {
+				return nil, fmt.Errorf("sim: op %d (%s) depends on op %d, outside the model's %d ops", i, op.Name, d, s.nOps)
+			}
+			s.consumers[d] = append(s.consumers[d], i)
+		}
+	}
+	s.needGrad = make([]bool, s.nOps)
+	for i := range s.needGrad {
+		s.needGrad[i] = true
+	}
+	if w.Model != nil && len(w.Model.Ops) == s.nOps {
+		ng := w.Model.NeedsGrad()
+		for i, op := range w.Model.Ops {
+			s.needGrad[i] = false
+			for _, v := range op.Outputs() {
+				s.needGrad[i] = s.needGrad[i] || ng[v]
+			}
+		}
+	}
+	// Units: sizes, and where each op of each unit runs.
+	nu := len(p.Units)
+	s.rows, s.edges, s.whole = make([]int64, nu), make([]int64, nu), make([]bool, nu)
+	var mark []int32
+	for u, un := range p.Units {
+		switch {
+		case !un.Subgraph:
+			s.whole[u] = true
+			s.rows[u], s.edges[u] = w.Dims.Nodes, w.Dims.Edges
+			if s.rows[u] == 0 {
+				s.rows[u] = int64(len(un.Targets))
+			}
+		case w.Graph != nil && w.Model != nil && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
+			if mark == nil {
+				mark = make([]int32, w.Graph.NumDst)
+			}
+			s.rows[u], s.edges[u] = receptive(w.Graph, un.Targets, w.Model.Config.Layers, mark, int32(u+1))
+		default:
+			s.rows[u] = int64(len(un.Targets))
+			if w.Dims.Nodes > 0 {
+				s.edges[u] = s.rows[u] * w.Dims.Edges / w.Dims.Nodes
+			}
+		}
+		s.rows[u] = max(s.rows[u], 1)
+	}
+	s.opDev = make([][]core.DeviceID, nu)
+	s.fwdOf, s.bwdOf = make([][]int, nu), make([][]int, nu)
+	for u := range nu {
+		s.opDev[u] = make([]core.DeviceID, s.nOps)
+		s.fwdOf[u], s.bwdOf[u] = make([]int, s.nOps), make([]int, s.nOps)
+		for o := range s.nOps {
+			s.fwdOf[u][o], s.bwdOf[u][o] = -1, -1
+		}
+	}
+	n := len(p.Tasks)
+	s.units = map[ukey]*unitState{}
+	for i, t := range p.Tasks {
+		if t.ID != i {
+			return nil, fmt.Errorf("sim: task %d has id %d; ids must equal positions", i, t.ID)
+		}
+		switch t.Kind {
+		case core.TaskForward, core.TaskBackward:
+			if t.Unit < 0 || t.Unit >= nu {
+				return nil, fmt.Errorf("sim: task %d (%s) names unit %d of %d", i, t.Kind, t.Unit, nu)
+			}
+			ops := t.OpIndices()
+			if len(ops) == 0 {
+				return nil, fmt.Errorf("sim: task %d (%s) runs no ops", i, t.Kind)
+			}
+			for _, o := range ops {
+				if o < 0 || o >= s.nOps {
+					return nil, fmt.Errorf("sim: task %d (%s) runs op %d, outside the model's %d ops", i, t.Kind, o, s.nOps)
+				}
+				if t.Kind == core.TaskForward {
+					s.opDev[t.Unit][o], s.fwdOf[t.Unit][o] = t.Device, i
+				} else {
+					s.bwdOf[t.Unit][o] = i
+				}
+			}
+			k := ukey{t.Unit, t.Device}
+			us := s.units[k]
+			if us == nil {
+				us = &unitState{}
+				s.units[k] = us
+			}
+			if t.Kind == core.TaskBackward {
+				us.bwdTotal++
+			}
+		case core.TaskReduceGrads:
+			if _, ok := c.Device(t.From); !ok {
+				return nil, fmt.Errorf("sim: task %d reduces gradients from %s, which cluster %q does not have", i, t.From, c.Name)
+			}
+		case core.TaskStep:
+		default:
+			return nil, fmt.Errorf("sim: task %d has unknown kind %d", i, t.Kind)
+		}
+		for _, d := range t.Deps {
+			if d < 0 || d >= n || d == i {
+				return nil, fmt.Errorf("sim: task %d depends on task %d, which does not exist", i, d)
+			}
+		}
+	}
+	// Stages: the ops each unit runs on each device.
+	s.stages = map[string]*StageStat{}
+	keys := make([]ukey, 0, len(s.units))
+	for k := range s.units {
+		keys = append(keys, k)
+	}
+	sort.Slice(keys, func(i, j int) bool {
+		if keys[i].d != keys[j].d {
+			return keys[i].d < keys[j].d
+		}
+		return keys[i].u < keys[j].u
+	})
+	for _, k := range keys {
+		var ops []int
+		for o, d := range s.opDev[k.u] {
+			if d == k.d && s.fwdOf[k.u][o] >= 0 {
+				ops = append(ops, o)
+			}
+		}
+		name := fmt.Sprintf("%s %v", k.d, ops)
+		st := s.stages[name]
+		if st == nil {
+			st = &StageStat{Device: k.d, Ops: ops}
+			if o.InFlightLimit != nil {
+				st.Limit = o.InFlightLimit(k.d, ops)
+			}
+			s.stages[name] = st
+			s.stageOrder = append(s.stageOrder, st)
+		}
+		st.Units++
+		s.units[k].stage = st
+	}
+	// Dependencies: Deps plus the stream predecessor.
+	s.preds, s.succ = make([][]int, n), make([][]int, n)
+	type sk struct {
+		d core.DeviceID
+		s int
+	}
+	last := map[sk]int{}
+	for i, t := range p.Tasks {
+		s.preds[i] = append(s.preds[i], t.Deps...)
+		k := sk{t.Device, t.Stream}
+		if j, ok := last[k]; ok {
+			s.preds[i] = append(s.preds[i], j)
+		}
+		last[k] = i
+		for _, d := range s.preds[i] {
+			s.succ[d] = append(s.succ[d], i)
+		}
+	}
+	// Transfers each task needs.
+	s.needIn, s.needGr = make([][]xfer, n), make([][]xfer, n)
+	s.gradSrc = map[[3]int]int{}
+	for i, t := range p.Tasks {
+		seen := map[xfer]bool{}
+		switch t.Kind {
+		case core.TaskForward:
+			for _, o := range t.OpIndices() {
+				for _, q := range w.Ops[o].Deps {
+					if src := s.opDev[t.Unit][q]; src != "" && src != t.Device && !seen[xfer{q, src}] {
+						seen[xfer{q, src}] = true
+						s.needIn[i] = append(s.needIn[i], xfer{q, src})
+					}
+				}
+			}
+		case core.TaskBackward:
+			for _, o := range t.OpIndices() {
+				if !s.needGrad[o] {
+					continue
+				}
+				for _, cons := range s.consumers[o] {
+					if src := s.opDev[t.Unit][cons]; src != "" && src != t.Device && !seen[xfer{o, src}] {
+						seen[xfer{o, src}] = true
+						s.needGr[i] = append(s.needGr[i], xfer{o, src})
+					}
+				}
+			}
+		}
+	}
+	// Backward tasks whose end releases a gradient to another device
+	// (prefetch mode): count them per (unit, op, source device).
+	for u := range nu {
+		for o := range s.nOps {
+			if !s.needGrad[o] {
+				continue
+			}
+			seen := map[int]bool{}
+			for _, cons := range s.consumers[o] {
+				b := s.bwdOf[u][cons]
+				if b < 0 || s.opDev[u][cons] == s.opDev[u][o] || seen[b] {
+					continue
+				}
+				seen[b] = true
+				s.gradSrc[[3]int{u, o, s.devIndex[s.opDev[u][cons]]}]++
+			}
+		}
+	}
+	return s, nil
+}
+
+// receptive counts the nodes within k hops of seeds (toward them, as a
+// k-layer GNN reads) and the edges among them, marking visited nodes with
+// stamp in mark.
+func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (rows, edges int64) {
+	nodes := make([]int32, 0, len(seeds)*4)
+	for _, v := range seeds {
+		if v >= 0 && int(v) < g.NumDst && mark[v] != stamp {
+			mark[v] = stamp
+			nodes = append(nodes, v)
+		}
+	}
+	frontier := nodes
+	for hop := 0; hop < k && len(frontier) > 0; hop++ {
+		start := len(nodes)
+		for _, v := range frontier {
+			for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+				if mark[x] != stamp {
+					mark[x] = stamp
+					nodes = append(nodes, x)
+				}
+			}
+		}
+		frontier = nodes[start:]
+	}
+	for _, v := range nodes {
+		for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+			if mark[x] == stamp {
+				edges++
+			}
+		}
+	}
+	return int64(len(nodes)), edges
+}
+
+func (s *sim) push(e event) {
+	e.seq = s.seq
+	s.seq++
+	heap.Push(&s.q, e)
+}
+
+func (s *sim) run() (*Result, error) {
+	n := len(s.p.Tasks)
+	s.res = &Result{Busy: map[core.DeviceID]time.Duration{}, Comm: map[core.DeviceID]time.Duration{}, Overlap: map[core.DeviceID]time.Duration{},
+		PeakMem: map[core.DeviceID]int64{}, Resident: map[core.DeviceID]int64{},
+		Trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}}}
+	s.left = make([]int, n)
+	s.readyAt = make([]time.Duration, n)
+	s.finished, s.started = make([]bool, n), make([]bool, n)
+	s.finishAt = make([]time.Duration, n)
+	s.runs = make([]*taskRun, n)
+	s.fluid = s.c.HostCores > 0
+	for _, dp := range s.prof {
+		s.fluid = s.fluid || dp.model.StreamOverlap > 0
+	}
+	s.queued = map[core.DeviceID][]int{}
+	s.busyUntil = map[core.DeviceID]time.Duration{}
+	s.running = map[core.DeviceID]bool{}
+	s.linkFree = map[[2]core.DeviceID]time.Duration{}
+	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
+	s.present, s.inflight = map[[3]int]bool{}, map[*StageStat]int{}
+	s.mem, s.peak = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
+	// Resident memory: parameters and gradient accumulators on every
+	// device, optimizer state on home, batch inputs where whole-graph
+	// units run.
+	wholeOn := map[core.DeviceID]bool{}
+	for k := range s.units {
+		if s.whole[k.u] {
+			wholeOn[k.d] = true
+		}
+	}
+	for _, d := range s.devs {
+		r := 2 * s.paramBytes
+		if d == s.p.Home {
+			r += s.optBytes
+		}
+		if wholeOn[d] {
+			r += s.residentIn
+		}
+		s.res.Resident[d] = r
+		s.alloc(d, r)
+	}
+	for i := range n {
+		s.left[i] = len(s.preds[i])
+		if s.left[i] == 0 {
+			s.becomeReady(i, 0)
+		}
+	}
+	var now time.Duration
+	for s.err == nil {
+		for _, d := range s.devs {
+			s.dispatch(d, now)
+		}
+		if s.err != nil || s.q.Len() == 0 {
+			break
+		}
+		now = s.q[0].t
+		for s.q.Len() > 0 && s.q[0].t == now && s.err == nil {
+			e := heap.Pop(&s.q).(event)
+			switch e.kind {
+			case evReady:
+				d := s.p.Tasks[e.task].Device
+				s.queued[d] = append(s.queued[d], e.task)
+			case evFinish:
+				s.finish(e.task, now)
+			case evWake:
+				if s.busyUntil[e.dev] <= now {
+					s.running[e.dev] = false
+				}
+			case evCompute:
+				s.joinCompute(e.task, now)
+			case evDone:
+				s.leaveCompute(e.task, e.version, now)
+			}
+		}
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	s.summarise()
+	if s.nDone < n {
+		return s.res, s.deadlock(now)
+	}
+	for _, st := range s.stageOrder {
+		if st.Limit > 0 && st.MaxInFlight > st.Limit {
+			return s.res, fmt.Errorf("%w: stage %s ops %v held %d units in flight, limit %d", ErrInFlight, st.Device, st.Ops, st.MaxInFlight, st.Limit)
+		}
+	}
+	return s.res, nil
+}
+
+func (s *sim) alloc(d core.DeviceID, n int64) {
+	s.mem[d] += n
+	if s.mem[d] > s.peak[d] {
+		s.peak[d] = s.mem[d]
+	}
+}
+
+func (s *sim) describe(i int) string {
+	t := s.p.Tasks[i]
+	switch t.Kind {
+	case core.TaskForward, core.TaskBackward:
+		return fmt.Sprintf("task %d (%s of unit %d, %s, on %s stream %d)", i, t.Kind, t.Unit, opSpan(t.OpIndices()), t.Device, t.Stream)
+	case core.TaskReduceGrads:
+		return fmt.Sprintf("task %d (reduce grads from %s into %s stream %d)", i, t.From, t.Device, t.Stream)
+	}
+	return fmt.Sprintf("task %d (%s on %s stream %d)", i, t.Kind, t.Device, t.Stream)
+}
+
+// becomeReady is called when task i's predecessors are done: it checks
+// that the values the task reads exist and, with prefetching transfers,
+// waits for them to arrive.
+func (s *sim) becomeReady(i int, now time.Duration) {
+	t := s.p.Tasks[i]
+	at := now
+	switch t.Kind {
+	case core.TaskForward:
+		own := map[int]bool{}
+		for _, o := range t.OpIndices() {
+			own[o] = true
+		}
+		for _, o := range t.OpIndices() {
+			for _, q := range s.w.Ops[o].Deps {
+				if own[q] {
+					continue
+				}
+				f := s.fwdOf[t.Unit][q]
+				if f < 0 || !s.finished[f] {
+					s.err = fmt.Errorf("sim: %s reads the output of op %d (%s) of unit %d, which %s: the plan lacks a dependency",
+						s.describe(i), q, s.w.Ops[q].Name, t.Unit, s.notDone(f))
+					return
+				}
+			}
+		}
+		if !s.c.SyncTransfers {
+			for _, x := range s.needIn[i] {
+				at = max(at, s.arrival[[3]int{t.Unit, x.op, s.devIndex[t.Device]}])
+			}
+		}
+	case core.TaskBackward:
+		own := map[int]bool{}
+		for _, o := range t.OpIndices() {
+			own[o] = true
+		}
+		for _, o := range t.OpIndices() {
+			if f := s.fwdOf[t.Unit][o]; f < 0 || !s.finished[f] {
+				s.err = fmt.Errorf("sim: %s runs op %d (%s) backward before its forward (task %d) has finished: the plan lacks a dependency",
+					s.describe(i), o, s.w.Ops[o].Name, f)
+				return
+			}
+			if !s.needGrad[o] {
+				continue
+			}
+			for _, cons := range s.consumers[o] {
+				if own[cons] {
+					continue
+				}
+				b := s.bwdOf[t.Unit][cons]
+				if b >= 0 && !s.finished[b] {
+					s.err = fmt.Errorf("sim: %s needs the gradient of op %d (%s) from op %d (%s), whose backward %s: the plan lacks a dependency",
+						s.describe(i), o, s.w.Ops[o].Name, cons, s.w.Ops[cons].Name, s.notDone(b))
+					return
+				}
+			}
+		}
+		if !s.c.SyncTransfers {
+			for _, x := range s.needGr[i] {
+				at = max(at, s.gArrival[[3]int{t.Unit, x.op, s.devIndex[x.src]}])
+			}
+		}
+	case core.TaskReduceGrads:
+		if !s.c.SyncTransfers {
+			// The copy engine moves the gradients as soon as they are final.
+			l := [2]core.DeviceID{t.From, t.Device}
+			st := max(now, s.linkFree[l])
+			en := st + s.c.LinkBetween(t.From, t.Device).Time(s.paramBytes)
+			s.linkFree[l] = en
+			s.linkEvent(l, "reduce grads", -1, s.paramBytes, st, en)
+			at = en
+		}
+	}
+	s.readyAt[i] = at
+	s.push(event{t: at, kind: evReady, task: i})
+}
+
+func (s *sim) notDone(task int) string {
+	if task < 0 {
+		return "no task runs"
+	}
+	return fmt.Sprintf("task %d has not finished", task)
+}
+
+func (s *sim) linkEvent(l [2]core.DeviceID, what string, unit int, bytes int64, st, en time.Duration) {
+	s.res.BytesMoved += bytes
+	s.res.Comm[l[1]] += en - st
+	s.res.Trace.Events = append(s.res.Trace.Events, core.TraceEvent{Name: what, Cat: "transfer",
+		Device: core.DeviceID("link " + string(l[0]) + "->" + string(l[1])), Unit: unit, Start: st, Dur: en - st, Bytes: bytes})
+}
+
+// startable reports whether task i may start now: not blocked by a full
+// in-flight limit of its stage.
+func (s *sim) startable(i int) bool {
+	t := s.p.Tasks[i]
+	if !s.o.BlockOnLimit || t.Kind != core.TaskForward {
+		return true
+	}
+	us := s.units[ukey{t.Unit, t.Device}]
+	if us.inFlight || us.stage.Limit <= 0 {
+		return true
+	}
+	return s.inflight[us.stage] < us.stage.Limit
+}
+
+func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
+	if s.prof[d].model.StreamOverlap > 0 {
+		// Streams run at once: start everything that may start (stream
+		// order already keeps one task per stream).
+		var keep []int
+		queued := s.queued[d]
+		s.queued[d] = nil
+		sort.Slice(queued, func(a, b int) bool {
+			i, j := queued[a], queued[b]
+			return s.readyAt[i] < s.readyAt[j] || s.readyAt[i] == s.readyAt[j] && i < j
+		})
+		for _, i := range queued {
+			if s.startable(i) {
+				s.start(i, now)
+			} else {
+				keep = append(keep, i)
+			}
+		}
+		s.queued[d] = append(keep, s.queued[d]...)
+		return
+	}
+	if s.running[d] || len(s.queued[d]) == 0 {
+		return
+	}
+	best := -1
+	for j, i := range s.queued[d] {
+		if !s.startable(i) {
+			continue
+		}
+		if best < 0 {
+			best = j
+			continue
+		}
+		b := s.queued[d][best]
+		if s.readyAt[i] < s.readyAt[b] || s.readyAt[i] == s.readyAt[b] && i < b {
+			best = j
+		}
+	}
+	if best < 0 {
+		return
+	}
+	i := s.queued[d][best]
+	s.queued[d] = append(s.queued[d][:best], s.queued[d][best+1:]...)
+	s.start(i, now)
+}
+
+// start runs task i from now on its device: the per-unit setup, the
+// synchronous copies, then its compute (computeDone follows).
+func (s *sim) start(i int, now time.Duration) {
+	t := s.p.Tasks[i]
+	d := t.Device
+	dp := s.prof[d]
+	s.started[i] = true
+	s.running[d] = true
+	s.busyUntil[d] = math.MaxInt64 // until computeDone knows
+	tr := s.res.Trace
+	cur := now
+	run := &taskRun{start: now}
+	s.runs[i] = run
+	// syncCopy moves bytes from src to d on the link, holding d.
+	syncCopy := func(src core.DeviceID, bytes int64) {
+		l := [2]core.DeviceID{src, d}
+		st := max(cur, s.linkFree[l])
+		en := st + s.c.LinkBetween(src, d).Time(bytes)
+		s.linkFree[l] = en
+		s.res.Comm[d] += en - cur
+		s.res.BytesMoved += bytes
+		cur = en
+	}
+	switch t.Kind {
+	case core.TaskForward, core.TaskBackward:
+		u := t.Unit
+		us := s.units[ukey{u, d}]
+		costs := dp.costs(s.rows[u], s.edges[u])
+		setup := costs[len(costs)-1]
+		if us.started == 0 {
+			run.work += dp.t(setup.Fwd)
+			if !s.whole[u] {
+				us.live += setup.Mem
+				s.alloc(d, setup.Mem)
+			}
+			us.inFlight = true
+			st := us.stage
+			s.inflight[st]++
+			st.MaxInFlight = max(st.MaxInFlight, s.inflight[st])
+		}
+		us.started++
+		var moved int64
+		t0 := cur
+		if t.Kind == core.TaskForward {
+			for _, x := range s.needIn[i] {
+				key := [3]int{u, x.op, s.devIndex[d]}
+				if s.present[key] {
+					continue // fetched by an earlier task of the unit here
+				}
+				s.present[key] = true
+				b := s.prof[x.src].costs(s.rows[u], s.edges[u])[x.op].OutBytes
+				if s.c.SyncTransfers {
+					syncCopy(x.src, b)
+					moved += b
+				}
+				us.live += b
+				s.alloc(d, b)
+			}
+			if moved > 0 {
+				tr.Events = append(tr.Events, core.TraceEvent{Name: fmt.Sprintf("recv activations u%d", u), Cat: "transfer",
+					Device: d, Stream: t.Stream, Unit: u, Start: t0, Dur: cur - t0, Bytes: moved})
+			}
+			for _, o := range t.OpIndices() {
+				run.work += dp.t(costs[o].Fwd)
+				us.live += costs[o].Mem
+				s.alloc(d, costs[o].Mem)
+			}
+			run.name = fmt.Sprintf("fwd u%d %s", u, opSpan(t.OpIndices()))
+		} else {
+			for _, x := range s.needGr[i] {
+				b := costs[x.op].OutBytes
+				if s.c.SyncTransfers {
+					syncCopy(x.src, b)
+					moved += b
+				}
+				run.transient += b
+			}
+			if moved > 0 {
+				tr.Events = append(tr.Events, core.TraceEvent{Name: fmt.Sprintf("recv gradients u%d", u), Cat: "transfer",
+					Device: d, Stream: t.Stream, Unit: u, Start: t0, Dur: cur - t0, Bytes: moved})
+			}
+			for _, o := range t.OpIndices() {
+				run.work += dp.t(costs[o].Bwd)
+				run.transient += costs[o].Temp
+			}
+			s.alloc(d, run.transient)
+			us.bwdStarted++
+			if us.bwdStarted == us.bwdTotal {
+				run.work += dp.t(setup.Bwd) // releasing the unit's Env
+			}
+			run.name = fmt.Sprintf("bwd u%d %s", u, opSpan(t.OpIndices()))
+		}
+	case core.TaskReduceGrads:
+		run.name, run.bytes = "reduce grads from "+string(t.From), s.paramBytes
+		run.transient = s.paramBytes
+		s.alloc(d, run.transient)
+		if s.c.SyncTransfers {
+			syncCopy(t.From, s.paramBytes)
+		}
+		run.work = s.memTime(d, 4*s.paramBytes) // add into home, clear the source
+	case core.TaskStep:
+		run.name = "optimizer step"
+		if dp.p.Step > 0 {
+			run.work = dp.t(dp.p.Step)
+		} else {
+			run.work = s.memTime(d, 8*s.paramBytes) // Adam: read p, g, m, v; write p, m, v; clear g
+		}
+	}
+	if t.Kind == core.TaskForward || t.Kind == core.TaskBackward {
+		// Memory-bound (graph, gather, elementwise ops) or compute-bound
+		// (dense, loss), by where the task's time goes.
+		costs := dp.costs(s.rows[t.Unit], s.edges[t.Unit])
+		var dense, other time.Duration
+		for _, o := range t.OpIndices() {
+			c := costs[o].Fwd
+			if t.Kind == core.TaskBackward {
+				c = costs[o].Bwd
+			}
+			if k := s.w.Ops[o].Kind; k == core.KindDense || k == core.KindLoss {
+				dense += c
+			} else {
+				other += c
+			}
+		}
+		run.dense = dense >= other
+	}
+	if !s.fluid {
+		s.computeDone(i, cur, cur+run.work)
+		return
+	}
+	s.push(event{t: cur, kind: evCompute, task: i})
+}
+
+// taskRun is a started task's state.
+type taskRun struct {
+	name      string
+	bytes     int64
+	start     time.Duration // device acquired
+	cStart    time.Duration // compute began
+	work      time.Duration // compute at full speed
+	rem       float64       // compute left (ns at full speed), shared cores
+	transient int64
+	dense     bool // compute-bound rather than memory-bound
+}
+
+// rates gives each computing task its speed (processor sharing): the
+// host's cores are shared by all computing tasks (min(1,
+// HostCores/active)), and on a device whose streams overlap, tasks of one
+// kind (compute- or memory-bound) share the device while both kinds
+// running at once get (1 + StreamOverlap)/2 of it each.
+func (s *sim) rates() map[int]float64 {
+	host := 1.0
+	if s.c.HostCores > 0 && len(s.active) > 0 {
+		host = math.Min(1, s.c.HostCores/float64(len(s.active)))
+	}
+	type dk struct {
+		d     core.DeviceID
+		dense bool
+	}
+	count := map[dk]int{}
+	for _, i := range s.active {
+		count[dk{s.p.Tasks[i].Device, s.runs[i].dense}]++
+	}
+	r := make(map[int]float64, len(s.active))
+	for _, i := range s.active {
+		d := s.p.Tasks[i].Device
+		same, other := count[dk{d, s.runs[i].dense}], count[dk{d, !s.runs[i].dense}]
+		share := 1.0
+		if other > 0 {
+			share = (1 + s.prof[d].model.StreamOverlap) / 2
+		}
+		r[i] = host * share / float64(same)
+	}
+	return r
+}
+
+func (s *sim) advance(now time.Duration) {
+	r := s.rates()
+	el := now - s.lastShare
+	perDev := map[core.DeviceID]int{}
+	for _, i := range s.active {
+		s.runs[i].rem -= float64(el) * r[i]
+		perDev[s.p.Tasks[i].Device]++
+	}
+	for d, k := range perDev {
+		s.res.Busy[d] += el
+		if k > 1 {
+			s.res.Overlap[d] += el
+		}
+	}
+	s.lastShare = now
+}
+
+func (s *sim) reschedule(now time.Duration) {
+	s.version++
+	r := s.rates()
+	for _, i := range s.active {
+		left := math.Max(0, s.runs[i].rem) / r[i]
+		s.push(event{t: now + time.Duration(math.Ceil(left)), kind: evDone, task: i, version: s.version})
+	}
+}
+
+func (s *sim) joinCompute(i int, now time.Duration) {
+	s.advance(now)
+	run := s.runs[i]
+	run.cStart, run.rem = now, float64(run.work)
+	s.active = append(s.active, i)
+	s.reschedule(now)
+}
+
+func (s *sim) leaveCompute(i int, version int, now time.Duration) {
+	if version != s.version {
+		return // superseded by a later change of the active set
+	}
+	s.advance(now)
+	for j, a := range s.active {
+		if a == i {
+			s.active = append(s.active[:j], s.active[j+1:]...)
+			break
+		}
+	}
+	s.computeDone(i, s.runs[i].cStart, now)
+	s.reschedule(now)
+}
+
+// computeDone records task i's compute span [cs, ce], then what follows
+// it (a step's parameter broadcast) and schedules the task's end.
+func (s *sim) computeDone(i int, cs, ce time.Duration) {
+	t := s.p.Tasks[i]
+	d := t.Device
+	run := s.runs[i]
+	tr := s.res.Trace
+	if !s.fluid {
+		s.res.Busy[d] += ce - cs // else counted as time passes (advance)
+	}
+	ev := core.TraceEvent{Name: run.name, Cat: t.Kind.String(), Device: d, Stream: t.Stream,
+		Unit: t.Unit, Start: cs, Dur: ce - cs, Bytes: run.bytes}
+	if t.Kind == core.TaskReduceGrads && s.c.SyncTransfers {
+		ev.Start, ev.Dur = run.start, ce-run.start // the copy and the sum, as the executor traces it
+	}
+	tr.Events = append(tr.Events, ev)
+	cur := ce
+	engineFree, finish := cur, cur
+	if t.Kind == core.TaskStep {
+		// Refresh every other replica with the new parameters.
+		var moved int64
+		for _, o := range s.devs {
+			if o == d {
+				continue
+			}
+			l := [2]core.DeviceID{d, o}
+			st := max(cur, s.linkFree[l])
+			en := st + s.c.LinkBetween(d, o).Time(s.paramBytes)
+			s.linkFree[l] = en
+			if s.c.SyncTransfers {
+				s.res.Comm[o] += en - cur
+				s.res.BytesMoved += s.paramBytes
+				cur = en
+				moved += s.paramBytes
+				engineFree, finish = cur, cur
+			} else {
+				s.linkEvent(l, "broadcast params", -1, s.paramBytes, st, en)
+				finish = max(finish, en)
+			}
+		}
+		if moved > 0 {
+			tr.Events = append(tr.Events, core.TraceEvent{Name: "broadcast params", Cat: "transfer", Device: d,
+				Stream: t.Stream, Unit: -1, Start: ce, Dur: cur - ce, Bytes: moved})
+		}
+	}
+	if run.transient > 0 {
+		s.alloc(d, -run.transient)
+	}
+	s.busyUntil[d] = engineFree
+	s.push(event{t: finish, kind: evFinish, task: i})
+	if engineFree < finish {
+		s.push(event{t: engineFree, kind: evWake, dev: d})
+	}
+}
+
+func (s *sim) memTime(d core.DeviceID, bytes int64) time.Duration {
+	m := s.prof[d].model
+	if m == nil || m.MemGBps <= 0 {
+		return 0
+	}
+	return time.Duration(math.Round(float64(bytes) / m.MemGBps))
+}
+
+func (s *sim) finish(i int, now time.Duration) {
+	t := s.p.Tasks[i]
+	d := t.Device
+	s.finished[i] = true
+	s.finishAt[i] = now
+	s.nDone++
+	if s.busyUntil[d] <= now {
+		s.running[d] = false
+	}
+	switch t.Kind {
+	case core.TaskForward:
+		if !s.c.SyncTransfers {
+			// Send this task's outputs to every other device that reads them.
+			sent := map[[2]int]bool{}
+			for _, o := range t.OpIndices() {
+				for _, cons := range s.consumers[o] {
+					dst := s.opDev[t.Unit][cons]
+					if dst == "" || dst == d || sent[[2]int{o, s.devIndex[dst]}] {
+						continue
+					}
+					sent[[2]int{o, s.devIndex[dst]}] = true
+					l := [2]core.DeviceID{d, dst}
+					b := s.prof[d].costs(s.rows[t.Unit], s.edges[t.Unit])[o].OutBytes
+					st := max(now, s.linkFree[l])
+					en := st + s.c.LinkBetween(d, dst).Time(b)
+					s.linkFree[l] = en
+					s.linkEvent(l, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit, b, st, en)
+					s.arrival[[3]int{t.Unit, o, s.devIndex[dst]}] = en
+				}
+			}
+		}
+	case core.TaskBackward:
+		k := ukey{t.Unit, d}
+		us := s.units[k]
+		us.bwdDone++
+		if us.bwdDone == us.bwdTotal {
+			s.alloc(d, -us.live)
+			us.live = 0
+			us.inFlight = false
+			s.inflight[us.stage]--
+		}
+		if !s.c.SyncTransfers {
+			// Gradients this device has finished for producers elsewhere.
+			seen := map[int]bool{}
+			for _, o := range t.OpIndices() {
+				for _, q := range s.w.Ops[o].Deps {
+					src := s.opDev[t.Unit][q]
+					if src == "" || src == d || !s.needGrad[q] || seen[q] {
+						continue
+					}
+					seen[q] = true
+					key := [3]int{t.Unit, q, s.devIndex[d]}
+					if _, ok := s.gradSrc[key]; !ok {
+						continue
+					}
+					s.gradSrc[key]--
+					if s.gradSrc[key] > 0 {
+						continue
+					}
+					delete(s.gradSrc, key)
+					l := [2]core.DeviceID{d, src}
+					b := s.prof[src].costs(s.rows[t.Unit], s.edges[t.Unit])[q].OutBytes
+					st := max(now, s.linkFree[l])
+					en := st + s.c.LinkBetween(d, src).Time(b)
+					s.linkFree[l] = en
+					s.linkEvent(l, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit, b, st, en)
+					s.gArrival[key] = en
+				}
+			}
+		}
+	}
+	for _, j := range s.succ[i] {
+		if s.left[j]--; s.left[j] == 0 {
+			s.becomeReady(j, now)
+			if s.err != nil {
+				return
+			}
+		}
+	}
+}
+
+func (s *sim) summarise() {
+	var end time.Duration
+	for i, f := range s.finished {
+		if f {
+			end = max(end, s.finishAt[i])
+		}
+	}
+	for _, e := range s.res.Trace.Events {
+		end = max(end, e.Start+e.Dur)
+	}
+	r := s.res
+	r.Iteration = end
+	var busy time.Duration
+	for _, d := range s.devs {
+		busy += r.Busy[d]
+		r.PeakMem[d] = s.peak[d]
+		if m, ok := s.c.Device(d); ok && m.MemBytes > 0 && s.peak[d] > m.MemBytes {
+			r.OverCap = append(r.OverCap, d)
+		}
+	}
+	if end > 0 {
+		r.Bubble = 1 - float64(busy)/(float64(len(s.devs))*float64(end))
+	}
+	for _, st := range s.stageOrder {
+		r.Stages = append(r.Stages, *st)
+	}
+	tr := r.Trace
+	tr.Wall = end
+	tr.BytesMoved = r.BytesMoved
+	for d, p := range r.PeakMem {
+		tr.PeakMem[d] = p
+	}
+	sort.SliceStable(tr.Events, func(i, j int) bool { return tr.Events[i].Start < tr.Events[j].Start })
+}
+
+// deadlock names the tasks that can never start and what each waits for.
+func (s *sim) deadlock(now time.Duration) error {
+	var stuck []string
+	count := 0
+	for i := range s.p.Tasks {
+		if s.finished[i] || s.started[i] {
+			continue
+		}
+		count++
+		if len(stuck) >= 8 {
+			continue
+		}
+		var waits []string
+		for _, d := range s.preds[i] {
+			if !s.finished[d] {
+				waits = append(waits, fmt.Sprint(d))
+			}
+		}
+		why := ""
+		switch {
+		case len(waits) > 0:
+			why = "waits for task(s) " + strings.Join(waits, ", ")
+		default:
+			t := s.p.Tasks[i]
+			why = "waits for its device"
+			if us := s.units[ukey{t.Unit, t.Device}]; us != nil && us.stage != nil {
+				st := us.stage
+				why = fmt.Sprintf("waits for an in-flight slot on stage %s ops %v (limit %d, all held by units waiting on later tasks)", st.Device, st.Ops, st.Limit)
+			}
+		}
+		stuck = append(stuck, s.describe(i)+" "+why)
+	}
+	return fmt.Errorf("%w at %v: %d task(s) can never start: %s", ErrDeadlock, now, count, strings.Join(stuck, "; "))
+}
+
+// opSpan names a task's ops compactly, as the executor's trace does.
+func opSpan(idx []int) string {
+	if len(idx) == 0 {
+		return "ops -"
+	}
+	if idx[len(idx)-1]-idx[0] == len(idx)-1 {
+		return fmt.Sprintf("ops %d-%d", idx[0], idx[len(idx)-1])
+	}
+	return fmt.Sprintf("ops %v", idx)
+}
