@@ -90,9 +90,41 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	if plan.Home != t.home {
 		return nil, fmt.Errorf("engine: plan's home device %s differs from the trainer's %s", plan.Home, t.home)
 	}
+	// The params each device's ops read: only those are refreshed there,
+	// reduced from there and broadcast back.
+	used := map[core.DeviceID]map[string]bool{}
+	isParam := map[string]bool{}
+	for _, p := range t.model.Params {
+		isParam[p.Name] = true
+	}
+	for _, task := range plan.Tasks {
+		if task.Kind != core.TaskForward {
+			continue
+		}
+		if used[task.Device] == nil {
+			used[task.Device] = map[string]bool{}
+		}
+		for _, o := range task.OpIndices() {
+			for _, v := range t.model.Ops[o].Inputs() {
+				if isParam[v] {
+					used[task.Device][v] = true
+				}
+			}
+		}
+	}
+	var refreshed int64
+	t0 := time.Now()
 	for _, id := range plan.Devices() {
-		if _, err := t.replicaOn(id); err != nil {
+		r, err := t.replicaOn(id)
+		if err != nil {
 			return nil, err
+		}
+		if id != t.home {
+			n, err := t.refresh(r, used[id])
+			if err != nil {
+				return nil, fmt.Errorf("engine: refreshing parameters on %s: %w", id, err)
+			}
+			refreshed += n
 		}
 	}
 	t.wholeUnits = false
@@ -109,7 +141,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: time.Now(), envs: map[envKey]*core.Env{},
+	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: t0, envs: map[envKey]*core.Env{}, used: used,
 		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}},
 		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}}
 	for u := range plan.Units {
@@ -127,6 +159,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	for i := range ex.done {
 		ex.done[i] = make(chan struct{})
+	}
+	if refreshed > 0 {
+		ex.record(core.TraceEvent{Name: "refresh params", Cat: "transfer", Device: t.home, Unit: -1, Bytes: refreshed}, t0)
 	}
 	type key struct {
 		d core.DeviceID
@@ -187,6 +222,7 @@ type execution struct {
 	start time.Time
 	done  []chan struct{}
 	opDev [][]core.DeviceID // unit, op -> device running it
+	used  map[core.DeviceID]map[string]bool
 
 	mu      sync.Mutex
 	envs    map[envKey]*core.Env
@@ -433,7 +469,7 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
-		n, err := t.reduceGrads(task.From, task.Device)
+		n, err := t.reduceGrads(task.From, task.Device, ex.used[task.From])
 		if err != nil {
 			return fmt.Errorf("engine: reducing gradients from %s into %s: %w", task.From, task.Device, err)
 		}
@@ -445,7 +481,7 @@ func (ex *execution) run(ctx context.Context, i int) error {
 			}
 			ex.record(core.TraceEvent{Name: "optimizer step", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
 			t1 := time.Now()
-			n, err := t.broadcast()
+			n, err := t.broadcast(ex.used)
 			if err != nil {
 				return fmt.Errorf("engine: refreshing parameter replicas: %w", err)
 			}

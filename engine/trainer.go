@@ -94,6 +94,9 @@ type Trainer struct {
 type replica struct {
 	dev    core.Device
 	gradMu sync.Mutex // guards grads: streams of one device share them
+	// ver[p] is the optimizer step whose value of param p the replica
+	// holds; a stale parameter is refreshed before a plan uses it there.
+	ver    map[string]int
 	params map[string]*core.Tensor
 	grads  map[string]*core.Tensor
 	x      *core.Tensor // all features (for full-graph batches), on first use
@@ -203,7 +206,7 @@ func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 				return fail("initialising "+p.Name, err)
 			}
 		}
-	} else if err := t.copyParams(t.reps[t.home], r); err != nil {
+	} else if _, err := t.copyParamsBytes(t.reps[t.home], r, nil); err != nil {
 		return fail("copying parameters", err)
 	}
 	t.reps[id] = r
@@ -416,16 +419,19 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training, group boo
 	return env, nil
 }
 
-// copyParams copies the parameters of src into dst (through the host) and
-// returns the bytes moved.
-func (t *Trainer) copyParams(src, dst *replica) error {
-	_, err := t.copyParamsBytes(src, dst)
-	return err
-}
-
-func (t *Trainer) copyParamsBytes(src, dst *replica) (int64, error) {
+// copyParamsBytes copies the parameters of src into dst (through the
+// host), only those in names when names is not nil, and returns the bytes
+// moved. dst then holds the current step's values of them.
+func (t *Trainer) copyParamsBytes(src, dst *replica, names map[string]bool) (int64, error) {
 	var moved int64
+	if dst.ver == nil {
+		dst.ver = map[string]int{}
+	}
 	for _, p := range t.model.Params {
+		if names != nil && !names[p.Name] {
+			continue
+		}
+		dst.ver[p.Name] = t.step
 		buf := make([]float32, core.NumElems(p.Shape))
 		if err := src.dev.Download(buf, src.params[p.Name]); err != nil {
 			return moved, err
@@ -484,7 +490,9 @@ func (t *Trainer) download(pick func(*replica) map[string]*core.Tensor) (map[str
 	return out, nil
 }
 
-func (t *Trainer) reduceGrads(from, into core.DeviceID) (int64, error) {
+// reduceGrads adds from's gradient accumulators of the named params (all
+// when names is nil) into into's and clears them.
+func (t *Trainer) reduceGrads(from, into core.DeviceID, names map[string]bool) (int64, error) {
 	src, dst := t.reps[from], t.reps[into]
 	src.gradMu.Lock()
 	defer src.gradMu.Unlock()
@@ -492,6 +500,9 @@ func (t *Trainer) reduceGrads(from, into core.DeviceID) (int64, error) {
 	defer dst.gradMu.Unlock()
 	var moved int64
 	for _, p := range t.model.Params {
+		if names != nil && !names[p.Name] {
+			continue
+		}
 		n := core.NumElems(p.Shape)
 		buf := make([]float32, n)
 		if err := src.dev.Download(buf, src.grads[p.Name]); err != nil {
@@ -568,8 +579,10 @@ func (t *Trainer) applyStep() error {
 	return t.zeroGrads(r)
 }
 
-// broadcast copies the master parameters to every other replica.
-func (t *Trainer) broadcast() (int64, error) {
+// broadcast copies the master parameters to the other replicas, each
+// only the params in used[replica] (what the running plan reads there);
+// the rest are refreshed lazily when a plan needs them.
+func (t *Trainer) broadcast(used map[core.DeviceID]map[string]bool) (int64, error) {
 	var moved int64
 	home := t.reps[t.home]
 	ids := make([]core.DeviceID, 0, len(t.reps))
@@ -578,16 +591,30 @@ func (t *Trainer) broadcast() (int64, error) {
 	}
 	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
 	for _, id := range ids {
-		if id == t.home {
+		if id == t.home || len(used[id]) == 0 {
 			continue
 		}
-		n, err := t.copyParamsBytes(home, t.reps[id])
+		n, err := t.copyParamsBytes(home, t.reps[id], used[id])
 		moved += n
 		if err != nil {
 			return moved, err
 		}
 	}
 	return moved, nil
+}
+
+// refresh brings the params in names up to the current step on replica r.
+func (t *Trainer) refresh(r *replica, names map[string]bool) (int64, error) {
+	stale := map[string]bool{}
+	for p := range names {
+		if v, ok := r.ver[p]; !ok || v != t.step {
+			stale[p] = true
+		}
+	}
+	if len(stale) == 0 {
+		return 0, nil
+	}
+	return t.copyParamsBytes(t.reps[t.home], r, stale)
 }
 
 func mix(a, b uint64) uint64 {

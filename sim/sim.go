@@ -210,8 +210,11 @@ type sim struct {
 	needGr      [][]xfer // backward tasks: gradients from other devices
 	gradSrc     map[[3]int]int
 	paramBytes  int64
-	optBytes    int64
-	residentIn  int64
+	// usedBytes[d] are the parameter bytes the plan's ops on d read: the
+	// executor reduces and refreshes only those on a replica.
+	usedBytes  map[core.DeviceID]int64
+	optBytes   int64
+	residentIn int64
 
 	// dynamic state
 	q          eventQ
@@ -314,6 +317,27 @@ func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options
 	s.paramBytes = w.ParamBytes
 	if s.paramBytes == 0 {
 		s.paramBytes = home.ParamBytes
+	}
+	s.usedBytes = map[core.DeviceID]int64{}
+	seenOp := map[core.DeviceID]map[int]bool{}
+	for _, t := range p.Tasks {
+		if t.Kind != core.TaskForward {
+			continue
+		}
+		if seenOp[t.Device] == nil {
+			seenOp[t.Device] = map[int]bool{}
+		}
+		for _, o := range t.OpIndices() {
+			if o >= 0 && o < len(w.Ops) && !seenOp[t.Device][o] {
+				seenOp[t.Device][o] = true
+				s.usedBytes[t.Device] += w.Ops[o].Cost.WeightBytes
+			}
+		}
+	}
+	for d, n := range s.usedBytes {
+		if n > s.paramBytes && s.paramBytes > 0 {
+			s.usedBytes[d] = s.paramBytes // shared params counted twice
+		}
 	}
 	s.optBytes = home.OptStateBytes
 	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
@@ -743,9 +767,9 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			// The copy engine moves the gradients as soon as they are final.
 			l := [2]core.DeviceID{t.From, t.Device}
 			st := max(now, s.linkFree[l])
-			en := st + s.c.LinkBetween(t.From, t.Device).Time(s.paramBytes)
+			en := st + s.c.LinkBetween(t.From, t.Device).Time(s.usedBytes[t.From])
 			s.linkFree[l] = en
-			s.linkEvent(l, "reduce grads", -1, s.paramBytes, st, en)
+			s.linkEvent(l, "reduce grads", -1, s.usedBytes[t.From], st, en)
 			at = en
 		}
 	}
@@ -920,13 +944,14 @@ func (s *sim) start(i int, now time.Duration) {
 			run.name = fmt.Sprintf("bwd u%d %s", u, opSpan(t.OpIndices()))
 		}
 	case core.TaskReduceGrads:
-		run.name, run.bytes = "reduce grads from "+string(t.From), s.paramBytes
-		run.transient = s.paramBytes
+		nb := s.usedBytes[t.From]
+		run.name, run.bytes = "reduce grads from "+string(t.From), nb
+		run.transient = nb
 		s.alloc(d, run.transient)
 		if s.c.SyncTransfers {
-			syncCopy(t.From, s.paramBytes)
+			syncCopy(t.From, nb)
 		}
-		run.work = s.memTime(d, 4*s.paramBytes) // add into home, clear the source
+		run.work = s.memTime(d, 4*nb) // add into home, clear the source
 	case core.TaskStep:
 		run.name = "optimizer step"
 		if dp.p.Step > 0 {
@@ -1071,24 +1096,25 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	cur := ce
 	engineFree, finish := cur, cur
 	if t.Kind == core.TaskStep {
-		// Refresh every other replica with the new parameters.
+		// Refresh every other replica with the new values of the params its ops read.
 		var moved int64
 		for _, o := range s.devs {
-			if o == d {
+			nb := s.usedBytes[o]
+			if o == d || nb == 0 {
 				continue
 			}
 			l := [2]core.DeviceID{d, o}
 			st := max(cur, s.linkFree[l])
-			en := st + s.c.LinkBetween(d, o).Time(s.paramBytes)
+			en := st + s.c.LinkBetween(d, o).Time(nb)
 			s.linkFree[l] = en
 			if s.c.SyncTransfers {
 				s.res.Comm[o] += en - cur
-				s.res.BytesMoved += s.paramBytes
+				s.res.BytesMoved += nb
 				cur = en
-				moved += s.paramBytes
+				moved += nb
 				engineFree, finish = cur, cur
 			} else {
-				s.linkEvent(l, "broadcast params", -1, s.paramBytes, st, en)
+				s.linkEvent(l, "broadcast params", -1, nb, st, en)
 				finish = max(finish, en)
 			}
 		}

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -120,7 +121,7 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	if s.Graph {
 		part, coarse, err = GraphPartition(w, c, devs, m, memCap)
 	} else {
-		part, err = ChainPartition(w, c, devs)
+		part, err = ChainPartition(w, c, devs, m, memCap)
 	}
 	if err != nil {
 		return nil, err
@@ -128,6 +129,17 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	p, err := BuildPlan(w, part, m, s.Kind, s.Name())
 	if err != nil {
 		return nil, err
+	}
+	if s.Kind == OneFOneB {
+		// With replicated stages (micro-batches dealt round-robin to the
+		// replicas) the k_s warm-up can leave a cycle between a replica's
+		// queue and its neighbours'; GPipe's order cannot deadlock.
+		if verr := p.Validate(w); verr != nil && strings.Contains(verr.Error(), "deadlock") {
+			if p, err = BuildPlan(w, part, m, GPipe, s.Name()); err != nil {
+				return nil, err
+			}
+			p.Metrics["fallback_gpipe"] = 1
+		}
 	}
 	lost := 0
 	for _, r := range coarse {

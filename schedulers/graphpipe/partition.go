@@ -44,51 +44,84 @@ func EstimateCosts(w *core.Workload, dev core.DeviceInfo) Costs {
 }
 
 // ChainPartition is the PipeDream-style baseline: the ops in topological
-// (index) order cut into at most len(devs) contiguous stages, one device
-// each, minimising the slowest stage's time.
-func ChainPartition(w *core.Workload, c Costs, devs []core.DeviceID) (Partition, error) {
+// (index) order cut into contiguous stages, each stage on one or more
+// devices (data parallelism inside the stage, as PipeDream replicates
+// stages), minimising the slowest stage's time per micro-batch (compute
+// over its replicas plus their gradient all-reduce) while every stage
+// fits memCap (weights, gradients and Adam state, plus its in-flight
+// micro-batches' activations: a chain stage with s stages after it keeps
+// s+1); ties go to fewer stages. The stages form a chain.
+func ChainPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memCap int64) (Partition, error) {
 	n, D := len(w.Ops), len(devs)
 	if n == 0 || D == 0 {
 		return Partition{}, fmt.Errorf("graphpipe: nothing to partition (%d ops, %d devices)", n, D)
 	}
-	pre := make([]float64, n+1)
-	for i, t := range c.Time {
-		pre[i+1] = pre[i] + t
+	m = max(1, m)
+	pre, wpre, apre := make([]float64, n+1), make([]float64, n+1), make([]float64, n+1)
+	for i := range c.Time {
+		pre[i+1], wpre[i+1], apre[i+1] = pre[i]+c.Time[i], wpre[i]+c.Weights[i], apre[i]+c.Act[i]
 	}
 	inf := math.Inf(1)
-	// best[p][j]: bottleneck of ops[:j] in p stages; cut[p][j] the start of the last.
-	best := make([][]float64, D+1)
-	cut := make([][]int, D+1)
-	for p := range best {
-		best[p], cut[p] = make([]float64, n+1), make([]int, n+1)
-		for j := range best[p] {
-			best[p][j] = inf
+	stage := func(i, j, d, k int) float64 {
+		if memCap > 0 && 4*(wpre[j]-wpre[i])+float64(k)*(apre[j]-apre[i])/float64(m*d) > float64(memCap) {
+			return inf
+		}
+		t := (pre[j] - pre[i]) / float64(d)
+		if d > 1 {
+			t += replicaComm(wpre[j]-wpre[i], d, m)
+		}
+		return t
+	}
+	type cell struct {
+		t      float64
+		stages int
+		j, d   int // first stage: ops [i, j) on d devices
+	}
+	// best[i][u]: ops[i:] on exactly u devices.
+	best := make([][]cell, n+1)
+	for i := range best {
+		best[i] = make([]cell, D+1)
+		for u := range best[i] {
+			best[i][u] = cell{t: inf}
 		}
 	}
-	best[0][0] = 0
-	for p := 1; p <= D; p++ {
-		for j := 1; j <= n; j++ {
-			for i := p - 1; i < j; i++ {
-				if v := math.Max(best[p-1][i], pre[j]-pre[i]); v < best[p][j] {
-					best[p][j], cut[p][j] = v, i
+	best[n][0] = cell{t: 0}
+	for i := n - 1; i >= 0; i-- {
+		for u := 1; u <= D; u++ {
+			for j := i + 1; j <= n; j++ {
+				for d := 1; d <= u; d++ {
+					rest := best[j][u-d]
+					if math.IsInf(rest.t, 1) {
+						continue
+					}
+					v := cell{t: math.Max(rest.t, stage(i, j, d, rest.stages+1)), stages: rest.stages + 1, j: j, d: d}
+					cur := best[i][u]
+					if v.t < cur.t*(1-1e-9) || (v.t <= cur.t*(1+1e-9) && v.stages < cur.stages) {
+						best[i][u] = v
+					}
 				}
 			}
 		}
 	}
-	bp := 1
-	for p := 1; p <= D; p++ {
-		if best[p][n] < best[bp][n]*(1-1e-9) {
-			bp = p
+	bu := 0
+	for u := 1; u <= D; u++ {
+		if bu == 0 || best[0][u].t < best[0][bu].t*(1-1e-9) {
+			bu = u
 		}
 	}
-	part := Partition{StageOf: make([]int, n), Devices: make([][]core.DeviceID, bp), Chain: true}
-	for p, j := bp, n; p > 0; p-- {
-		i := cut[p][j]
-		for o := i; o < j; o++ {
-			part.StageOf[o] = p - 1
+	if math.IsInf(best[0][bu].t, 1) {
+		return Partition{}, fmt.Errorf("%w: no chain of stages fits %d devices of %s", ErrNoFit, D, core.FormatBytes(memCap))
+	}
+	part := Partition{StageOf: make([]int, n), Chain: true}
+	next := 0
+	for i, u, s := 0, bu, 0; i < n; s++ {
+		cl := best[i][u]
+		for o := i; o < cl.j; o++ {
+			part.StageOf[o] = s
 		}
-		part.Devices[p-1] = []core.DeviceID{devs[p-1]}
-		j = i
+		part.Devices = append(part.Devices, devs[next:next+cl.d])
+		next += cl.d
+		i, u = cl.j, u-cl.d
 	}
 	return part, nil
 }
@@ -284,7 +317,7 @@ func (p *dp) base(ops []int, d, k int) stagePlan {
 	for n := first; n <= d; n++ {
 		comm := 0.0
 		if n > 1 {
-			comm = 2 * wgt * float64(n-1) / float64(n) / (linkGBps * 1e9) / float64(p.m)
+			comm = replicaComm(wgt, n, p.m)
 		}
 		if t/float64(n)+comm > p.tau*(1+1e-9) {
 			continue
@@ -484,4 +517,16 @@ func GraphPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memC
 		next += st.devs
 	}
 	return part, coarse, nil
+}
+
+// replicaComm is the per-micro-batch share of synchronising a stage's
+// weights w over d replicas the way the executor does it: each replica's
+// gradients reduced into the home device and the new weights sent back,
+// one replica after another on the home device (2·(d-1)·w bytes), spread
+// over the m micro-batches of the iteration.
+func replicaComm(w float64, d, m int) float64 {
+	if d <= 1 {
+		return 0
+	}
+	return 2 * w * float64(d-1) / (linkGBps * 1e9) / float64(max(1, m))
 }
