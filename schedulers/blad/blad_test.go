@@ -11,9 +11,9 @@ import (
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/data/dynamic"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/engine/dyntrain"
 	_ "github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/schedulers/blad"
-	"github.com/gnnkit/gnnkit/engine/dyntrain"
 )
 
 func groups(t *testing.T) (*dynamic.Set, []*engine.Batch, []blad.GroupCost) {
