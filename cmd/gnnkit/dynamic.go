@@ -12,9 +12,9 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/data/dynamic"
+	"github.com/gnnkit/gnnkit/engine/dyntrain"
 	_ "github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/schedulers/blad"
-	"github.com/gnnkit/gnnkit/engine/dyntrain"
 )
 
 type dynamicFlags struct {
