@@ -1,0 +1,85 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/spf13/cobra"
+)
+
+// benchMatrixRoot stands in for `gnnkit bench` until the lead attaches
+// the two subcommands to it.
+func benchMatrixRoot() *cobra.Command {
+	root := &cobra.Command{Use: "bench", SilenceUsage: true, SilenceErrors: true}
+	root.AddCommand(newBenchRunCmd(), newBenchReportCmd())
+	return root
+}
+
+func TestBenchMatrixCLI(t *testing.T) {
+	dir := t.TempDir()
+	suite := filepath.Join(dir, "tiny.json")
+	os.WriteFile(suite, []byte(`{"name":"tiny","version":1,"epochs":2,"warmup":1,"groups":[
+	 {"backends":["cpu"],"devices":[1],"schedulers":["sequential","cherry","plugin:./no-such-plugin"],"models":["gcn"],"datasets":["cora"]}]}`), 0o644)
+	out := filepath.Join(dir, "r.json")
+	run := func(args ...string) (string, error) {
+		var buf bytes.Buffer
+		root := benchMatrixRoot()
+		root.SetOut(&buf)
+		root.SetErr(&buf)
+		root.SetArgs(args)
+		err := root.ExecuteContext(context.Background())
+		return buf.String(), err
+	}
+	got, err := run("run", "--suite", suite, "--out", out, "-q", "--label", "box")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, got)
+	}
+	if !strings.Contains(got, "3 cells: 1 ran, 2 skipped, 0 failed, 0 kept") {
+		t.Errorf("first run: %s", got)
+	}
+	got, err = run("run", "--suite", suite, "--out", out, "-q")
+	if err != nil || !strings.Contains(got, "0 ran, 0 skipped, 0 failed, 3 kept") {
+		t.Errorf("second run: %v %s", err, got)
+	}
+	got, err = run("report", out, "--out", filepath.Join(dir, "rep"))
+	if err != nil || !strings.Contains(got, "report.md") || !strings.Contains(got, "epoch-time-gcn-on-cora.png") {
+		t.Errorf("report: %v %s", err, got)
+	}
+	md, _ := os.ReadFile(filepath.Join(dir, "rep", "report.md"))
+	for _, want := range []string{"| box |", "cherry needs a device memory cap", "plugin did not launch"} {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("report.md lacks %q", want)
+		}
+	}
+	os.WriteFile(out, []byte(`{"schema":"gnnkit-bench-results/v1"`), 0o644)
+	if _, err := run("report", out, "--out", filepath.Join(dir, "rep2")); err == nil || !strings.Contains(err.Error(), "corrupt results file") {
+		t.Errorf("corrupt file: %v", err)
+	}
+	if _, err := run("report", out, "--baseline", "colour=red"); err == nil {
+		t.Error("bad --baseline accepted")
+	}
+}
+
+// TestBenchMatrixHelper runs `gnnkit bench ARGS...` for real when
+// GNNKIT_BENCHMATRIX_ARGS is set (space-separated), with Ctrl-C
+// cancelling like the real binary's, e.g.
+//
+//	go test -c -o /tmp/gb ./cmd/gnnkit && GNNKIT_BENCHMATRIX_ARGS="run --suite smoke --out results/h.json" /tmp/gb -test.run BenchMatrixHelper
+func TestBenchMatrixHelper(t *testing.T) {
+	args := os.Getenv("GNNKIT_BENCHMATRIX_ARGS")
+	if args == "" {
+		t.Skip("set GNNKIT_BENCHMATRIX_ARGS to run the bench matrix commands")
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	defer stop()
+	root := benchMatrixRoot()
+	root.SetArgs(strings.Fields(args))
+	if err := root.ExecuteContext(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
