@@ -10,6 +10,41 @@ import (
 func init() {
 	core.RegisterModel("mbgnn", MultiBranchGNN)
 	core.RegisterModel("uno", Uno)
+	core.RegisterModel("dlrm", DLRM)
+}
+
+// DLRM builds a DLRM-like model: a bottom MLP (cfg.Layers layers, default
+// 2) over the dense features, cfg.Branches embedding tables (default 4,
+// 1,000 rows of cfg.Hidden each) looked up by synthetic categorical ids
+// (nn.Embedding), the dense and embedded vectors summed (the interaction;
+// DLRM proper takes their pairwise dot products), and a two-layer top MLP
+// to the logits. The tables and the bottom MLP are parallel branches.
+func DLRM(cfg core.ModelConfig) (*core.Model, error) {
+	cfg, err := withDefaults("dlrm", cfg, 64)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Branches == 0 {
+		cfg.Branches = 4
+	}
+	if cfg.Branches < 1 {
+		return nil, fmt.Errorf("models: dlrm: Branches (embedding tables) must be positive, got %d", cfg.Branches)
+	}
+	const tableRows = 1000
+	b := &builder{m: &core.Model{Name: "dlrm", Config: cfg, Inputs: []string{Features}, Output: Logits}}
+	h, in := Features, cfg.InDim
+	for l := 0; l < cfg.Layers; l++ {
+		h = dense(b, fmt.Sprintf("bottom.l%d.", l), h, in, cfg.Hidden, true)
+		in = cfg.Hidden
+	}
+	branches := []string{h}
+	for t := 0; t < cfg.Branches; t++ {
+		table := b.param(fmt.Sprintf("emb%d.table", t), core.InitGlorot, true, tableRows, cfg.Hidden)
+		y := fmt.Sprintf("emb%d", t)
+		b.op(nn.NewEmbedding(y, Features, table, y, tableRows, cfg.Hidden, uint64(t+1)))
+		branches = append(branches, y)
+	}
+	return mlpHead(b, branches, cfg)
 }
 
 // MultiBranchGNN builds a multi-branch GNN, a DAG-shaped model for

@@ -39,6 +39,7 @@ func main() {
 	models := []model{
 		{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
 		{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
+		{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
 	}
 	scheds := []*graphpipe.Scheduler{
 		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: *m},

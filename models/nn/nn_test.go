@@ -276,3 +276,17 @@ func TestGradAttention(t *testing.T) {
 		})
 	}
 }
+
+// TestGradEmbedding checks the table's gradient (rows hit several times
+// accumulate) and that the input x gets none.
+func TestGradEmbedding(t *testing.T) {
+	r := rng(40)
+	c := &gradcheck.Case{Dev: device(t),
+		Ops:      []core.Op{nn.NewEmbedding("emb", "x", "table", "y", 7, 3, 11)},
+		Values:   map[string]*gradcheck.Data{"x": gradcheck.Rand(r, 0, 9, 2)},
+		Params:   map[string]*gradcheck.Data{"table": gradcheck.Rand(r, 0, 7, 3)},
+		Seeds:    map[string]*gradcheck.Data{"y": gradcheck.Rand(r, 0, 9, 3)},
+		NeedGrad: map[string]bool{"table": true, "y": true},
+	}
+	check(t, c, gradcheck.Options{})
+}

@@ -34,7 +34,7 @@ func TestOracle(t *testing.T) {
 	for _, s := range schedulers() {
 		for _, d := range []int{2, 4} {
 			t.Run(fmt.Sprintf("%s/devices=%d", s.Name(), d), func(t *testing.T) {
-				schedtest.Oracle(t, s, schedtest.OracleOptions{Devices: d, Models: []string{"gcn", "gat", "mbgnn", "uno"}, Steps: 2})
+				schedtest.Oracle(t, s, schedtest.OracleOptions{Devices: d, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}
 	}
