@@ -11,6 +11,8 @@ import (
 	"github.com/gnnkit/gnnkit/core/backendtest"
 )
 
+// benchDevice opens a device with the variant named by GNN_CPU (default:
+// the best), pinned when GNN_CPU_PIN=1.
 func benchDevice(b *testing.B) core.Device {
 	be, err := cpu.New(core.BackendOptions{})
 	if err != nil {
@@ -49,6 +51,11 @@ func BenchmarkGEMM(b *testing.B) {
 		{2708, 1433, 16, false, false, 0},     // dense features
 		{512, 512, 512, false, false, 0},
 		{512, 512, 512, true, true, 0},
+		{100000, 128, 128, false, false, 0}, // GCN 100k layer 1: X * W1
+		{100000, 128, 40, false, false, 0},  // layer 2
+		{100000, 40, 128, false, true, 0},   // dH = dZ * W2^T
+		{128, 100000, 128, true, false, 0},  // dW1 = X^T * dXW
+		{1024, 1024, 1024, false, false, 0},
 	}
 	for _, c := range cases {
 		name := fmt.Sprintf("m=%d/k=%d/n=%d", c.m, c.k, c.n)

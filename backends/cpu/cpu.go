@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
@@ -44,10 +45,53 @@ type Backend struct {
 	closeOnce sync.Once
 }
 
+// PinEnvVar turns on thread pinning for backends opened with New (and so
+// through the registry): GNN_CPU_PIN=1.
+const PinEnvVar = "GNN_CPU_PIN"
+
+// Config is the CPU backend's full set of options: core's, plus the
+// kernel variant and thread pinning. The zero value gives New's defaults.
+type Config struct {
+	core.BackendOptions
+	// Variant names the kernel variant ("generic", "avx2", "avx512"; see
+	// Variants). "" uses GNN_CPU if set, else the best the CPU supports.
+	// Unlike GNN_CPU, which falls back with a reason, a variant this
+	// binary lacks or this CPU cannot run is an error.
+	Variant string
+	// Pin binds each worker thread to its own CPU (device i's workers to
+	// the allowed CPUs i*Threads, i*Threads+1, …, wrapping around) and
+	// lets only those threads run kernels, for stable benchmarks on
+	// machines whose scheduler stacks threads on one CPU. New turns it on
+	// when GNN_CPU_PIN=1.
+	Pin bool
+}
+
 // New opens a CPU backend with opts.Devices logical devices (default 1),
 // each with opts.Threads workers (default max(1, NumCPU/Devices)) and a
-// memory cap of opts.MemCap bytes (0: unlimited).
+// memory cap of opts.MemCap bytes (0: unlimited), using the kernel
+// variant Select picks (GNN_CPU, else the best for this CPU) and pinning
+// threads if GNN_CPU_PIN=1.
 func New(opts core.BackendOptions) (*Backend, error) {
+	pin, _ := strconv.ParseBool(os.Getenv(PinEnvVar))
+	return NewConfig(Config{BackendOptions: opts, Pin: pin})
+}
+
+// Variants returns the names of the kernel variants compiled into this
+// binary that this CPU can run, best first ("generic" is always last).
+func Variants() []string {
+	var out []string
+	for _, v := range kern.Variants() {
+		if v.Usable() {
+			out = append(out, v.Name)
+		}
+	}
+	return out
+}
+
+// NewConfig opens a CPU backend as New does, with cfg's variant and
+// pinning.
+func NewConfig(cfg Config) (*Backend, error) {
+	opts := cfg.BackendOptions
 	if opts.Devices < 0 || opts.Threads < 0 || opts.MemCap < 0 {
 		return nil, fmt.Errorf("cpu: negative option (devices %d, threads %d, mem cap %d)", opts.Devices, opts.Threads, opts.MemCap)
 	}
@@ -60,21 +104,57 @@ func New(opts core.BackendOptions) (*Backend, error) {
 		threads = max(1, runtime.NumCPU()/n)
 	}
 	variant, why := kern.Select()
+	if cfg.Variant != "" {
+		v, ok := kern.Lookup(strings.ToLower(cfg.Variant))
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("cpu: kernel variant %q is not built into this binary (have %s)", cfg.Variant, strings.Join(Variants(), ", "))
+		case !v.Usable():
+			_, why := kern.Choose(v.Name, "Config.Variant")
+			return nil, fmt.Errorf("cpu: kernel variant %q cannot run here: %s", cfg.Variant, why)
+		}
+		variant, why = v, v.Name+" (pinned by Config.Variant)"
+	}
+	var cpus []int
+	if cfg.Pin {
+		if cpus = allowedCPUs(); len(cpus) == 0 {
+			return nil, errors.New("cpu: cannot pin threads: no CPU list")
+		}
+	}
 	b := &Backend{}
 	for i := range n {
 		id := core.DeviceID(Name + ":" + strconv.Itoa(i))
+		var mine []int
+		for t := range threads {
+			if cpus != nil {
+				mine = append(mine, cpus[(i*threads+t)%len(cpus)])
+			}
+		}
+		kw := why
+		if mine != nil {
+			kw += "; threads pinned to CPUs " + intList(mine)
+		}
 		d := &Device{
 			id:      id,
 			threads: threads,
 			mem:     core.NewMemAccountant(id, opts.MemCap),
-			pool:    newPool(threads),
+			pool:    newPool(threads, mine),
 			live:    map[*core.HostMem]int64{},
-			kernWhy: why,
+			kernWhy: kw,
+			cache:   newBufCache(opts.MemCap),
 		}
 		d.k = &Kernels{dev: d, v: variant}
 		b.devs = append(b.devs, d)
 	}
 	return b, nil
+}
+
+func intList(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ",")
 }
 
 // Name returns "cpu".
@@ -98,6 +178,8 @@ func (b *Backend) Close() error {
 	b.closeOnce.Do(func() {
 		for _, d := range b.devs {
 			d.pool.close()
+			d.cache.drop()
+			d.k.ewCache.Store(nil)
 		}
 	})
 	return nil
@@ -112,6 +194,7 @@ type Device struct {
 	pool    *pool
 	k       *Kernels
 	kernWhy string
+	cache   *bufCache
 
 	mu   sync.Mutex
 	live map[*core.HostMem]int64 // allocations not yet freed, with their bytes
@@ -158,7 +241,13 @@ func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
 	if err := d.mem.Reserve(bytes, fmt.Sprintf("tensor %v", shape)); err != nil {
 		return nil, fmt.Errorf("cpu: alloc %v: %w", shape, err)
 	}
-	h := &core.HostMem{Data: make([]float32, n), Dev: d.id}
+	data := d.cache.take(n)
+	if data != nil {
+		d.k.zero(data) // over the device's threads, non-temporal when large
+	} else {
+		data = make([]float32, n)
+	}
+	h := &core.HostMem{Data: data, Dev: d.id}
 	d.mu.Lock()
 	d.live[h] = bytes
 	d.mu.Unlock()
@@ -181,7 +270,76 @@ func (d *Device) Free(t *core.Tensor) {
 	d.mu.Unlock()
 	if ok {
 		d.mem.Release(bytes)
+		// The buffer may now back another tensor: a use of t after
+		// Free fails loudly (an empty buffer) instead of aliasing.
+		d.cache.put(h.Data)
+		h.Data = nil
 	}
+}
+
+// bufCache keeps freed buffers of cacheMinBytes or more, by length, for
+// Alloc to reuse: clearing a reused buffer over the device's threads is
+// cheaper than a fresh one from the Go heap, which is zeroed on one
+// thread (and faulted in page by page, about 2 GB/s on the VMs measured,
+// when the runtime has returned it to the OS), and it keeps a training
+// loop's steady state free of large allocations. Cached bytes are not
+// charged to the memory cap; at most limit bytes are kept.
+type bufCache struct {
+	mu    sync.Mutex
+	free  map[int][][]float32
+	bytes int64
+	limit int64
+}
+
+const cacheMinBytes = 64 << 10
+
+func newBufCache(memCap int64) *bufCache {
+	limit := memTotal() / 4
+	if limit <= 0 {
+		limit = 1 << 30
+	}
+	if memCap > 0 {
+		limit = min(limit, max(memCap, 256<<20))
+	}
+	return &bufCache{free: map[int][][]float32{}, limit: limit}
+}
+
+func (c *bufCache) take(n int) []float32 {
+	if 4*int64(n) < cacheMinBytes {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	l := c.free[n]
+	if len(l) == 0 {
+		return nil
+	}
+	b := l[len(l)-1]
+	l[len(l)-1] = nil
+	c.free[n] = l[:len(l)-1]
+	c.bytes -= 4 * int64(n)
+	return b
+}
+
+func (c *bufCache) put(b []float32) {
+	size := 4 * int64(len(b))
+	if size < cacheMinBytes || len(b) != cap(b) {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.bytes+size > c.limit {
+		return
+	}
+	c.free[len(b)] = append(c.free[len(b)], b)
+	c.bytes += size
+}
+
+// drop empties the cache (Backend.Close).
+func (c *bufCache) drop() {
+	c.mu.Lock()
+	c.free, c.bytes = map[int][][]float32{}, 0
+	c.mu.Unlock()
 }
 
 // Upload copies src into t.
@@ -193,7 +351,7 @@ func (d *Device) Upload(t *core.Tensor, src []float32) error {
 	if len(src) != len(dst) {
 		return fmt.Errorf("%w: cpu: upload of %d values into %v", core.ErrShape, len(src), t)
 	}
-	copy(dst, src)
+	d.k.copy(dst, src)
 	return nil
 }
 
@@ -206,7 +364,7 @@ func (d *Device) Download(dst []float32, t *core.Tensor) error {
 	if len(src) != len(dst) {
 		return fmt.Errorf("%w: cpu: download of %v into %d values", core.ErrShape, t, len(dst))
 	}
-	copy(dst, src)
+	d.k.copy(dst, src)
 	return nil
 }
 

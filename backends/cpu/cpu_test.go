@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
@@ -23,6 +24,40 @@ func open(opts core.BackendOptions) func(t *testing.T) core.Backend {
 
 func TestConformance(t *testing.T) {
 	backendtest.Run(t, open(core.BackendOptions{}))
+}
+
+// TestConformanceVariants runs the suite on every kernel variant this
+// CPU can run (crypto/sha256's TestAllImplementations), each pinned with
+// Config.Variant, and with 3 threads so kernels split into pieces.
+func TestConformanceVariants(t *testing.T) {
+	for _, v := range cpu.Variants() {
+		t.Run("variant="+v, func(t *testing.T) {
+			backendtest.Run(t, func(t *testing.T) core.Backend {
+				b, err := cpu.NewConfig(cpu.Config{BackendOptions: core.BackendOptions{Threads: 3}, Variant: v})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := b.Device(0).Kernels().(*cpu.Kernels).Variant(); got != v {
+					t.Fatalf("variant %s, want %s", got, v)
+				}
+				return b
+			})
+		})
+	}
+}
+
+// TestConformancePinned runs the suite with worker threads pinned.
+func TestConformancePinned(t *testing.T) {
+	if testing.Short() {
+		t.Skip("short")
+	}
+	backendtest.Run(t, func(t *testing.T) core.Backend {
+		b, err := cpu.NewConfig(cpu.Config{BackendOptions: core.BackendOptions{Threads: 2}, Pin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	})
 }
 
 // TestConformanceMultiDevice runs the suite on two logical devices with
@@ -88,13 +123,20 @@ func TestAllocBuffer(t *testing.T) {
 	}
 }
 
-// TestDeterminism checks that every kernel gives the same bits for 1, 2,
-// 3 and 8 threads (row-partitioned work, reductions in fixed blocks).
+// TestDeterminism checks that every kernel of every variant gives the
+// same bits for 1, 2, 3 and 8 threads (row-partitioned work, reductions
+// and GEMM k-splits in fixed blocks).
 func TestDeterminism(t *testing.T) {
+	for _, v := range cpu.Variants() {
+		t.Run("variant="+v, func(t *testing.T) { testDeterminism(t, v) })
+	}
+}
+
+func testDeterminism(t *testing.T, variant string) {
 	g := backendtest.RMAT(3000, 40000, 9)
 	var ref [][]float32
 	for _, threads := range []int{1, 2, 3, 8} {
-		b, err := cpu.New(core.BackendOptions{Threads: threads})
+		b, err := cpu.NewConfig(cpu.Config{BackendOptions: core.BackendOptions{Threads: threads}, Variant: variant})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,6 +191,9 @@ func runAll(t *testing.T, d core.Device, g *core.Graph) [][]float32 {
 	must(k.GEMM(false, false, 1, xs, w, 0, out(n, 64)))
 	must(k.GEMM(true, false, 1, xs, x, 0, out(400, 64)))
 	must(k.GEMM(false, true, 1, x, w, 0, out(n, 400)))
+	must(k.GEMM(true, false, 1, x, xs, 0, out(64, 400))) // long k: split
+	must(k.SpMM(g.Reverse(), core.ReduceSum, ew, x, out(n, 64)))
+	must(k.SpMM(g.Reverse(), core.ReduceSum, ew, x, out(n, 64))) // cached CSR-order weights
 	must(k.SpMM(g, core.ReduceMean, ew, x, out(n, 64)))
 	must(k.SpMM(g.Reverse(), core.ReduceSum, nil, x, out(n, 64)))
 	must(k.SDDMM(g, core.EdgeDot, x, x, out(e, 4)))
@@ -215,16 +260,34 @@ func TestConcurrentCallers(t *testing.T) {
 }
 
 func TestKernelVariant(t *testing.T) {
-	t.Setenv("GNN_CPU", "generic")
-	b, _ := cpu.New(core.BackendOptions{})
-	defer b.Close()
-	if k := b.Devices()[0].Info().Kernel; k != "generic (pinned by GNN_CPU)" {
-		t.Errorf("Kernel = %q", k)
+	best := cpu.Variants()[0]
+	for _, tc := range []struct{ env, want string }{
+		{"generic", "generic (pinned by GNN_CPU)"},
+		{"avx9000", best + " (GNN_CPU=avx9000 is not built into this binary)"},
+		{"", best + " ("},
+	} {
+		t.Setenv("GNN_CPU", tc.env)
+		b, err := cpu.New(core.BackendOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := b.Devices()[0].Info().Kernel; !strings.HasPrefix(k, tc.want) {
+			t.Errorf("GNN_CPU=%q: Kernel = %q, want %q...", tc.env, k, tc.want)
+		}
+		b.Close()
 	}
-	t.Setenv("GNN_CPU", "avx9000")
-	b2, _ := cpu.New(core.BackendOptions{})
-	defer b2.Close()
-	if k := b2.Devices()[0].Info().Kernel; k != "generic (GNN_CPU=avx9000 is not built into this binary)" {
-		t.Errorf("Kernel = %q", k)
+	t.Setenv("GNN_CPU", "")
+	for _, v := range cpu.Variants() {
+		b, err := cpu.NewConfig(cpu.Config{Variant: v, Pin: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k := b.Devices()[0].Info().Kernel; !strings.HasPrefix(k, v+" (pinned by Config.Variant); threads pinned to CPUs ") {
+			t.Errorf("Kernel = %q", k)
+		}
+		b.Close()
+	}
+	if _, err := cpu.NewConfig(cpu.Config{Variant: "avx9000"}); err == nil {
+		t.Error("NewConfig with an unknown variant succeeded")
 	}
 }

@@ -3,6 +3,7 @@ package cpu
 import (
 	"math"
 
+	"github.com/gnnkit/gnnkit/backends/cpu/internal/kern"
 	"github.com/gnnkit/gnnkit/core"
 )
 
@@ -45,62 +46,83 @@ func (k *Kernels) Map(mop core.MapOp, a, b *core.Tensor, alpha float32, out *cor
 		return nil
 	}
 	pieces := k.dev.pool.pieces(r, int64(n)*4)
+	var fn func(t *task, p int)
 	switch {
 	case mop.Unary():
-		// Flat ranges: a and out are contiguous and the same shape.
-		k.dev.pool.run(pieces, func(p int) {
-			lo, hi := p*r/pieces*c, (p+1)*r/pieces*c
-			var as []float32
-			if ad != nil {
-				as = ad[lo:hi]
-			}
-			unary(mop, od[lo:hi], as, alpha)
-		})
+		fn = mapUnary
 	case br == r && bc == c:
-		k.dev.pool.run(pieces, func(p int) {
-			lo, hi := p*r/pieces*c, (p+1)*r/pieces*c
-			var as []float32
-			if ad != nil {
-				as = ad[lo:hi]
-			}
-			binaryVec(mop, od[lo:hi], as, bd[lo:hi], alpha)
-		})
+		fn = mapSame
 	default:
-		grp := c / bc
-		k.dev.pool.run(pieces, func(p int) {
-			for i := p * r / pieces; i < (p+1)*r/pieces; i++ {
-				bi := 0
-				if br == r {
-					bi = i
-				}
-				orow := od[i*c : i*c+c]
-				var arow []float32
-				if ad != nil {
-					arow = ad[i*c : i*c+c]
-				}
-				brow := bd[bi*bc : bi*bc+bc]
-				if grp == 1 {
-					binaryVec(mop, orow, arow, brow, alpha)
-					continue
-				}
-				for q, bv := range brow {
-					var as []float32
-					if arow != nil {
-						as = arow[q*grp : q*grp+grp]
-					}
-					binaryScalar(mop, orow[q*grp:q*grp+grp], as, bv, alpha)
-				}
-			}
-		})
+		fn = mapBroadcast
 	}
+	t := k.newTask(fn, pieces)
+	t.op, t.r, t.c, t.a, t.b, t.out, t.alpha, t.br, t.bc = mop, r, c, ad, bd, od, alpha, br, bc
+	k.runTask(t)
 	return nil
+}
+
+// mapUnary is Map's piece for unary ops over flat ranges (a and out are
+// contiguous and the same shape).
+func mapUnary(t *task, p int) {
+	lo, hi := p*t.r/t.pieces*t.c, (p+1)*t.r/t.pieces*t.c
+	var as []float32
+	if t.a != nil {
+		as = t.a[lo:hi]
+	}
+	unary(&t.k.v, t.op, t.out[lo:hi], as, t.alpha)
+}
+
+// mapSame is Map's piece for a b of out's shape.
+func mapSame(t *task, p int) {
+	lo, hi := p*t.r/t.pieces*t.c, (p+1)*t.r/t.pieces*t.c
+	var as []float32
+	if t.a != nil {
+		as = t.a[lo:hi]
+	}
+	binaryVec(&t.k.v, t.op, t.out[lo:hi], as, t.b[lo:hi], t.alpha)
+}
+
+// mapBroadcast is Map's piece for a broadcast b (a row, a column, per
+// head values or a scalar), row by row; a bias row added to every row
+// (GCN's y = x + b) goes to the variant's AddRow in one call.
+func mapBroadcast(t *task, p int) {
+	r, c, bc := t.r, t.c, t.bc
+	if t.op == core.MapAdd && t.br == 1 && bc == c && t.a != nil {
+		r0, r1 := p*r/t.pieces, (p+1)*r/t.pieces
+		t.k.v.AddRow(t.a[r0*c:r1*c], t.b, t.out[r0*c:r1*c], r1-r0, c)
+		return
+	}
+	grp := c / bc
+	for i := p * r / t.pieces; i < (p+1)*r/t.pieces; i++ {
+		bi := 0
+		if t.br == r {
+			bi = i
+		}
+		orow := t.out[i*c : i*c+c]
+		var arow []float32
+		if t.a != nil {
+			arow = t.a[i*c : i*c+c]
+		}
+		brow := t.b[bi*bc : bi*bc+bc]
+		if grp == 1 {
+			binaryVec(&t.k.v, t.op, orow, arow, brow, t.alpha)
+			continue
+		}
+		for q, bv := range brow {
+			var as []float32
+			if arow != nil {
+				as = arow[q*grp : q*grp+grp]
+			}
+			binaryScalar(t.op, orow[q*grp:q*grp+grp], as, bv, t.alpha)
+		}
+	}
 }
 
 func sigmoid(x float32) float32 { return float32(1 / (1 + math.Exp(-float64(x)))) }
 
 // unary applies a unary op to a into out (len(a) == len(out) unless a is
 // unused).
-func unary(op core.MapOp, out, a []float32, alpha float32) {
+func unary(v *kern.Variant, op core.MapOp, out, a []float32, alpha float32) {
 	switch op {
 	case core.MapCopy:
 		copy(out, a)
@@ -114,21 +136,17 @@ func unary(op core.MapOp, out, a []float32, alpha float32) {
 			out[i] = alpha * x
 		}
 	case core.MapReLU:
-		a = a[:len(out)]
-		for i, x := range a {
-			if x < 0 {
-				x = 0
-			}
-			out[i] = x
-		}
+		// branch-free (activations are negative at random); NaN and -0
+		// pass as with "if x < 0 { 0 }"
+		v.Relu(a, out)
 	case core.MapLeakyReLU:
 		a = a[:len(out)]
 		for i, x := range a {
+			f := alpha
 			if x > 0 {
-				out[i] = x
-			} else {
-				out[i] = alpha * x
+				f = 1
 			}
+			out[i] = f * x
 		}
 	case core.MapELU:
 		a = a[:len(out)]
@@ -136,7 +154,7 @@ func unary(op core.MapOp, out, a []float32, alpha float32) {
 			if x > 0 {
 				out[i] = x
 			} else {
-				out[i] = alpha * float32(math.Expm1(float64(x)))
+				out[i] = alpha * kern.Expm1f(x)
 			}
 		}
 	case core.MapSigmoid:
@@ -158,7 +176,7 @@ func unary(op core.MapOp, out, a []float32, alpha float32) {
 }
 
 // binaryVec applies a binary op with b of the same length as out.
-func binaryVec(op core.MapOp, out, a, b []float32, alpha float32) {
+func binaryVec(v *kern.Variant, op core.MapOp, out, a, b []float32, alpha float32) {
 	b = b[:len(out)]
 	if op == core.MapBroadcast {
 		copy(out, b)
@@ -167,20 +185,27 @@ func binaryVec(op core.MapOp, out, a, b []float32, alpha float32) {
 	a = a[:len(out)]
 	switch op {
 	case core.MapAdd:
-		for i, x := range a {
-			out[i] = x + b[i]
-		}
+		v.AddTo(a, b, out)
 	case core.MapSub:
 		for i, x := range a {
 			out[i] = x - b[i]
 		}
 	case core.MapMul:
-		for i, x := range a {
-			out[i] = x * b[i]
-		}
+		v.MulTo(a, b, out)
 	case core.MapAxpy:
 		for i, x := range a {
 			out[i] = x + alpha*b[i]
+		}
+	case core.MapReLUGrad:
+		// a where b > 0, else +0 (branch-free)
+		v.ReluGrad(a, b, out)
+	case core.MapLeakyReLUGrad:
+		for i, x := range a {
+			f := alpha
+			if b[i] > 0 {
+				f = 1
+			}
+			out[i] = x * f
 		}
 	default:
 		for i, x := range a {
@@ -240,7 +265,7 @@ func binaryOne(op core.MapOp, a, b, alpha float32) float32 {
 		if b > 0 {
 			return a
 		}
-		return a * alpha * float32(math.Exp(float64(b)))
+		return a * alpha * kern.Expf(b)
 	case core.MapSigmoidGrad:
 		return a * b * (1 - b)
 	case core.MapTanhGrad:
@@ -277,18 +302,12 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		// order: bias gradients are sums of many cancelling terms, and
 		// micro-batched training must reproduce the full batch's sum.
 		blocks := (r + reduceBlock - 1) / reduceBlock
-		ps := make([]float64, blocks*c)
-		pieces := k.dev.pool.pieces(blocks, int64(r)*int64(c))
-		k.dev.pool.run(pieces, func(p int) {
-			for bl := p * blocks / pieces; bl < (p+1)*blocks/pieces; bl++ {
-				acc := ps[bl*c : bl*c+c]
-				for i := bl * reduceBlock; i < min(r, (bl+1)*reduceBlock); i++ {
-					for j, x := range ad[i*c : i*c+c] {
-						acc[j] += float64(x)
-					}
-				}
-			}
-		})
+		psb := getScratch64(blocks * c)
+		ps := *psb
+		clear(ps)
+		t := k.newTask(reduceRows, k.dev.pool.pieces(blocks, int64(r)*int64(c)))
+		t.r, t.c, t.n, t.a, t.ps = r, c, blocks, ad, ps
+		k.runTask(t)
 		for j := range c {
 			var sum float64
 			for bl := range blocks {
@@ -296,6 +315,7 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 			}
 			od[j] = float32(sum)
 		}
+		putScratch64(psb)
 		return nil
 	case core.AxisCols:
 		gcols := out.Cols()
@@ -305,22 +325,39 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		if r == 0 || gcols == 0 {
 			return nil
 		}
-		w := c / gcols
-		pieces := k.dev.pool.pieces(r, int64(r)*int64(c))
-		k.dev.pool.run(pieces, func(p int) {
-			for i := p * r / pieces; i < (p+1)*r/pieces; i++ {
-				for g := range gcols {
-					var s float32
-					for _, x := range ad[i*c+g*w : i*c+g*w+w] {
-						s += x
-					}
-					od[i*gcols+g] = s
-				}
-			}
-		})
+		t := k.newTask(reduceCols, k.dev.pool.pieces(r, int64(r)*int64(c)))
+		t.r, t.c, t.w, t.a, t.out = r, c, gcols, ad, od
+		k.runTask(t)
 		return nil
 	}
 	return shapeErr(op, "unknown axis %d", axis)
+}
+
+// reduceRows sums the row blocks of t.a (t.r x t.c, t.n blocks) into
+// t.ps, one float64 row per block.
+func reduceRows(t *task, p int) {
+	c := t.c
+	for bl := p * t.n / t.pieces; bl < (p+1)*t.n/t.pieces; bl++ {
+		acc := t.ps[bl*c : bl*c+c]
+		for i := bl * reduceBlock; i < min(t.r, (bl+1)*reduceBlock); i++ {
+			t.k.v.AccF64(acc, t.a[i*c:i*c+c])
+		}
+	}
+}
+
+// reduceCols sums each of the t.w column groups of t.a's rows into t.out.
+func reduceCols(t *task, p int) {
+	r, c, gcols := t.r, t.c, t.w
+	w := c / gcols
+	for i := p * r / t.pieces; i < (p+1)*r/t.pieces; i++ {
+		for g := range gcols {
+			var s float32
+			for _, x := range t.a[i*c+g*w : i*c+g*w+w] {
+				s += x
+			}
+			t.out[i*gcols+g] = s
+		}
+	}
 }
 
 // Gather sets out[k,:] = x[idx[k],:].
@@ -342,14 +379,18 @@ func (k *Kernels) Gather(x *core.Tensor, idx []int32, out *core.Tensor) error {
 		return err
 	}
 	n := len(idx)
-	pieces := k.dev.pool.pieces(n, int64(n)*int64(c))
-	k.dev.pool.run(pieces, func(p int) {
-		for q := p * n / pieces; q < (p+1)*n/pieces; q++ {
-			j := int(idx[q])
-			copy(od[q*c:q*c+c], xd[j*c:j*c+c])
-		}
-	})
+	t := k.newTask(gather, k.dev.pool.pieces(n, int64(n)*int64(c)))
+	t.n, t.c, t.idx, t.a, t.out = n, c, idx, xd, od
+	k.runTask(t)
 	return nil
+}
+
+func gather(t *task, p int) {
+	c := t.c
+	for q := p * t.n / t.pieces; q < (p+1)*t.n/t.pieces; q++ {
+		j := int(t.idx[q])
+		copy(t.out[q*c:q*c+c], t.a[j*c:j*c+c])
+	}
 }
 
 // ScatterAdd adds x[k,:] into out[idx[k],:]. Duplicate indices accumulate
@@ -375,17 +416,23 @@ func (k *Kernels) ScatterAdd(x *core.Tensor, idx []int32, out *core.Tensor) erro
 	if c == 0 {
 		return nil
 	}
-	const colBlock = 16
-	cb := (c + colBlock - 1) / colBlock
-	pieces := k.dev.pool.pieces(cb, int64(len(idx))*int64(c))
-	add := k.v.Add
-	k.dev.pool.run(pieces, func(p int) {
-		j0, j1 := p*cb/pieces*colBlock, min(c, (p+1)*cb/pieces*colBlock)
-		for q, j := range idx {
-			add(xd[q*c+j0:q*c+j1], od[int(j)*c+j0:int(j)*c+j1])
-		}
-	})
+	cb := (c + scatterColBlock - 1) / scatterColBlock
+	t := k.newTask(scatterAdd, k.dev.pool.pieces(cb, int64(len(idx))*int64(c)))
+	t.n, t.c, t.idx, t.a, t.out = cb, c, idx, xd, od
+	k.runTask(t)
 	return nil
+}
+
+// scatterColBlock is the column granule ScatterAdd's pieces split.
+const scatterColBlock = 16
+
+func scatterAdd(t *task, p int) {
+	c, cb := t.c, t.n
+	j0, j1 := p*cb/t.pieces*scatterColBlock, min(c, (p+1)*cb/t.pieces*scatterColBlock)
+	add := t.k.v.Add
+	for q, j := range t.idx {
+		add(t.a[q*c+j0:q*c+j1], t.out[int(j)*c+j0:int(j)*c+j1])
+	}
 }
 
 func checkIndex(op string, idx []int32, n int) error {
@@ -451,28 +498,39 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 		}
 		return nil
 	}
-	const block = 4096
-	blocks := (n + block - 1) / block
-	pieces := k.dev.pool.pieces(blocks, int64(n)*8)
-	k.dev.pool.run(pieces, func(q int) {
-		lo, hi := q*blocks/pieces*block, min(n, (q+1)*blocks/pieces*block)
-		for i := lo; i < hi; i++ {
-			key := uint64(i)
-			if rows != nil {
-				key = uint64(rows[i/cols])*uint64(cols) + uint64(i%cols)
-			}
-			if core.DropoutKeep(seed, key, p) {
-				od[i] = xd[i] * scale
-				if md != nil {
-					md[i] = scale
-				}
-				continue
-			}
-			od[i] = 0
-			if md != nil {
-				md[i] = 0
-			}
-		}
-	})
+	blocks := (n + dropoutBlock - 1) / dropoutBlock
+	t := k.newTask(dropout, k.dev.pool.pieces(blocks, int64(n)*8))
+	t.n, t.r, t.c, t.a, t.out, t.aux, t.rows, t.seed, t.prob, t.alpha = n, blocks, cols, xd, od, md, rows, seed, p, scale
+	k.runTask(t)
 	return nil
+}
+
+// dropoutBlock is the element granule of Dropout's pieces.
+const dropoutBlock = 4096
+
+// dropout is Dropout's piece: t.a into t.out (and the factor into t.aux
+// when set), elements of blocks [p*r/pieces, (p+1)*r/pieces). Keys are
+// consecutive within a row (id(r)*cols + c), so the range goes to the
+// variant's Dropout one row segment at a time (the whole range at once
+// when rows is nil), which compares each element's 24-bit draw with an
+// integer threshold (kern.DropThreshold), branch-free.
+func dropout(t *task, q int) {
+	xd, od, md, rows, cols := t.a, t.out, t.aux, t.rows, t.c
+	thr := kern.DropThreshold(t.prob)
+	lo, hi := q*t.r/t.pieces*dropoutBlock, min(t.n, (q+1)*t.r/t.pieces*dropoutBlock)
+	drop := t.k.v.Dropout
+	for i := lo; i < hi; {
+		end, key := hi, uint64(i)
+		if rows != nil {
+			r := i / cols
+			end = min(hi, (r+1)*cols)
+			key = uint64(rows[r])*uint64(cols) + uint64(i-r*cols)
+		}
+		var m []float32
+		if md != nil {
+			m = md[i:end]
+		}
+		drop(xd[i:end], od[i:end], m, t.seed, key, thr, t.alpha)
+		i = end
+	}
 }

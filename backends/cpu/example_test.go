@@ -38,3 +38,18 @@ func Example() {
 	// cpu:0 [4 4 4]
 	// 68 bytes in use
 }
+
+// A backend pinned to a kernel variant (here the portable one; Variants
+// lists those this machine runs), as benchmarks compare them.
+func ExampleNewConfig() {
+	b, err := cpu.NewConfig(cpu.Config{BackendOptions: core.BackendOptions{Threads: 1}, Variant: "generic"})
+	if err != nil {
+		panic(err)
+	}
+	defer b.Close()
+	fmt.Println(b.Device(0).Info().Kernel)
+	fmt.Println(cpu.Variants()[len(cpu.Variants())-1])
+	// Output:
+	// generic (pinned by Config.Variant)
+	// generic
+}

@@ -2,7 +2,9 @@ package cpu
 
 import (
 	"fmt"
+	"math/bits"
 	"sync"
+	"sync/atomic"
 
 	"github.com/gnnkit/gnnkit/backends/cpu/internal/kern"
 	"github.com/gnnkit/gnnkit/core"
@@ -13,8 +15,9 @@ import (
 // rows, or by fixed blocks for reductions combined in order), so results
 // do not depend on the thread count.
 type Kernels struct {
-	dev *Device
-	v   kern.Variant
+	dev     *Device
+	v       kern.Variant
+	ewCache atomic.Pointer[edgeWeights] // SpMM's weights in CSR order
 }
 
 // Variant is the name of the inner-loop implementation in use.
@@ -57,20 +60,48 @@ func checkGraph(op string, g *core.Graph) error {
 	return nil
 }
 
-// scratch is a pool of float32 buffers for kernels that need temporary
-// space (a transposed operand, per-block partial sums).
-var scratch sync.Pool
+// scratch pools float32 buffers for kernels that need temporary space (a
+// packed operand, per-split partial sums), by power-of-two size class so
+// a warm pool always has a buffer of the right size.
+var scratch [48]sync.Pool
 
 func getScratch(n int) *[]float32 {
-	if p, ok := scratch.Get().(*[]float32); ok && cap(*p) >= n {
+	c := bits.Len(uint(max(n, 1) - 1))
+	if p, ok := scratch[c].Get().(*[]float32); ok {
 		*p = (*p)[:n]
 		return p
 	}
-	s := make([]float32, n)
+	s := make([]float32, n, 1<<c)
 	return &s
 }
 
-func putScratch(p *[]float32) { scratch.Put(p) }
+func putScratch(p *[]float32) {
+	c := bits.Len(uint(cap(*p)) - 1)
+	if cap(*p) != 1<<c {
+		return
+	}
+	scratch[c].Put(p)
+}
+
+// scratch64 is scratch's float64 twin (Reduce's per-block sums).
+var scratch64 [48]sync.Pool
+
+func getScratch64(n int) *[]float64 {
+	c := bits.Len(uint(max(n, 1) - 1))
+	if p, ok := scratch64[c].Get().(*[]float64); ok {
+		*p = (*p)[:n]
+		return p
+	}
+	s := make([]float64, n, 1<<c)
+	return &s
+}
+
+func putScratch64(p *[]float64) {
+	c := bits.Len(uint(cap(*p)) - 1)
+	if cap(*p) == 1<<c {
+		scratch64[c].Put(p)
+	}
+}
 
 // rowBounds splits the n rows of g into about k pieces of roughly equal
 // cost, a row costing its edge count plus one; it returns the k+1 row

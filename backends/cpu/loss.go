@@ -24,26 +24,33 @@ func (k *Kernels) LogSoftmax(x, out *core.Tensor) error {
 	if r == 0 || c == 0 {
 		return nil
 	}
-	pieces := k.dev.pool.pieces(r, int64(r)*int64(c)*8)
-	k.dev.pool.run(pieces, func(p int) {
-		for i := p * r / pieces; i < (p+1)*r/pieces; i++ {
-			xs, os := xd[i*c:i*c+c], od[i*c:i*c+c]
-			m := math.Inf(-1)
-			for _, v := range xs {
-				m = max(m, float64(v))
-			}
-			var s float64
-			for _, v := range xs {
-				s += math.Exp(float64(v) - m)
-			}
-			lse := m + math.Log(s)
-			for j, v := range xs {
-				os[j] = float32(float64(v) - lse)
-			}
-		}
-	})
+	t := k.newTask(logSoftmax, k.dev.pool.pieces(r, int64(r)*int64(c)*8))
+	t.r, t.c, t.a, t.out = r, c, xd, od
+	k.runTask(t)
 	return nil
 }
+
+// logSoftmax is LogSoftmax's piece, in blocks of logSoftmaxBlock rows:
+// the variant's RowMaxExpSum gives each row's max m and sum of e^(x-m)
+// (in float64), Go takes lse = m + log(sum), and SubRows writes x - lse.
+func logSoftmax(t *task, p int) {
+	r, c, v := t.r, t.c, &t.k.v
+	mb, sb := getScratch(logSoftmaxBlock), getScratch64(logSoftmaxBlock)
+	defer putScratch(mb)
+	defer putScratch64(sb)
+	m, s := *mb, *sb
+	for i0 := p * r / t.pieces; i0 < (p+1)*r/t.pieces; i0 += logSoftmaxBlock {
+		n := min(logSoftmaxBlock, (p+1)*r/t.pieces-i0)
+		v.RowMaxExpSum(t.a[i0*c:(i0+n)*c], n, c, m[:n], s[:n])
+		for q := range n {
+			m[q] = float32(float64(m[q]) + math.Log(s[q]))
+		}
+		v.SubRows(t.a[i0*c:(i0+n)*c], t.out[i0*c:(i0+n)*c], n, c, m[:n])
+	}
+}
+
+// logSoftmaxBlock is how many rows logSoftmax reduces per kernel call.
+const logSoftmaxBlock = 256
 
 // LogSoftmaxBackward computes dx = dy - exp(y) * rowsum(dy); dx may alias dy.
 func (k *Kernels) LogSoftmaxBackward(y, dy, dx *core.Tensor) error {
@@ -67,20 +74,31 @@ func (k *Kernels) LogSoftmaxBackward(y, dy, dx *core.Tensor) error {
 	if r == 0 || c == 0 {
 		return nil
 	}
-	pieces := k.dev.pool.pieces(r, int64(r)*int64(c)*8)
-	k.dev.pool.run(pieces, func(p int) {
-		for i := p * r / pieces; i < (p+1)*r/pieces; i++ {
-			ys, dys, dxs := yd[i*c:i*c+c], dyd[i*c:i*c+c], dxd[i*c:i*c+c]
-			var s float64
-			for _, v := range dys {
-				s += float64(v)
-			}
-			for j, v := range ys {
-				dxs[j] = float32(float64(dys[j]) - math.Exp(float64(v))*s)
-			}
-		}
-	})
+	t := k.newTask(logSoftmaxBackward, k.dev.pool.pieces(r, int64(r)*int64(c)*8))
+	t.r, t.c, t.a, t.b, t.out = r, c, yd, dyd, dxd
+	k.runTask(t)
 	return nil
+}
+
+// logSoftmaxBackward is LogSoftmaxBackward's piece, in blocks of
+// logSoftmaxBlock rows: RowSumF64 gives each row's sum s of dy, and
+// ExpScaleSubRows writes dy - e^y * s. A row outside the loss's rows has
+// s = 0 and gets dy back exactly (e^y is finite for y <= 0; NaN and Inf
+// in y give NaN as the formula does).
+func logSoftmaxBackward(t *task, p int) {
+	r, c, v := t.r, t.c, &t.k.v
+	sb, fb := getScratch64(logSoftmaxBlock), getScratch(logSoftmaxBlock)
+	defer putScratch64(sb)
+	defer putScratch(fb)
+	s, sc := *sb, *fb
+	for i0 := p * r / t.pieces; i0 < (p+1)*r/t.pieces; i0 += logSoftmaxBlock {
+		n := min(logSoftmaxBlock, (p+1)*r/t.pieces-i0)
+		v.RowSumF64(t.b[i0*c:(i0+n)*c], n, c, s[:n])
+		for q := range n {
+			sc[q] = float32(s[q])
+		}
+		v.ExpScaleSubRows(t.a[i0*c:(i0+n)*c], t.b[i0*c:(i0+n)*c], t.out[i0*c:(i0+n)*c], n, c, sc[:n])
+	}
 }
 
 // NLLLoss returns scale * sum over rows r of -logp[r, labels[r]] and, if

@@ -6,19 +6,16 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 )
 
-func sameAll(op string, p *core.Tensor, names []string, ts ...*core.Tensor) ([][]float32, error) {
-	out := make([][]float32, len(ts))
-	for i, t := range ts {
-		d, err := hostData(op, names[i], t)
-		if err != nil {
-			return nil, err
-		}
-		if i > 0 && !core.SameShape(t, p) {
-			return nil, shapeErr(op, "%s has shape %v, want %v like p", names[i], t.Shape, p.Shape)
-		}
-		out[i] = d
+// sameShape returns t's data, checking it is host memory shaped like p.
+func sameShape(op, name string, p, t *core.Tensor) ([]float32, error) {
+	d, err := hostData(op, name, t)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	if t != p && !core.SameShape(t, p) {
+		return nil, shapeErr(op, "%s has shape %v, want %v like p", name, t.Shape, p.Shape)
+	}
+	return d, nil
 }
 
 // Adam updates p in place (PyTorch torch.optim.Adam, L2 weight decay
@@ -28,36 +25,57 @@ func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 	if h.Step < 1 {
 		return shapeErr(op, "step %d, want >= 1", h.Step)
 	}
-	ds, err := sameAll(op, p, []string{"p", "g", "m", "v"}, p, g, m, v)
+	pd, err := sameShape(op, "p", p, p)
 	if err != nil {
 		return err
 	}
-	pd, gd, md, vd := ds[0], ds[1], ds[2], ds[3]
+	gd, err := sameShape(op, "g", p, g)
+	if err != nil {
+		return err
+	}
+	md, err := sameShape(op, "m", p, m)
+	if err != nil {
+		return err
+	}
+	vd, err := sameShape(op, "v", p, v)
+	if err != nil {
+		return err
+	}
 	n := len(pd)
 	if n == 0 {
 		return nil
 	}
 	bc1 := 1 - math.Pow(float64(h.Beta1), float64(h.Step))
 	bc2 := 1 - math.Pow(float64(h.Beta2), float64(h.Step))
-	stepSize := float32(float64(h.LR) / bc1)
-	bc2Sqrt := float32(math.Sqrt(bc2))
-	b1, b2, eps, wd := h.Beta1, h.Beta2, h.Eps, h.WeightDecay
-	pieces := k.dev.pool.pieces(n, int64(n)*16)
-	k.dev.pool.run(pieces, func(q int) {
-		lo, hi := q*n/pieces, (q+1)*n/pieces
-		for i := lo; i < hi; i++ {
-			gi := gd[i]
-			if wd != 0 {
-				gi += wd * pd[i]
-			}
-			mi := b1*md[i] + (1-b1)*gi
-			vi := b2*vd[i] + (1-b2)*gi*gi
-			md[i], vd[i] = mi, vi
-			denom := float32(math.Sqrt(float64(vi)))/bc2Sqrt + eps
-			pd[i] -= stepSize * mi / denom
-		}
-	})
+	t := k.newTask(adam, k.dev.pool.pieces(n, int64(n)*16))
+	t.n, t.out, t.a, t.b, t.aux = n, pd, gd, md, vd
+	t.step = float32(float64(h.LR) / bc1)
+	t.beta = float32(math.Sqrt(bc2))
+	t.alpha, t.eps, t.wd = h.Beta1, h.Eps, h.WeightDecay
+	t.prob = h.Beta2
+	k.runTask(t)
 	return nil
+}
+
+// adam is Adam's piece: p = t.out, g = t.a, m = t.b, v = t.aux; beta1 =
+// t.alpha, beta2 = t.prob, the step size t.step, sqrt(bias correction 2)
+// t.beta.
+func adam(t *task, q int) {
+	lo, hi := q*t.n/t.pieces, (q+1)*t.n/t.pieces
+	pd, gd, md, vd := t.out[lo:hi], t.a[lo:hi], t.b[lo:hi], t.aux[lo:hi]
+	gd, md, vd = gd[:len(pd)], md[:len(pd)], vd[:len(pd)]
+	b1, b2, eps, wd, stepSize, bc2Sqrt := t.alpha, t.prob, t.eps, t.wd, t.step, t.beta
+	for i := range pd {
+		gi := gd[i]
+		if wd != 0 {
+			gi += wd * pd[i]
+		}
+		mi := b1*md[i] + (1-b1)*gi
+		vi := b2*vd[i] + (1-b2)*gi*gi
+		md[i], vd[i] = mi, vi
+		denom := float32(math.Sqrt(float64(vi)))/bc2Sqrt + eps
+		pd[i] -= stepSize * mi / denom
+	}
 }
 
 // SGD updates p in place (PyTorch torch.optim.SGD without dampening or
@@ -65,11 +83,14 @@ func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 // p -= lr*buf.
 func (k *Kernels) SGD(p, g, mom *core.Tensor, h core.SGDParams) error {
 	const op = "SGD"
-	ds, err := sameAll(op, p, []string{"p", "g"}, p, g)
+	pd, err := sameShape(op, "p", p, p)
 	if err != nil {
 		return err
 	}
-	pd, gd := ds[0], ds[1]
+	gd, err := sameShape(op, "g", p, g)
+	if err != nil {
+		return err
+	}
 	var bd []float32
 	if h.Momentum != 0 {
 		if mom == nil {
@@ -78,35 +99,44 @@ func (k *Kernels) SGD(p, g, mom *core.Tensor, h core.SGDParams) error {
 		if h.Step < 1 {
 			return shapeErr(op, "step %d, want >= 1", h.Step)
 		}
-		ms, err := sameAll(op, p, []string{"p", "mom"}, p, mom)
-		if err != nil {
+		if bd, err = sameShape(op, "mom", p, mom); err != nil {
 			return err
 		}
-		bd = ms[1]
 	}
 	n := len(pd)
 	if n == 0 {
 		return nil
 	}
-	lr, mu, wd, first := h.LR, h.Momentum, h.WeightDecay, h.Step <= 1
-	pieces := k.dev.pool.pieces(n, int64(n)*8)
-	k.dev.pool.run(pieces, func(q int) {
-		lo, hi := q*n/pieces, (q+1)*n/pieces
-		for i := lo; i < hi; i++ {
-			gi := gd[i]
-			if wd != 0 {
-				gi += wd * pd[i]
-			}
-			if bd != nil {
-				if first {
-					bd[i] = gi
-				} else {
-					bd[i] = mu*bd[i] + gi
-				}
-				gi = bd[i]
-			}
-			pd[i] -= lr * gi
-		}
-	})
+	t := k.newTask(sgd, k.dev.pool.pieces(n, int64(n)*8))
+	t.n, t.out, t.a, t.b = n, pd, gd, bd
+	t.alpha, t.beta, t.wd, t.first = h.LR, h.Momentum, h.WeightDecay, h.Step <= 1
+	k.runTask(t)
 	return nil
+}
+
+// sgd is SGD's piece: p = t.out, g = t.a, the momentum buffer t.b (nil
+// without momentum), lr = t.alpha, momentum = t.beta.
+func sgd(t *task, q int) {
+	lo, hi := q*t.n/t.pieces, (q+1)*t.n/t.pieces
+	pd, gd := t.out[lo:hi], t.a[lo:hi]
+	var bd []float32
+	if t.b != nil {
+		bd = t.b[lo:hi]
+	}
+	lr, mu, wd, first := t.alpha, t.beta, t.wd, t.first
+	for i := range pd {
+		gi := gd[i]
+		if wd != 0 {
+			gi += wd * pd[i]
+		}
+		if bd != nil {
+			if first {
+				bd[i] = gi
+			} else {
+				bd[i] = mu*bd[i] + gi
+			}
+			gi = bd[i]
+		}
+		pd[i] -= lr * gi
+	}
 }

@@ -38,6 +38,6 @@ citation graph (Planetoid split) for 200 epochs on the CPU.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd(), newDynamicCmd(), newPlanCmd())
+	root.AddCommand(newTrainCmd(), newDevicesCmd(), newDataCmd(), newPluginsCmd(), newBenchCmd(), newPlanCmd(), newDynamicCmd())
 	return root
 }
