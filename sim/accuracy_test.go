@@ -138,9 +138,9 @@ func measureAccuracy(t *testing.T, reps int) []accuracyRow {
 		s    core.Scheduler
 	}{
 		{"sequential", &sequential.Scheduler{}},
-		{"data parallel: 3 units on 2 devices", split{k: 3}},
-		{"pipeline: halves, 4 micro-batches, unit by unit", stages{k: 4, assign: halves}},
-		{"pipeline: halves, 4 micro-batches, GPipe order", stages{k: 4, assign: halves, gpipe: true}},
+		{"data parallel: 3 units on 2 devices", schedtest.Split{K: 3}},
+		{"pipeline: halves, 4 micro-batches, unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}},
+		{"pipeline: halves, 4 micro-batches, GPipe order", schedtest.Stages{K: 4, Assign: schedtest.Halves, GPipe: true}},
 		{"micro-batches: 8 subgraph units on 1 device", micro{k: 8}},
 	}
 	plans := make([]*core.Plan, len(scheds))

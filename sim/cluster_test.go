@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -94,7 +95,7 @@ func TestRooflinePresets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := stages{k: 4, assign: halves, gpipe: true}.Schedule(t.Context(), w)
+		p, err := schedtest.Stages{K: 4, Assign: schedtest.Halves, GPipe: true}.Schedule(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)
 		}

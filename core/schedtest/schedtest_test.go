@@ -1,187 +1,36 @@
 package schedtest_test
 
 import (
-	"context"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 )
 
-// split is a test scheduler: the batch in k units, round-robin over the
-// workload's devices, each device on its own stream, gradients reduced
-// into the first device. With honest loss weights it is exact.
-type split struct {
-	k           int
-	equalWeight bool // the bug the oracle must catch: weights 1/k regardless of size
-}
-
-func (s split) Name() string { return "split" }
-
-func (s split) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	p := &core.Plan{Scheduler: "split", Home: w.Devices[0].ID}
-	// Uneven units: unit u takes nodes i with i%k == u, and unit 0 also
-	// takes the tail, so sizes differ.
-	k := min(s.k, len(w.Batch))
-	for u := 0; u < k; u++ {
-		p.Units = append(p.Units, core.Unit{ID: u})
-	}
-	for i, n := range w.Batch {
-		u := i % k
-		if i >= len(w.Batch)*3/4 {
-			u = 0
-		}
-		p.Units[u].Targets = append(p.Units[u].Targets, n)
-	}
-	for u := range p.Units {
-		if s.equalWeight {
-			p.Units[u].LossWeight = 1 / float64(k)
-		} else {
-			p.Units[u].LossWeight = float64(len(p.Units[u].Targets)) / float64(len(w.Batch))
-		}
-	}
-	n := len(w.Ops)
-	lastBwd := map[core.DeviceID][]int{}
-	for u := range p.Units {
-		d := w.Devices[u%len(w.Devices)].ID
-		stream := u % len(w.Devices)
-		f := len(p.Tasks)
-		p.Tasks = append(p.Tasks,
-			core.Task{ID: f, Kind: core.TaskForward, Unit: u, Device: d, Stream: stream, OpLo: 0, OpHi: n},
-			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: u, Device: d, Stream: stream, OpLo: 0, OpHi: n, Deps: []int{f}})
-		lastBwd[d] = append(lastBwd[d], f+1)
-	}
-	var stepDeps []int
-	for _, dev := range w.Devices {
-		b := lastBwd[dev.ID]
-		if len(b) == 0 {
-			continue
-		}
-		if dev.ID == p.Home {
-			stepDeps = append(stepDeps, b...)
-			continue
-		}
-		id := len(p.Tasks)
-		p.Tasks = append(p.Tasks, core.Task{ID: id, Kind: core.TaskReduceGrads, Unit: -1, Device: p.Home, Stream: 7, From: dev.ID, Deps: b})
-		stepDeps = append(stepDeps, id)
-	}
-	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: p.Home, Stream: 7, Deps: stepDeps})
-	return p, nil
-}
-
 func TestSplitSchedulerConforms(t *testing.T) {
-	schedtest.Run(t, func(t *testing.T) core.Scheduler { return split{k: 3} })
+	schedtest.Run(t, func(t *testing.T) core.Scheduler { return schedtest.Split{K: 3} })
 }
 
 // TestOracleAcceptsExactSplit runs a 3-unit, 2-device plan (two streams,
 // a gradient reduction) through the executor: exact against sequential.
 func TestOracleAcceptsExactSplit(t *testing.T) {
-	schedtest.Oracle(t, split{k: 3}, schedtest.OracleOptions{Devices: 2})
+	schedtest.Oracle(t, schedtest.Split{K: 3}, schedtest.OracleOptions{Devices: 2})
 }
 
 // TestOracleCatchesWrongWeights checks that the oracle is not vacuous.
 func TestOracleCatchesWrongWeights(t *testing.T) {
 	for _, model := range []string{"gcn", "sage", "gat"} {
-		probs := schedtest.Compare(t, split{k: 3, equalWeight: true}, model, schedtest.OracleOptions{Devices: 2})
+		probs := schedtest.Compare(t, schedtest.Split{K: 3, EqualWeights: true}, model, schedtest.OracleOptions{Devices: 2})
 		if len(probs) == 0 {
 			t.Errorf("%s: the oracle accepted a scheduler with wrong loss weights", model)
 		}
 	}
 }
 
-// stages is a test pipeline scheduler: op o of every unit runs on device
-// assign(o) (so a unit's forward and backward cross devices, forks and
-// joins included); units are k full-graph micro-batches, GPipe order.
-type stages struct {
-	k      int
-	assign func(op, nOps, nDev int) int
-}
-
-func (s stages) Name() string { return "stages" }
-
-func (s stages) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	nOps, nDev := len(w.Ops), len(w.Devices)
-	dev := make([]int, nOps)
-	for o := range dev {
-		dev[o] = s.assign(o, nOps, nDev)
-	}
-	// Stages: maximal runs of consecutive ops on one device.
-	var stageOps [][]int
-	stageOf := make([]int, nOps)
-	for o := 0; o < nOps; o++ {
-		if o == 0 || dev[o] != dev[o-1] {
-			stageOps = append(stageOps, nil)
-		}
-		stageOf[o] = len(stageOps) - 1
-		stageOps[len(stageOps)-1] = append(stageOps[len(stageOps)-1], o)
-	}
-	p := &core.Plan{Scheduler: "stages", Home: w.Devices[0].ID}
-	k := min(s.k, len(w.Batch))
-	for u := 0; u < k; u++ {
-		lo, hi := u*len(w.Batch)/k, (u+1)*len(w.Batch)/k
-		p.Units = append(p.Units, core.Unit{ID: u, Targets: append([]int32(nil), w.Batch[lo:hi]...),
-			LossWeight: float64(hi-lo) / float64(len(w.Batch))})
-	}
-	add := func(t core.Task) int {
-		t.ID = len(p.Tasks)
-		p.Tasks = append(p.Tasks, t)
-		return t.ID
-	}
-	bwdOn := map[core.DeviceID][]int{}
-	for u := range p.Units {
-		fwd := make([]int, len(stageOps))
-		for st, ops := range stageOps {
-			var deps []int
-			for _, o := range ops {
-				for _, d := range w.Ops[o].Deps {
-					if sd := stageOf[d]; sd != st {
-						deps = append(deps, fwd[sd])
-					}
-				}
-			}
-			fwd[st] = add(core.Task{Kind: core.TaskForward, Unit: u, Device: w.Devices[dev[ops[0]]].ID, Ops: ops, Deps: deps})
-		}
-		bwd := make([]int, len(stageOps))
-		for st := len(stageOps) - 1; st >= 0; st-- {
-			deps := []int{fwd[len(stageOps)-1], fwd[st]}
-			for c := 0; c < nOps; c++ {
-				for _, d := range w.Ops[c].Deps {
-					if stageOf[d] == st && stageOf[c] != st {
-						deps = append(deps, bwd[stageOf[c]])
-					}
-				}
-			}
-			id := add(core.Task{Kind: core.TaskBackward, Unit: u, Device: w.Devices[dev[stageOps[st][0]]].ID, Ops: stageOps[st], Deps: deps})
-			bwd[st] = id
-			bwdOn[p.Tasks[id].Device] = append(bwdOn[p.Tasks[id].Device], id)
-		}
-	}
-	var stepDeps []int
-	for _, d := range w.Devices {
-		b := bwdOn[d.ID]
-		if len(b) == 0 {
-			continue
-		}
-		if d.ID == p.Home {
-			stepDeps = append(stepDeps, b...)
-			continue
-		}
-		stepDeps = append(stepDeps, add(core.Task{Kind: core.TaskReduceGrads, Unit: -1, Device: p.Home, Stream: 9, From: d.ID, Deps: b}))
-	}
-	add(core.Task{Kind: core.TaskStep, Unit: -1, Device: p.Home, Stream: 9, Deps: stepDeps})
-	return p, nil
-}
-
 func halves(o, n, d int) int    { return min(d-1, o*d/n) }
 func alternate(o, _, d int) int { return o % d }
 func TestStagesConform(t *testing.T) {
-	schedtest.Run(t, func(t *testing.T) core.Scheduler { return stages{k: 2, assign: alternate} })
+	schedtest.Run(t, func(t *testing.T) core.Scheduler { return schedtest.Stages{K: 2, Assign: schedtest.Alternate} })
 }
 
 // TestOraclePipelines runs units whose ops span two devices — a chain
@@ -191,9 +40,9 @@ func TestOraclePipelines(t *testing.T) {
 	for _, c := range []struct {
 		name   string
 		assign func(o, n, d int) int
-	}{{"halves", halves}, {"alternate", alternate}} {
+	}{{"halves", schedtest.Halves}, {"alternate", schedtest.Alternate}} {
 		t.Run(c.name, func(t *testing.T) {
-			schedtest.Oracle(t, stages{k: 3, assign: c.assign}, schedtest.OracleOptions{Devices: 2})
+			schedtest.Oracle(t, schedtest.Stages{K: 3, Assign: c.assign}, schedtest.OracleOptions{Devices: 2})
 		})
 	}
 }
