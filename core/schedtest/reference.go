@@ -29,7 +29,7 @@ func (s Split) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 	p := &core.Plan{Scheduler: "split", Home: w.Devices[0].ID}
 	// Uneven units: unit u takes nodes i with i%k == u, and unit 0 also
 	// takes the tail, so sizes differ.
-	k := min(s.K, len(w.Batch))
+	k := max(1, min(s.K, len(w.Batch)))
 	for u := 0; u < k; u++ {
 		p.Units = append(p.Units, core.Unit{ID: u})
 	}
@@ -41,7 +41,7 @@ func (s Split) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 		p.Units[u].Targets = append(p.Units[u].Targets, n)
 	}
 	for u := range p.Units {
-		if s.EqualWeights {
+		if s.EqualWeights || len(w.Batch) == 0 {
 			p.Units[u].LossWeight = 1 / float64(k)
 		} else {
 			p.Units[u].LossWeight = float64(len(p.Units[u].Targets)) / float64(len(w.Batch))
@@ -114,7 +114,7 @@ func (s Stages) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, err
 		stageOps[len(stageOps)-1] = append(stageOps[len(stageOps)-1], o)
 	}
 	p := &core.Plan{Scheduler: "stages", Home: w.Devices[0].ID}
-	k := min(s.K, len(w.Batch))
+	k := max(1, min(s.K, len(w.Batch)))
 	for u := 0; u < k; u++ {
 		lo, hi := u*len(w.Batch)/k, (u+1)*len(w.Batch)/k
 		p.Units = append(p.Units, core.Unit{ID: u, Targets: append([]int32(nil), w.Batch[lo:hi]...),

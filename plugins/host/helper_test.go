@@ -14,6 +14,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/plugins/internal/wire"
 	"github.com/gnnkit/gnnkit/plugins/sdk"
 	"github.com/gnnkit/gnnkit/schedulers/sequential"
@@ -35,7 +36,7 @@ func TestMain(m *testing.M) {
 func servePlugin(kind string) int {
 	switch kind {
 	case "split":
-		sdk.Serve(split{k: 3})
+		sdk.Serve(schedtest.Split{K: 3})
 	case "sequential":
 		sdk.Serve(&sequential.Scheduler{})
 	case "chunks": // the benchmark's 10k-unit scheduler
@@ -59,7 +60,7 @@ func servePlugin(kind string) int {
 		sdk.Serve(faulty{schedule: func() (*core.Plan, error) { panic("simulated bug") }})
 	case "invalid": // a plan that loses and duplicates nodes
 		sdk.Serve(faulty{schedule: func() (*core.Plan, error) {
-			p, _ := split{k: 2}.Schedule(context.Background(), testWorkload())
+			p, _ := schedtest.Split{K: 2}.Schedule(context.Background(), testWorkload())
 			p.Units[1].Targets = p.Units[0].Targets
 			return p, nil
 		}})
@@ -68,7 +69,7 @@ func servePlugin(kind string) int {
 	case "version": // speaks protocol 99 only
 		plugin.Serve(&plugin.ServeConfig{
 			HandshakeConfig:  wire.Handshake,
-			VersionedPlugins: map[int]plugin.PluginSet{99: {wire.PluginName: &wire.Plugin{Impl: split{k: 2}}}},
+			VersionedPlugins: map[int]plugin.PluginSet{99: {wire.PluginName: &wire.Plugin{Impl: schedtest.Split{K: 2}}}},
 			GRPCServer:       func(o []grpc.ServerOption) *grpc.Server { return grpc.NewServer(o...) },
 			Logger:           hclog.NewNullLogger(),
 		})
@@ -83,63 +84,6 @@ func servePlugin(kind string) int {
 		return 2
 	}
 	return 0
-}
-
-// split is schedtest's exact test scheduler: the batch in k uneven units,
-// round-robin over the devices, one stream each, gradients reduced into
-// the first device.
-type split struct{ k int }
-
-func (s split) Name() string { return "split" }
-
-func (s split) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
-	if err := ctx.Err(); err != nil {
-		return nil, err
-	}
-	p := &core.Plan{Scheduler: "split", Home: w.Devices[0].ID}
-	k := max(min(s.k, len(w.Batch)), 1)
-	for u := 0; u < k; u++ {
-		p.Units = append(p.Units, core.Unit{ID: u})
-	}
-	for i, n := range w.Batch {
-		u := i % k
-		if i >= len(w.Batch)*3/4 {
-			u = 0
-		}
-		p.Units[u].Targets = append(p.Units[u].Targets, n)
-	}
-	for u := range p.Units {
-		p.Units[u].LossWeight = 1 / float64(k)
-		if len(w.Batch) > 0 {
-			p.Units[u].LossWeight = float64(len(p.Units[u].Targets)) / float64(len(w.Batch))
-		}
-	}
-	n := len(w.Ops)
-	lastBwd := map[core.DeviceID][]int{}
-	for u := range p.Units {
-		d := w.Devices[u%len(w.Devices)].ID
-		f := len(p.Tasks)
-		p.Tasks = append(p.Tasks,
-			core.Task{ID: f, Kind: core.TaskForward, Unit: u, Device: d, OpLo: 0, OpHi: n},
-			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: u, Device: d, OpLo: 0, OpHi: n, Deps: []int{f}})
-		lastBwd[d] = append(lastBwd[d], f+1)
-	}
-	var stepDeps []int
-	for _, dev := range w.Devices {
-		b := lastBwd[dev.ID]
-		switch {
-		case len(b) == 0:
-		case dev.ID == p.Home:
-			stepDeps = append(stepDeps, b...)
-		default:
-			id := len(p.Tasks)
-			p.Tasks = append(p.Tasks, core.Task{ID: id, Kind: core.TaskReduceGrads, Unit: -1, Device: p.Home, Stream: 0, From: dev.ID, Deps: b})
-			stepDeps = append(stepDeps, id)
-		}
-	}
-	// Home's reductions and step follow its own units on stream 0.
-	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: p.Home, Deps: stepDeps})
-	return p, nil
 }
 
 // chunks cuts the batch into units contiguous chunks on the first device,

@@ -119,7 +119,7 @@ func TestConformance(t *testing.T) {
 		kind   string
 		inproc func() core.Scheduler
 	}{
-		{"split", func() core.Scheduler { return split{k: 3} }},
+		{"split", func() core.Scheduler { return schedtest.Split{K: 3} }},
 		{"sequential", func() core.Scheduler { return &sequential.Scheduler{} }},
 	} {
 		t.Run("sched="+c.kind, func(t *testing.T) {
@@ -131,7 +131,7 @@ func TestConformance(t *testing.T) {
 }
 
 func TestOracle(t *testing.T) {
-	for _, way := range ways(t, "split", func() core.Scheduler { return split{k: 3} }) {
+	for _, way := range ways(t, "split", func() core.Scheduler { return schedtest.Split{K: 3} }) {
 		t.Run(way.name, func(t *testing.T) {
 			schedtest.Oracle(t, way.new(t), schedtest.OracleOptions{Devices: 2})
 		})
