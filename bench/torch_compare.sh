@@ -126,8 +126,10 @@ print(json.dumps({"bench": "gemm1024", "impl": "torch.mm(out=) 1024^3", "ms_medi
 PY
 			}
 			gk() {
+				# the [N x 128] x [128 x 128] GEMM with the graph's N, as the anchor's
+				nodes=$("$PY" -c 'import json, sys; print(json.load(open(sys.argv[1]))["nodes"])' "$dir/meta.json")
 				# shellcheck disable=SC2086
-				"$GNNKIT" bench kernels --json --graph "$dir" --reps 5 --threads "$THREADS" $gpin |
+				"$GNNKIT" bench kernels --json --graph "$dir" --gemm-rows "$nodes" --reps 5 --threads "$THREADS" $gpin |
 					tr -d '\n' | sed "s/^{/{\"round\": $r, \"graph\": \"$g\", \"side\": \"gnnkit\", \"pin\": \"$pin\", /; s/\$/\n/" >>"$OUT/kernels.jsonl"
 			}
 			if [ $((r % 2)) -eq 1 ]; then tk; gk; else gk; tk; fi
