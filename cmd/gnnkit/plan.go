@@ -17,7 +17,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gnnkit/gnnkit/core"
-	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/sim"
 )
@@ -141,23 +140,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if !fl.Changed("heads") {
 		heads = def.heads
 	}
-	ds, err := data.Open(f.dataSpec)
+	ds, feats, err := openNodeClassification(f.dataSpec, f.featNorm)
 	if err != nil {
 		return err
-	}
-	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
-		return fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
-	}
-	if len(ds.Train) == 0 {
-		return fmt.Errorf("dataset %s has no training split (train.txt)", ds.Name)
-	}
-	feats := ds.Features
-	switch f.featNorm {
-	case "row":
-		feats = ds.RowNormalizedFeatures()
-	case "none":
-	default:
-		return fmt.Errorf("--feature-norm %q: want row or none", f.featNorm)
 	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
 		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn)})

@@ -131,23 +131,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		return fmt.Errorf("--epochs must be positive, got %d", f.epochs)
 	}
 
-	ds, err := data.Open(f.dataSpec)
+	ds, feats, err := openNodeClassification(f.dataSpec, f.featNorm)
 	if err != nil {
 		return err
-	}
-	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
-		return fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
-	}
-	if len(ds.Train) == 0 {
-		return fmt.Errorf("dataset %s has no training split (train.txt)", ds.Name)
-	}
-	feats := ds.Features
-	switch f.featNorm {
-	case "row":
-		feats = ds.RowNormalizedFeatures()
-	case "none":
-	default:
-		return fmt.Errorf("--feature-norm %q: want row or none", f.featNorm)
 	}
 
 	var memCap int64
@@ -346,4 +332,26 @@ func writeFileAtomic(path string, write func(io.Writer) error) error {
 		return err
 	}
 	return os.Rename(tmp.Name(), path)
+}
+
+// openNodeClassification opens a dataset for node classification and
+// returns it with its features preprocessed per --feature-norm.
+func openNodeClassification(spec, norm string) (*data.Dataset, []float32, error) {
+	ds, err := data.Open(spec)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
+		return nil, nil, fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
+	}
+	if len(ds.Train) == 0 {
+		return nil, nil, fmt.Errorf("dataset %s has no training split (train.txt)", ds.Name)
+	}
+	switch norm {
+	case "row":
+		return ds, ds.RowNormalizedFeatures(), nil
+	case "none":
+		return ds, ds.Features, nil
+	}
+	return nil, nil, fmt.Errorf("--feature-norm %q: want row or none", norm)
 }
