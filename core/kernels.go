@@ -198,3 +198,38 @@ func DropoutKeep(seed uint64, k uint64, p float32) bool {
 	u := float32(z>>40) / float32(1<<24)
 	return u >= p
 }
+
+// CheckSDDMM checks the shapes of an SDDMM call against the contract (a
+// has NumDst rows, b NumSrc, equal widths; EdgeAdd: out has as many heads
+// as a has columns; EdgeDot: a's columns are a multiple of out's heads)
+// and returns the head count. Backends call it so every backend rejects
+// the same calls with the same ErrShape message; edge-row counts are the
+// backend's own check.
+func CheckSDDMM(g *Graph, op EdgeOp, a, b, out *Tensor) (heads int, err error) {
+	bad := func(format string, args ...any) (int, error) {
+		return 0, fmt.Errorf("%w: SDDMM: %s", ErrShape, fmt.Sprintf(format, args...))
+	}
+	if a.Rows() != g.NumDst {
+		return bad("a has %d rows, want NumDst=%d", a.Rows(), g.NumDst)
+	}
+	if b.Rows() != g.NumSrc {
+		return bad("b has %d rows, want NumSrc=%d", b.Rows(), g.NumSrc)
+	}
+	if a.Cols() != b.Cols() {
+		return bad("a has %d columns but b has %d", a.Cols(), b.Cols())
+	}
+	heads, cols := out.Cols(), a.Cols()
+	switch op {
+	case EdgeAdd:
+		if cols != heads {
+			return bad("add: a and b have %d columns, out has %d heads", cols, heads)
+		}
+	case EdgeDot:
+		if (heads == 0 && cols != 0) || (heads > 0 && cols%heads != 0) {
+			return bad("dot: a and b have %d columns, not a multiple of out's %d heads", cols, heads)
+		}
+	default:
+		return bad("unknown edge op %v", op)
+	}
+	return heads, nil
+}

@@ -213,27 +213,10 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 	if err != nil {
 		return err
 	}
-	if a.Rows() != g.NumDst {
-		return shapeErr(op, "a has %d rows, want NumDst=%d", a.Rows(), g.NumDst)
-	}
-	if b.Rows() != g.NumSrc {
-		return shapeErr(op, "b has %d rows, want NumSrc=%d", b.Rows(), g.NumSrc)
-	}
-	if a.Cols() != b.Cols() {
-		return shapeErr(op, "a has %d columns but b has %d", a.Cols(), b.Cols())
-	}
-	heads, cols := out.Cols(), a.Cols()
-	switch eop {
-	case core.EdgeAdd:
-		if cols != heads {
-			return shapeErr(op, "add: a and b have %d columns, out has %d heads", cols, heads)
-		}
-	case core.EdgeDot:
-		if (heads == 0 && cols != 0) || (heads > 0 && cols%heads != 0) {
-			return shapeErr(op, "dot: a and b have %d columns, not a multiple of out's %d heads", cols, heads)
-		}
-	default:
-		return shapeErr(op, "unknown edge op %v", eop)
+	heads, err := core.CheckSDDMM(g, eop, a, b, out)
+	cols := a.Cols()
+	if err != nil {
+		return fmt.Errorf("%s: %w", "opencl", err)
 	}
 	gb, err := d.graph(op, g, true)
 	if err != nil {
