@@ -142,6 +142,21 @@ type Model struct {
 	Ops    []Op
 	// Output is the value holding the per-node class scores (logits).
 	Output string
+	// LayerOutputs optionally names, in order, the value each
+	// message-passing layer outputs (the last is Output). A row of layer
+	// l's output depends only on its node's (l+1)-hop in-neighbourhood.
+	// Activation reuse (Plan.Reuse) needs it: its boundary is the input of
+	// the last layer.
+	LayerOutputs []string
+}
+
+// ReuseBoundary returns the value the last layer reads (the output of the
+// layer before it), or "" when the model declares fewer than two layers.
+func (m *Model) ReuseBoundary() string {
+	if len(m.LayerOutputs) < 2 {
+		return ""
+	}
+	return m.LayerOutputs[len(m.LayerOutputs)-2]
 }
 
 // ModelConfig holds the hyper-parameters models are built from.
@@ -206,6 +221,14 @@ func (m *Model) Validate() error {
 	}
 	if _, ok := defined[m.Output]; !ok {
 		return fmt.Errorf("core: model %s: output %q is not defined", m.Name, m.Output)
+	}
+	for _, v := range m.LayerOutputs {
+		if _, ok := defined[v]; !ok {
+			return fmt.Errorf("core: model %s: layer output %q is not defined", m.Name, v)
+		}
+	}
+	if n := len(m.LayerOutputs); n > 0 && m.LayerOutputs[n-1] != m.Output {
+		return fmt.Errorf("core: model %s: the last layer output is %q, not the model's output %q", m.Name, m.LayerOutputs[n-1], m.Output)
 	}
 	return nil
 }

@@ -112,6 +112,29 @@ type Plan struct {
 	// Metrics are figures the scheduler reports about its plan (e.g.
 	// "micro_batches", "redundancy"); summaries print them.
 	Metrics map[string]float64 `json:"metrics,omitempty"`
+	// Reuse, when set, asks the executor to compute each shared activation
+	// once per iteration (cache-and-accumulate) instead of once per unit.
+	Reuse *Reuse `json:"reuse,omitempty"`
+}
+
+// Reuse describes activation reuse across the subgraph units of a
+// single-device plan (docs/design.md, Cherry). The units' targets are
+// the parts O_k; the shared nodes are those whose Boundary row two or
+// more units read (a target or an in-neighbour of a target of each).
+// The executor computes the shared rows once, in the producer chunks
+// below, keeps them and the sum of their gradients on the device, and
+// backpropagates through each shared row once, after its last consumer.
+// The result is exactly the plan without Reuse.
+type Reuse struct {
+	// Boundary is the value shared rows are cached of: the input of the
+	// model's last layer (Model.ReuseBoundary).
+	Boundary string `json:"boundary"`
+	// Chunks partition the shared nodes (batch node ids) into the units
+	// that produce them.
+	Chunks [][]int32 `json:"chunks"`
+	// Keep holds the producers' activations from their forward pass to
+	// their backward pass; otherwise the backward pass recomputes them.
+	Keep bool `json:"keep,omitempty"`
 }
 
 // DecodePlan reads a plan from JSON, rejecting unknown fields.
@@ -208,6 +231,9 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	if len(extra) > 0 {
 		fail("%d unit targets are not in the batch (e.g. %v)", len(extra), sample(extra))
+	}
+	if p.Reuse != nil {
+		p.validateReuse(w, fail)
 	}
 	// Tasks: well-formed, acyclic.
 	n := len(p.Tasks)
@@ -469,4 +495,47 @@ func (p *Plan) ancestors(order []int) [][]uint64 {
 		}
 	}
 	return anc
+}
+
+// validateReuse checks the activation-reuse section: a single device,
+// subgraph units, a boundary the model produces, disjoint chunks.
+func (p *Plan) validateReuse(w *Workload, fail func(string, ...any)) {
+	r := p.Reuse
+	for _, t := range p.Tasks {
+		if t.Device != p.Home {
+			fail("activation reuse runs on one device, but task %d runs on %s, not the home %s", t.ID, t.Device, p.Home)
+			break
+		}
+	}
+	for i, u := range p.Units {
+		if !u.Subgraph {
+			fail("activation reuse needs subgraph units; unit %d is not one", i)
+			break
+		}
+	}
+	if r.Boundary == "" {
+		fail("activation reuse names no boundary value")
+	} else if w.Model != nil {
+		found := false
+		for _, op := range w.Model.Ops {
+			found = found || slices.Contains(op.Outputs(), r.Boundary)
+		}
+		if !found {
+			fail("activation reuse boundary %q is not a value an op of model %s produces", r.Boundary, w.Model.Name)
+		}
+	}
+	var all []int32
+	for _, c := range r.Chunks {
+		all = append(all, c...)
+	}
+	slices.Sort(all)
+	for i := 1; i < len(all); i++ {
+		if all[i] == all[i-1] {
+			fail("activation reuse lists shared node %d in two chunks", all[i])
+			break
+		}
+	}
+	if w.Graph != nil && len(all) > 0 && (all[0] < 0 || int(all[len(all)-1]) >= w.Graph.NumDst) {
+		fail("activation reuse lists shared nodes outside the batch graph's %d nodes", w.Graph.NumDst)
+	}
 }

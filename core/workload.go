@@ -32,6 +32,11 @@ type Workload struct {
 	// bytes (parameters, gradients, optimizer state, data kept on the
 	// device) and the largest transient bytes of any single unit.
 	Estimator func(units []Unit, dev DeviceID) (resident, unitPeak int64, err error) `json:"-"`
+	// PlanEstimator, when set (in process), predicts the peak memory of
+	// running plan p on its home device, resident bytes included; unlike
+	// Estimator it understands plans whose units are not run one by one
+	// (Plan.Reuse).
+	PlanEstimator func(p *Plan) (int64, error) `json:"-"`
 }
 
 // NewWorkload describes training m on g (as prepared for the model) with

@@ -26,9 +26,10 @@ type Batch struct {
 
 	prepared bool
 	views    map[viewKey]*unitInputs // subgraph units' inputs, reused across iterations
-	prep     map[string]*core.Graph  // per GraphSpec: self-loops added as asked
-	weights  map[string][]float32    // per GraphSpec with weights, by edge id of prep
-	labels   []int32                 // per local node
+	reuse    map[*core.Plan]*reuseLayout
+	prep     map[string]*core.Graph // per GraphSpec: self-loops added as asked
+	weights  map[string][]float32   // per GraphSpec with weights, by edge id of prep
+	labels   []int32                // per local node
 }
 
 // Global returns the global id of local node l.
@@ -186,6 +187,9 @@ type unitInputs struct {
 	// graph spec, the batch edge ids to gather weights from.
 	rows    []int32
 	edgeMap map[string][]int32
+	// noFeatures skips binding the input features (a reuse head unit,
+	// whose ops start after the features are consumed).
+	noFeatures bool
 }
 
 // viewKey identifies a unit's targets by identity: a plan reused across
@@ -225,6 +229,11 @@ func (t *Trainer) unitView(b *Batch, u core.Unit) (*unitInputs, error) {
 }
 
 func (t *Trainer) buildView(b *Batch, u core.Unit) (*unitInputs, error) {
+	return t.buildViewHops(b, u, t.model.Config.Layers)
+}
+
+// buildViewHops is buildView over the targets' hops-hop receptive field.
+func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops int) (*unitInputs, error) {
 	if len(t.model.Graphs) == 0 {
 		// No message passing: a unit's receptive field is its targets.
 		in := &unitInputs{graphs: map[string]*core.Graph{}, rows: u.Targets, nodeIDs: make([]int32, len(u.Targets)),
@@ -234,7 +243,6 @@ func (t *Trainer) buildView(b *Batch, u core.Unit) (*unitInputs, error) {
 		}
 		return in, nil
 	}
-	hops := t.model.Config.Layers
 	if hops <= 0 {
 		return nil, fmt.Errorf("engine: model %s does not state its depth (Config.Layers); subgraph units need it", t.model.Name)
 	}

@@ -48,6 +48,13 @@ func (t *Trainer) Workload(b *Batch, devs []core.DeviceInfo) (*core.Workload, er
 		}
 		return t.Estimate(b, units, info)
 	}
+	w.PlanEstimator = func(p *core.Plan) (int64, error) {
+		info, ok := w.Device(p.Home)
+		if !ok {
+			return 0, fmt.Errorf("engine: estimate on unknown device %s", p.Home)
+		}
+		return t.EstimatePlan(b, p, info)
+	}
 	return w, nil
 }
 
@@ -138,6 +145,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 			r.releaseInputs()
 		}
 		r.dev.Mem().ResetPeak()
+	}
+	if plan.Reuse != nil {
+		return t.runReusePlan(ctx, plan, b, opts, used, t0)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

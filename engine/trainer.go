@@ -63,6 +63,9 @@ type Config struct {
 	Devices   []core.Device // the devices plans may use
 	Optimizer Optimizer
 	Seed      uint64
+	// Remote are devices in other processes (backend-plugin workers, see
+	// Remote); plans may use them next to Devices.
+	Remote []Remote
 }
 
 // Trainer holds a model's training state across iterations.
@@ -87,6 +90,7 @@ type Trainer struct {
 	reps       map[core.DeviceID]*replica
 	moment     map[string][2]*core.Tensor // optimizer state on home
 	step       int
+	remote     *remoteInfo // Config.Remote (host) or the last slice (worker); see remote.go
 }
 
 // replica is one device's copy of the parameters, its gradient
@@ -153,6 +157,9 @@ func New(cfg Config) (*Trainer, error) {
 		for _, v := range op.Outputs() {
 			t.producer[v] = i
 		}
+	}
+	if err := t.initRemotes(cfg); err != nil {
+		return nil, err
 	}
 	t.full = t.FullBatch(nil)
 	if err := t.prepare(t.full); err != nil {
@@ -318,7 +325,13 @@ func (t *Trainer) gatherFeatures(dev core.Device, env *core.Env, b *Batch, rows 
 	if _, meta := dev.(*metaDevice); meta {
 		return x, nil
 	}
-	buf := make([]float32, n*f)
+	// Host-resident devices take the rows in place; others through one
+	// staging buffer and an upload.
+	buf := x.F32()
+	direct := buf != nil
+	if !direct {
+		buf = make([]float32, n*f)
+	}
 	for i := 0; i < n; i++ {
 		l := int32(i)
 		if rows != nil {
@@ -326,6 +339,9 @@ func (t *Trainer) gatherFeatures(dev core.Device, env *core.Env, b *Batch, rows 
 		}
 		g := int(b.Global(l))
 		copy(buf[i*f:(i+1)*f], t.data.Features[g*f:(g+1)*f])
+	}
+	if direct {
+		return x, nil
 	}
 	return x, dev.Upload(x, buf)
 }
@@ -338,6 +354,11 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training, group boo
 	if err != nil {
 		return nil, err
 	}
+	return t.unitEnvFrom(r, b, u, in, training, group)
+}
+
+// unitEnvFrom is unitEnv over inputs already worked out.
+func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs, training, group bool) (*core.Env, error) {
 	env := core.NewEnv(r.dev, r.params, r.grads, t.needGrad)
 	if !training {
 		env = core.NewEnv(r.dev, r.params, r.grads, map[string]bool{})
@@ -379,12 +400,14 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training, group boo
 			env.SetValue(name, x)
 		}
 	} else {
-		x, err := t.gatherFeatures(r.dev, env, b, in.rows)
-		if err != nil {
-			env.Release()
-			return nil, err
+		if !in.noFeatures {
+			x, err := t.gatherFeatures(r.dev, env, b, in.rows)
+			if err != nil {
+				env.Release()
+				return nil, err
+			}
+			env.SetValue("x", x)
 		}
-		env.SetValue("x", x)
 		for name, em := range in.edgeMap {
 			w, ok := b.weights[name]
 			if !ok {

@@ -65,6 +65,7 @@ func GAT(cfg core.ModelConfig) (*core.Model, error) {
 			b.op(nn.NewELU(elu, h, elu, 1, out))
 			h = elu
 		}
+		b.m.LayerOutputs = append(b.m.LayerOutputs, h)
 	}
 	return b.finish()
 }

@@ -42,6 +42,7 @@ func GCN(cfg core.ModelConfig) (*core.Model, error) {
 			b.op(nn.NewReLU(relu, h, relu, out))
 			h = relu
 		}
+		b.m.LayerOutputs = append(b.m.LayerOutputs, h)
 	}
 	return b.finish()
 }

@@ -56,6 +56,7 @@ func SAGE(cfg core.ModelConfig) (*core.Model, error) {
 			b.op(nn.NewDropout(drop, relu, drop, cfg.Dropout, out))
 			h = drop
 		}
+		b.m.LayerOutputs = append(b.m.LayerOutputs, h)
 	}
 	return b.finish()
 }

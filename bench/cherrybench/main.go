@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"time"
@@ -44,6 +45,7 @@ type cell struct {
 	Workload   string    `json:"workload"`
 	Scheduler  string    `json:"scheduler"`
 	K          int       `json:"k"`
+	Reuse      bool      `json:"reuse,omitempty"`
 	Ms         []float64 `json:"ms"`
 	MedianMs   float64   `json:"median_ms"`
 	Ratio      float64   `json:"ratio_vs_sequential"`
@@ -54,15 +56,40 @@ type cell struct {
 func main() {
 	rounds := flag.Int("rounds", 7, "measured rounds per configuration (after one warm-up)")
 	asJSON := flag.Bool("json", false, "print JSON instead of Markdown")
+	reuse := flag.Bool("reuse", true, "also measure cherry with activation reuse")
+	only := flag.String("only", "", "measure only the workloads whose name contains this")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "cherrybench:", err)
+			os.Exit(1)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, "cherrybench:", err)
+			os.Exit(1)
+		}
+		defer pprof.StopCPUProfile()
+	}
 	loads := []workload{
 		{name: "cora full graph, gcn", data: "cora", model: "gcn", hidden: 16},
 		{name: "sbm 50k sampled (batch 1024, fan-out 10,10), sage h128", data: "synthetic:sbm,nodes=50000,classes=8,feat=128,avgdeg=20,train=200,seed=2",
 			model: "sage", hidden: 128, batchSize: 1024, fanouts: []int{10, 10}},
 	}
-	ks := []int{0, 2, 4, 8, 16} // 0: sequential
+	var ks []config
+	for _, k := range []int{0, 2, 4, 8, 16} { // 0: sequential
+		ks = append(ks, config{k: k})
+		if k > 0 && *reuse {
+			ks = append(ks, config{k: k, reuse: true})
+		}
+	}
 	var cells []cell
 	for _, wl := range loads {
+		if !strings.Contains(wl.name, *only) {
+			continue
+		}
 		cs, err := measure(wl, ks, *rounds)
 		if err != nil {
 			fmt.Fprintln(os.Stderr, "cherrybench:", err)
@@ -82,11 +109,21 @@ func main() {
 		if c.K > 0 {
 			name = fmt.Sprintf("cherry K=%d", c.K)
 		}
+		if c.Reuse {
+			name += " reuse"
+		}
 		fmt.Printf("| %s | %s | %.1f | %.2f | %.2f | %s |\n", c.Workload, name, c.MedianMs, c.Ratio, c.Redundancy, core.FormatBytes(c.PeakBytes))
 	}
 }
 
-func measure(wl workload, ks []int, rounds int) ([]cell, error) {
+// config is one scheduler setting: K micro-batches (0: sequential), with
+// or without activation reuse.
+type config struct {
+	k     int
+	reuse bool
+}
+
+func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 	ds, err := data.Open(wl.data)
 	if err != nil {
 		return nil, err
@@ -117,7 +154,8 @@ func measure(wl workload, ks []int, rounds int) ([]cell, error) {
 		}
 	}
 	var runs []*run
-	for _, k := range ks {
+	for _, kc := range ks {
+		k := kc.k
 		tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: 1,
 			Data: engine.Data{Graph: ds.Graph, Features: ds.RowNormalizedFeatures(), FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
 		if err != nil {
@@ -126,9 +164,9 @@ func measure(wl workload, ks []int, rounds int) ([]cell, error) {
 		defer tr.Close()
 		var s core.Scheduler = &sequential.Scheduler{}
 		if k > 0 {
-			s = &cherry.Scheduler{K: k}
+			s = &cherry.Scheduler{K: k, Reuse: kc.reuse}
 		}
-		r := &run{tr: tr, c: &cell{Workload: wl.name, Scheduler: s.Name(), K: k}}
+		r := &run{tr: tr, c: &cell{Workload: wl.name, Scheduler: s.Name(), K: k, Reuse: kc.reuse}}
 		for i, t := range targets {
 			b := tr.FullBatch(t)
 			if wl.batchSize > 0 {

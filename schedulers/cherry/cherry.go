@@ -43,8 +43,14 @@ func init() {
 					return nil, fmt.Errorf("cherry: option headroom=%q: want a fraction in [0, 1)", v)
 				}
 				s.Headroom = f
+			case "reuse":
+				b, err := strconv.ParseBool(v)
+				if err != nil {
+					return nil, fmt.Errorf("cherry: option reuse=%q: want true or false", v)
+				}
+				s.Reuse = b
 			default:
-				return nil, fmt.Errorf("cherry: unknown option %q (known: device, k, headroom)", k)
+				return nil, fmt.Errorf("cherry: unknown option %q (known: device, k, headroom, reuse)", k)
 			}
 		}
 		return s, nil
@@ -60,6 +66,10 @@ type Scheduler struct {
 	K int
 	// Headroom is the fraction of the cap kept free (allocator slack).
 	Headroom float64
+	// Reuse computes each activation the micro-batches share once per
+	// iteration (cache-and-accumulate, core.Reuse) instead of once per
+	// micro-batch; the cache counts against the cap.
+	Reuse bool
 }
 
 // Name returns "cherry".
@@ -158,10 +168,34 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 		}
 	}
 
-	plan := &core.Plan{Scheduler: s.Name(), Home: dev.ID, Metrics: map[string]float64{}}
+	if s.Reuse && len(targets) > 0 && w.Model.ReuseBoundary() != "" {
+		if w.PlanEstimator == nil {
+			return nil, errors.New("cherry: activation reuse needs the in-process plan estimator")
+		}
+		usable := int64(math.MaxInt64)
+		if dev.MemCap > 0 {
+			usable = int64(float64(dev.MemCap) * (1 - s.Headroom))
+		}
+		return s.reusePlan(ctx, w, dev.ID, usable, targets, parts)
+	}
+	plan := s.basePlan(w, dev.ID, targets, parts)
+	if r, err := redundancy(w.Graph, targets, parts, hops); err == nil {
+		plan.Metrics["redundancy"] = r
+	}
+	var top int64
+	for _, p := range peaks {
+		top = max(top, p)
+	}
+	plan.MemEstimate = map[core.DeviceID]int64{dev.ID: resident + top}
+	return plan, nil
+}
+
+// basePlan is one micro-batch unit per part, run one after another on one
+// stream of dev, then one optimizer step.
+func (s *Scheduler) basePlan(w *core.Workload, dev core.DeviceID, targets []int32, parts [][]int32) *core.Plan {
+	plan := &core.Plan{Scheduler: s.Name(), Home: dev, Metrics: map[string]float64{}}
 	for i, p := range parts {
-		u := unit(p)
-		u.ID = i
+		u := core.Unit{ID: i, Targets: p, Subgraph: true}
 		u.LossWeight = 1
 		if len(targets) > 0 {
 			u.LossWeight = float64(len(p)) / float64(len(targets))
@@ -173,21 +207,13 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			deps = []int{f - 1}
 		}
 		plan.Tasks = append(plan.Tasks,
-			core.Task{ID: f, Kind: core.TaskForward, Unit: i, Device: dev.ID, OpLo: 0, OpHi: len(w.Ops), Deps: deps},
-			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: i, Device: dev.ID, OpLo: 0, OpHi: len(w.Ops), Deps: []int{f}})
+			core.Task{ID: f, Kind: core.TaskForward, Unit: i, Device: dev, OpLo: 0, OpHi: len(w.Ops), Deps: deps},
+			core.Task{ID: f + 1, Kind: core.TaskBackward, Unit: i, Device: dev, OpLo: 0, OpHi: len(w.Ops), Deps: []int{f}})
 	}
 	last := len(plan.Tasks) - 1
-	plan.Tasks = append(plan.Tasks, core.Task{ID: last + 1, Kind: core.TaskStep, Unit: -1, Device: dev.ID, Deps: []int{last}})
+	plan.Tasks = append(plan.Tasks, core.Task{ID: last + 1, Kind: core.TaskStep, Unit: -1, Device: dev, Deps: []int{last}})
 	plan.Metrics["micro_batches"] = float64(len(parts))
-	if r, err := redundancy(w.Graph, targets, parts, hops); err == nil {
-		plan.Metrics["redundancy"] = r
-	}
-	var top int64
-	for _, p := range peaks {
-		top = max(top, p)
-	}
-	plan.MemEstimate = map[core.DeviceID]int64{dev.ID: resident + top}
-	return plan, nil
+	return plan
 }
 
 // largestFootprint finds the target whose micro-batch of one needs the
