@@ -78,6 +78,13 @@ type Device interface {
 	Mem() *MemAccountant
 }
 
+// UninitAllocator is an optional Device method: a tensor charged like
+// Alloc but with unspecified contents, for callers that overwrite every
+// element (gathered inputs), saving the zero fill.
+type UninitAllocator interface {
+	AllocUninit(shape ...int) (*Tensor, error)
+}
+
 // Event marks a point in a stream; Wait blocks until it has passed.
 type Event interface {
 	Wait()

@@ -63,9 +63,6 @@ type Config struct {
 	Devices   []core.Device // the devices plans may use
 	Optimizer Optimizer
 	Seed      uint64
-	// Remote are devices in other processes (backend-plugin workers, see
-	// Remote); plans may use them next to Devices.
-	Remote []Remote
 }
 
 // Trainer holds a model's training state across iterations.
@@ -90,7 +87,6 @@ type Trainer struct {
 	reps       map[core.DeviceID]*replica
 	moment     map[string][2]*core.Tensor // optimizer state on home
 	step       int
-	remote     *remoteInfo // Config.Remote (host) or the last slice (worker); see remote.go
 }
 
 // replica is one device's copy of the parameters, its gradient
@@ -157,9 +153,6 @@ func New(cfg Config) (*Trainer, error) {
 		for _, v := range op.Outputs() {
 			t.producer[v] = i
 		}
-	}
-	if err := t.initRemotes(cfg); err != nil {
-		return nil, err
 	}
 	t.full = t.FullBatch(nil)
 	if err := t.prepare(t.full); err != nil {
@@ -314,7 +307,12 @@ func (t *Trainer) gatherFeatures(dev core.Device, env *core.Env, b *Batch, rows 
 	f := t.data.FeatureDim
 	var x *core.Tensor
 	var err error
-	if env != nil {
+	if ua, ok := dev.(core.UninitAllocator); ok {
+		// Every element is written below.
+		if x, err = ua.AllocUninit(n, f); err == nil && env != nil {
+			env.Adopt(x)
+		}
+	} else if env != nil {
 		x, err = env.Alloc(n, f)
 	} else {
 		x, err = dev.Alloc(n, f)

@@ -231,6 +231,16 @@ func (d *Device) Kernels() core.Kernels { return d.k }
 // Alloc returns a zero-filled tensor in host memory, charged to the
 // device's accountant.
 func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
+	return d.alloc(shape, true)
+}
+
+// AllocUninit is Alloc without the zero fill: the contents are whatever the
+// recycled buffer held (core.UninitAllocator).
+func (d *Device) AllocUninit(shape ...int) (*core.Tensor, error) {
+	return d.alloc(shape, false)
+}
+
+func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 	for _, s := range shape {
 		if s < 0 {
 			return nil, fmt.Errorf("%w: cpu: alloc on %s: negative dimension in %v", core.ErrShape, d.id, shape)
@@ -243,7 +253,9 @@ func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
 	}
 	data := d.cache.take(n)
 	if data != nil {
-		d.k.zero(data) // over the device's threads, non-temporal when large
+		if zero {
+			d.k.zero(data) // over the device's threads, non-temporal when large
+		}
 	} else {
 		data = make([]float32, n)
 	}

@@ -18,6 +18,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -58,6 +59,7 @@ func main() {
 	asJSON := flag.Bool("json", false, "print JSON instead of Markdown")
 	reuse := flag.Bool("reuse", true, "also measure cherry with activation reuse")
 	only := flag.String("only", "", "measure only the workloads whose name contains this")
+	kList := flag.String("k", "2,4,8,16", "micro-batch counts to measure (the uncapped sequential run is always measured)")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -79,7 +81,16 @@ func main() {
 			model: "sage", hidden: 128, batchSize: 1024, fanouts: []int{10, 10}},
 	}
 	var ks []config
-	for _, k := range []int{0, 2, 4, 8, 16} { // 0: sequential
+	kk := []int{0} // 0: sequential
+	for _, f := range strings.Split(*kList, ",") {
+		k, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || k < 1 {
+			fmt.Fprintf(os.Stderr, "cherrybench: -k %q: want positive integers separated by commas\n", *kList)
+			os.Exit(2)
+		}
+		kk = append(kk, k)
+	}
+	for _, k := range kk {
 		ks = append(ks, config{k: k})
 		if k > 0 && *reuse {
 			ks = append(ks, config{k: k, reuse: true})

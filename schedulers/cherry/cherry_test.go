@@ -308,4 +308,16 @@ func TestMemoryWall(t *testing.T) {
 	if peak > memCap {
 		t.Errorf("measured peak %d over the cap %d", peak, memCap)
 	}
+	// The same with activation reuse: the cache counts against the cap.
+	re := newSetup(t, f, "gcn", cfg, memCap, batch)
+	p, peak, err = re.run(t, &cherry.Scheduler{Reuse: true})
+	if err != nil {
+		t.Fatalf("cherry with reuse under the cap: %v", err)
+	}
+	t.Logf("cherry reuse: K=%v chunks %v shared %v keep %v redundancy %.2f, measured peak %s (predicted %s) under cap %s",
+		p.Metrics["micro_batches"], p.Metrics["reuse_chunks"], p.Metrics["reuse_shared"], p.Metrics["reuse_keep"], p.Metrics["redundancy"],
+		core.FormatBytes(peak), core.FormatBytes(p.MemEstimate[re.devs[0].ID()]), core.FormatBytes(memCap))
+	if peak > memCap {
+		t.Errorf("reuse: measured peak %d over the cap %d", peak, memCap)
+	}
 }
