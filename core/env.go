@@ -2,6 +2,7 @@ package core
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 )
 
@@ -32,6 +33,13 @@ type Env struct {
 	NodeIDs, EdgeIDs []int32
 	// Loss is set by the loss op in Forward.
 	Loss float64
+	// HopRows, when set, says the rows are in hop order from the loss
+	// targets: HopRows[h] rows lie within h hops of them. A layer whose
+	// output is read only within h hops then computes those rows alone,
+	// over the block bound as AtHop(name, h) (PyG's trim_to_layer); its
+	// ops name that graph and trim row-wise inputs with RowsAt. Nil:
+	// every layer computes every row.
+	HopRows []int
 
 	vals      map[string]*Tensor
 	grads     map[string]*Tensor
@@ -112,12 +120,27 @@ func (e *Env) SetValue(name string, t *Tensor) {
 	e.mu.Unlock()
 }
 
-// Graph returns a bound graph.
+// Graph returns a bound graph. A name AtHop(base, h) falls back to base
+// when no trimmed block is bound (rows not trimmed).
 func (e *Env) Graph(name string) (*Graph, error) {
 	if g, ok := e.Graphs[name]; ok {
 		return g, nil
 	}
+	if i := strings.LastIndexByte(name, '@'); i > 0 {
+		if g, ok := e.Graphs[name[:i]]; ok {
+			return g, nil
+		}
+	}
 	return nil, fmt.Errorf("core: graph %q is not bound on %s", name, e.Dev.ID())
+}
+
+// RowsAt is the number of rows within hop hops of the targets, or -1 when
+// rows are not trimmed (HopRows nil, hop < 0 or beyond it).
+func (e *Env) RowsAt(hop int) int {
+	if hop < 0 || hop >= len(e.HopRows) {
+		return -1
+	}
+	return e.HopRows[hop]
 }
 
 // NeedsGrad reports whether backward must produce the gradient of name.

@@ -291,6 +291,9 @@ type Subgraph struct {
 	Nodes []int32
 	// Seeds is the number of seed nodes (a prefix of Nodes).
 	Seeds int
+	// HopEnds[h] is the number of nodes within h hops of the seeds (a
+	// prefix of Nodes: nodes are in breadth-first ring order), h = 0..k.
+	HopEnds []int
 }
 
 // KHop returns the subgraph induced on the seeds and every node that
@@ -316,7 +319,8 @@ func (g *Graph) KHop(seeds []int32, k int) (*Subgraph, error) {
 		nodes = append(nodes, s)
 	}
 	frontier := nodes
-	for hop := 0; hop < k && len(frontier) > 0; hop++ {
+	ends := []int{len(nodes)}
+	for hop := 0; hop < k; hop++ {
 		var next []int32
 		for _, v := range frontier {
 			for _, u := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
@@ -328,13 +332,41 @@ func (g *Graph) KHop(seeds []int32, k int) (*Subgraph, error) {
 			}
 		}
 		frontier = next
+		ends = append(ends, len(nodes))
 	}
 	sub, err := g.Induced(nodes)
 	if err != nil {
 		return nil, err
 	}
-	return &Subgraph{Graph: sub, Nodes: nodes, Seeds: len(seeds)}, nil
+	return &Subgraph{Graph: sub, Nodes: nodes, Seeds: len(seeds), HopEnds: ends}, nil
 }
+
+// DstPrefix returns the graph of g's first dst rows with their edges
+// (sources, edge ids) as they are, over the first src source nodes: the
+// block of one GNN layer when rows are in hop order (PyG's trim_to_layer).
+// Every kept edge's source must lie below src.
+func (g *Graph) DstPrefix(dst, src int) (*Graph, error) {
+	if dst < 0 || dst > g.NumDst || src < 0 || src > g.NumSrc {
+		return nil, fmt.Errorf("%w: prefix of %d dst x %d src rows of a %d x %d graph", ErrInvalidGraph, dst, src, g.NumDst, g.NumSrc)
+	}
+	n := g.Offsets[dst]
+	idx := g.Indices[:n]
+	for e, j := range idx {
+		if int(j) >= src {
+			return nil, fmt.Errorf("%w: prefix of %d rows: edge %d comes from node %d, outside the first %d sources (rows not in hop order?)",
+				ErrInvalidGraph, dst, e, j, src)
+		}
+	}
+	p := &Graph{NumDst: dst, NumSrc: src, Offsets: g.Offsets[:dst+1], Indices: idx}
+	if g.EIDs != nil {
+		p.EIDs = g.EIDs[:n]
+	}
+	return p, nil
+}
+
+// AtHop names the graph a layer reads when rows are trimmed to those
+// within hop hops of the targets (see Env.HopRows).
+func AtHop(name string, hop int) string { return fmt.Sprintf("%s@%d", name, hop) }
 
 // Induced returns the subgraph on nodes (local id l = nodes[l], which must
 // be distinct and in range): every edge of g between two listed nodes, in

@@ -23,8 +23,14 @@ type Batch struct {
 	// index (e.g. node pairs of a link-prediction head) instead of the
 	// dataset's node labels.
 	Labels []int32
+	// HopEnds, when set (Sample sets it), says the nodes are in hop order
+	// from the targets: HopEnds[h] nodes lie within h hops, h = 0..layers.
+	// A whole-batch unit then computes each layer only on the rows a
+	// later layer reads (PyG's trim_to_layer); the result is the same.
+	HopEnds []int
 
 	prepared bool
+	hopRows  []int                   // HopEnds, when the batch's units trim their layers
 	views    map[viewKey]*unitInputs // subgraph units' inputs, reused across iterations
 	reuse    map[*core.Plan]*reuseLayout
 	prep     map[string]*core.Graph // per GraphSpec: self-loops added as asked
@@ -87,6 +93,9 @@ func (t *Trainer) prepare(b *Batch) error {
 			b.weights[gs.Name] = g.MeanWeights()
 		}
 	}
+	if err := t.prepareHops(b); err != nil {
+		return err
+	}
 	b.labels = t.data.Labels
 	if b.Labels != nil {
 		b.labels = b.Labels
@@ -132,6 +141,7 @@ func Sample(g *core.Graph, targets []int32, fanouts []int, seed uint64) (*Batch,
 	}
 	var src, dst []int32
 	frontier := append([]int32(nil), nodes...)
+	ends := []int{len(nodes)}
 	var pick []int32
 	for hop, f := range fanouts {
 		if f == 0 || f < -1 {
@@ -163,6 +173,7 @@ func Sample(g *core.Graph, targets []int32, fanouts []int, seed uint64) (*Batch,
 			}
 		}
 		frontier = next
+		ends = append(ends, len(nodes))
 	}
 	bg, err := core.FromEdges(len(nodes), len(nodes), src, dst)
 	if err != nil {
@@ -172,7 +183,7 @@ func Sample(g *core.Graph, targets []int32, fanouts []int, seed uint64) (*Batch,
 	for i := range tl {
 		tl[i] = int32(i)
 	}
-	return &Batch{Graph: bg, Nodes: nodes, Targets: tl}, nil
+	return &Batch{Graph: bg, Nodes: nodes, Targets: tl, HopEnds: ends}, nil
 }
 
 // unitInputs are what a unit's Env binds: graphs, the ids its rows stand
@@ -183,6 +194,9 @@ type unitInputs struct {
 	edgeIDs []int32 // batch edge ids of edge rows (nil: identity)
 	labels  []int32
 	targets []int32
+	// hopRows, when set, trims each layer to its rows (core.Env.HopRows);
+	// graphs then also holds each layer's block under core.AtHop names.
+	hopRows []int
 	// For subgraph units: the rows to gather (batch-local ids) and, per
 	// graph spec, the batch edge ids to gather weights from.
 	rows    []int32
@@ -203,7 +217,7 @@ type viewKey struct {
 // target set.
 func (t *Trainer) unitView(b *Batch, u core.Unit) (*unitInputs, error) {
 	if !u.Subgraph {
-		return &unitInputs{graphs: b.prep, nodeIDs: b.Nodes, labels: b.labels, targets: u.Targets}, nil
+		return &unitInputs{graphs: b.prep, nodeIDs: b.Nodes, labels: b.labels, targets: u.Targets, hopRows: b.hopRows}, nil
 	}
 	if len(u.Targets) == 0 {
 		return t.buildView(b, u)
@@ -229,11 +243,13 @@ func (t *Trainer) unitView(b *Batch, u core.Unit) (*unitInputs, error) {
 }
 
 func (t *Trainer) buildView(b *Batch, u core.Unit) (*unitInputs, error) {
-	return t.buildViewHops(b, u, t.model.Config.Layers)
+	return t.buildViewHops(b, u, t.model.Config.Layers, 0)
 }
 
-// buildViewHops is buildView over the targets' hops-hop receptive field.
-func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops int) (*unitInputs, error) {
+// buildViewHops is buildView over the targets' hops-hop receptive field,
+// for targets shift hops away from the loss targets (0 for units and
+// reuse heads, 1 for reuse producers): its rows are trimmed per layer.
+func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops, shift int) (*unitInputs, error) {
 	if len(t.model.Graphs) == 0 {
 		// No message passing: a unit's receptive field is its targets.
 		in := &unitInputs{graphs: map[string]*core.Graph{}, rows: u.Targets, nodeIDs: make([]int32, len(u.Targets)),
@@ -263,6 +279,17 @@ func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops int) (*unitInputs, e
 		in.edgeMap[gs.Name] = ind.EIDs
 	}
 	in.edgeIDs = in.edgeMap[first]
+	if len(t.model.Graphs) == 1 && t.trim {
+		// Rows are in ring order: layer blocks are CSR prefixes.
+		rows := append(make([]int, shift), ks.HopEnds...)
+		for h := range shift {
+			rows[h] = ks.HopEnds[0]
+		}
+		if err := trimBlocks(in.graphs, first, rows, shift); err != nil {
+			return nil, fmt.Errorf("engine: unit %d: %w", u.ID, err)
+		}
+		in.hopRows = rows
+	}
 	in.nodeIDs = make([]int32, len(ks.Nodes))
 	in.labels = make([]int32, len(ks.Nodes))
 	for l, bl := range ks.Nodes {
@@ -274,4 +301,48 @@ func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops int) (*unitInputs, e
 		in.targets[i] = int32(i)
 	}
 	return in, nil
+}
+
+// trimBlocks binds, for every hop h >= from below the last, the block of
+// graph name whose output rows lie within h hops: the first rows[h] rows,
+// reading the first rows[h+1] (core.AtHop(name, h)).
+func trimBlocks(graphs map[string]*core.Graph, name string, rows []int, from int) error {
+	g := graphs[name]
+	for h := from; h+1 < len(rows); h++ {
+		blk, err := g.DstPrefix(rows[h], rows[h+1])
+		if err != nil {
+			return err
+		}
+		graphs[core.AtHop(name, h)] = blk
+	}
+	return nil
+}
+
+// prepareHops checks a batch's HopEnds and builds the layer blocks its
+// whole-batch units trim to. Only single-graph models whose depth is the
+// batch's hop count trim; others run every layer on every row.
+func (t *Trainer) prepareHops(b *Batch) error {
+	if b.HopEnds == nil || !t.trim || len(t.model.Graphs) != 1 || b.Labels != nil || len(b.Graphs) > 0 {
+		return nil
+	}
+	L, ends := t.model.Config.Layers, b.HopEnds
+	if len(ends) != L+1 || ends[L] != b.Graph.NumDst {
+		return nil
+	}
+	for i := 1; i < len(ends); i++ {
+		if ends[i] < ends[i-1] || ends[0] < 0 {
+			return fmt.Errorf("engine: batch hop ends %v are not increasing", ends)
+		}
+	}
+	for _, n := range b.Targets {
+		if int(n) >= ends[0] {
+			return fmt.Errorf("engine: batch target %d is outside the first %d rows its HopEnds put within 0 hops", n, ends[0])
+		}
+	}
+	name := t.model.Graphs[0].Name
+	if err := trimBlocks(b.prep, name, ends, 0); err != nil {
+		return fmt.Errorf("engine: batch graph is not in the hop order its HopEnds state: %w", err)
+	}
+	b.hopRows = ends
+	return nil
 }

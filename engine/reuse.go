@@ -135,7 +135,7 @@ func (t *Trainer) buildReuseLayout(b *Batch, plan *core.Plan) (*reuseLayout, err
 		if len(u.Targets) == 0 {
 			continue
 		}
-		in, err := t.buildViewHops(b, u, 1)
+		in, err := t.buildViewHops(b, u, 1, 0)
 		if err != nil {
 			return nil, err
 		}
@@ -164,7 +164,7 @@ func (t *Trainer) buildReuseLayout(b *Batch, plan *core.Plan) (*reuseLayout, err
 		}
 		covered += len(c)
 		if len(c) > 0 {
-			if ch.in, err = t.buildViewHops(b, ch.unit, L-1); err != nil {
+			if ch.in, err = t.buildViewHops(b, ch.unit, L-1, 1); err != nil {
 				return nil, err
 			}
 		}
@@ -187,7 +187,7 @@ func (t *Trainer) buildReuseLayout(b *Batch, plan *core.Plan) (*reuseLayout, err
 			}
 			if len(priv) > 0 {
 				p.prodUnit = core.Unit{ID: u.ID, Targets: priv, Subgraph: true}
-				if p.prod, err = t.buildViewHops(b, p.prodUnit, L-1); err != nil {
+				if p.prod, err = t.buildViewHops(b, p.prodUnit, L-1, 1); err != nil {
 					return nil, err
 				}
 			}

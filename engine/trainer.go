@@ -63,6 +63,10 @@ type Config struct {
 	Devices   []core.Device // the devices plans may use
 	Optimizer Optimizer
 	Seed      uint64
+	// NoTrim makes every layer compute every row of a unit's graph, as
+	// PyG does without trim_to_layer; by default a layer computes only
+	// the rows a later layer or the loss reads. Same result either way.
+	NoTrim bool
 }
 
 // Trainer holds a model's training state across iterations.
@@ -71,6 +75,7 @@ type Trainer struct {
 	data     Data
 	opt      Optimizer
 	seed     uint64
+	trim     bool // layers compute only the rows read later (Config.NoTrim)
 	devs     map[core.DeviceID]core.Device
 	full     *Batch // the dataset graph, for evaluation
 	needGrad map[string]bool
@@ -136,7 +141,7 @@ func New(cfg Config) (*Trainer, error) {
 	if cfg.Model.Config.InDim != 0 && cfg.Model.Config.InDim != d.FeatureDim {
 		return nil, fmt.Errorf("engine: model %s expects %d input features, data has %d", cfg.Model.Name, cfg.Model.Config.InDim, d.FeatureDim)
 	}
-	t := &Trainer{model: cfg.Model, data: d, opt: cfg.Optimizer, seed: cfg.Seed,
+	t := &Trainer{model: cfg.Model, data: d, opt: cfg.Optimizer, seed: cfg.Seed, trim: !cfg.NoTrim,
 		devs: map[core.DeviceID]core.Device{}, needGrad: cfg.Model.NeedsGrad(), specs: map[string]core.ParamSpec{},
 		reps: map[core.DeviceID]*replica{}, moment: map[string][2]*core.Tensor{}}
 	for _, dev := range cfg.Devices {
@@ -430,6 +435,7 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 		}
 	}
 	env.NodeIDs, env.EdgeIDs = in.nodeIDs, in.edgeIDs
+	env.HopRows = in.hopRows
 	env.Labels = in.labels
 	env.Targets = in.targets
 	if len(u.Targets) > 0 {

@@ -51,13 +51,19 @@ func GAT(cfg core.ModelConfig) (*core.Model, error) {
 		}
 		b.op(nn.NewDropout(drop, h, drop, cfg.Dropout, in))
 		b.op(nn.NewLinear(lin, drop, w, lin, in, out))
+		// The layer's block: its output is read within L-1-l hops of the
+		// targets (the whole graph unless the runtime trims rows); the
+		// destination scores keep the block's destination rows.
+		hop := cfg.Layers - 1 - l
+		adj, elDst := core.AtHop(Adj, hop), layerName("att_dst_rows", l)
 		b.op(nn.NewHeadDot(el, lin, attDst, el, heads, feats))
+		b.op(nn.NewTrim(elDst, el, elDst, hop, heads))
 		b.op(nn.NewHeadDot(er, lin, attSrc, er, heads, feats))
-		b.op(nn.NewEdgeScore(score, Adj, el, er, score, heads))
+		b.op(nn.NewEdgeScore(score, adj, elDst, er, score, heads))
 		b.op(nn.NewLeakyReLU(leaky, score, leaky, 0.2, heads).OnEdges())
-		b.op(nn.NewEdgeSoftmax(alpha, Adj, leaky, alpha, heads))
+		b.op(nn.NewEdgeSoftmax(alpha, adj, leaky, alpha, heads))
 		b.op(nn.NewDropout(adrop, alpha, adrop, cfg.AttnDropout, heads).OnEdges())
-		b.op(nn.NewAggregate(agg, Adj, core.ReduceSum, lin, adrop, agg, out, heads))
+		b.op(nn.NewAggregate(agg, adj, core.ReduceSum, lin, adrop, agg, out, heads))
 		b.op(nn.NewBias(layerName("bias", l), agg, bias, y, out))
 		h, in = y, out
 		if !last {

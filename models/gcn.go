@@ -34,7 +34,10 @@ func GCN(cfg core.ModelConfig) (*core.Model, error) {
 		}
 		b.op(nn.NewDropout(drop, h, drop, cfg.Dropout, in))
 		b.op(nn.NewLinear(lin, drop, w, lin, in, out))
-		b.op(nn.NewAggregate(agg, Adj, core.ReduceSum, lin, AdjW, agg, out, 1))
+		// The layer's block: its output is read within L-1-l hops of the
+		// targets (the whole graph unless the runtime trims rows).
+		adj := core.AtHop(Adj, cfg.Layers-1-l)
+		b.op(nn.NewAggregate(agg, adj, core.ReduceSum, lin, AdjW, agg, out, 1))
 		b.op(nn.NewBias(layerName("bias", l), agg, bias, y, out))
 		h, in = y, out
 		if !last {

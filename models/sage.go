@@ -38,13 +38,18 @@ func SAGE(cfg core.ModelConfig) (*core.Model, error) {
 		if last {
 			y = Logits
 		}
-		b.op(nn.NewLinear(self, h, wSelf, self, in, out))
+		// The layer's block and its destination rows: the output is read
+		// within L-1-l hops of the targets (all rows unless trimmed).
+		hop := cfg.Layers - 1 - l
+		adj, root := core.AtHop(Adj, hop), layerName("root", l)
+		b.op(nn.NewTrim(root, h, root, hop, in))
+		b.op(nn.NewLinear(self, root, wSelf, self, in, out))
 		if out < in { // transform, then aggregate the narrower rows
 			b.op(nn.NewLinear(neigh, h, wNeigh, neigh, in, out))
-			b.op(nn.NewAggregate(agg, Adj, core.ReduceSum, neigh, AdjW, agg, out, 1))
+			b.op(nn.NewAggregate(agg, adj, core.ReduceSum, neigh, AdjW, agg, out, 1))
 			b.op(nn.NewAdd(sum, self, agg, sum, out))
 		} else {
-			b.op(nn.NewAggregate(agg, Adj, core.ReduceSum, h, AdjW, agg, in, 1))
+			b.op(nn.NewAggregate(agg, adj, core.ReduceSum, h, AdjW, agg, in, 1))
 			b.op(nn.NewLinear(neigh, agg, wNeigh, neigh, in, out))
 			b.op(nn.NewAdd(sum, self, neigh, sum, out))
 		}

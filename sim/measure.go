@@ -164,9 +164,9 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		// pass over the graph the unit computes.
 		switch {
 		case lp.whole:
-			lp.shape, _ = shapes(m, tr.Graph(), featDim, lp.batch.Targets)
+			lp.shape, _ = shapes(m, tr.Graph(), featDim, lp.batch.Targets, nil)
 			if !graphModel {
-				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets)
+				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets, nil)
 			}
 		default:
 			if ks, err := g.KHop(lp.targets, max(m.Config.Layers, 0)); err == nil {
@@ -174,7 +174,10 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 				for i := range local {
 					local[i] = int32(i)
 				}
-				lp.shape, _ = shapes(m, ks.Graph, featDim, local)
+				// The executor's view: no edge ids (edges are its own) and
+				// layers trimmed to the rows read later.
+				view := &core.Graph{NumDst: ks.NumDst, NumSrc: ks.NumSrc, Offsets: ks.Offsets, Indices: ks.Indices}
+				lp.shape, _ = shapes(m, view, featDim, local, ks.HopEnds)
 			}
 		}
 		lp.fwd, lp.bwd = make([][]time.Duration, nOps), make([][]time.Duration, nOps)

@@ -26,7 +26,7 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	}
 	var so *shapeOut
 	if w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
-		so, _ = shapes(w.Model, w.Graph, w.FeatureDim, w.Batch) // nil: fall back to the ops' Cost
+		so, _ = shapes(w.Model, w.Graph, w.FeatureDim, w.Batch, nil) // nil: fall back to the ops' Cost
 	}
 	// The backward's transient memory, shared among the ops by what they hold.
 	var heldSum, temp int64

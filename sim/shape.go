@@ -18,8 +18,10 @@ type shapeOut struct {
 // nodes) on a shape-only device (no storage, no arithmetic), with the
 // loss over targets: the allocation sequence of the executor, without its
 // cost. It is how the simulator learns activation sizes without running
-// the model.
-func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (so *shapeOut, err error) {
+// the model. hopEnds, when set, says g's rows are in hop order from the
+// targets (core.Subgraph.HopEnds): layers then compute only the rows a
+// later layer reads, as the executor does (core.Env.HopRows).
+func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds []int) (so *shapeOut, err error) {
 	if m == nil || g == nil {
 		return nil, fmt.Errorf("sim: the workload carries no model or graph")
 	}
@@ -47,6 +49,16 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (so *sha
 			t, _ := env.Alloc(g.NumEdges(), 1)
 			env.SetValue(gs.Name+".w", t)
 		}
+	}
+	if len(hopEnds) == m.Config.Layers+1 && len(m.Graphs) == 1 && hopEnds[len(hopEnds)-1] == n {
+		for h := 0; h+1 < len(hopEnds); h++ {
+			blk, err := g.DstPrefix(hopEnds[h], hopEnds[h+1])
+			if err != nil {
+				return nil, fmt.Errorf("sim: shape pass: %w", err)
+			}
+			env.Graphs[core.AtHop(m.Graphs[0].Name, h)] = blk
+		}
+		env.HopRows = hopEnds
 	}
 	for _, in := range m.Inputs {
 		t, _ := env.Alloc(n, max(featDim, 1))

@@ -118,11 +118,18 @@ func (op *Dropout) active(env *core.Env) bool { return env.Training && op.p > 0 
 // ids are the global ids of the rows the op draws for (Env.NodeIDs or,
 // for attention dropout, Env.EdgeIDs), so micro-batches draw the masks
 // the whole batch would.
-func (op *Dropout) ids(env *core.Env) []int32 {
+//
+// A trimmed layer's tensors (core.Env.HopRows) hold a prefix of the rows,
+// so their ids are a prefix of these.
+func (op *Dropout) ids(env *core.Env, rows int) []int32 {
+	ids := env.NodeIDs
 	if op.rows == onEdges {
-		return env.EdgeIDs
+		ids = env.EdgeIDs
 	}
-	return env.NodeIDs
+	if len(ids) > rows {
+		ids = ids[:rows]
+	}
+	return ids
 }
 
 // seed mixes the step seed with the op's name (SplitMix64 finaliser).
@@ -155,7 +162,7 @@ func (op *Dropout) Forward(env *core.Env) error {
 	}
 	defer env.Free(mask)
 	return op.errf(output(env, op.y, x.Rows(), op.cols, func(y *core.Tensor) error {
-		return env.K.Dropout(x, op.p, op.seed(env), op.ids(env), y, mask)
+		return env.K.Dropout(x, op.p, op.seed(env), op.ids(env, x.Rows()), y, mask)
 	}))
 }
 
@@ -174,7 +181,7 @@ func (op *Dropout) Backward(env *core.Env) error {
 	}
 	defer env.Free(mask)
 	return op.errf(accum(env, op.x, dy.Rows(), dy.Cols(), func(dx *core.Tensor) error {
-		return env.K.Dropout(dy, op.p, op.seed(env), op.ids(env), dx, mask)
+		return env.K.Dropout(dy, op.p, op.seed(env), op.ids(env, dy.Rows()), dx, mask)
 	}))
 }
 

@@ -36,7 +36,11 @@ func NewAggregate(name, graph string, red core.Reduce, x, w, y string, cols, hea
 		x: x, w: w, y: y, red: red, cols: cols, heads: heads}
 }
 
-func (op *Aggregate) load(env *core.Env) (g *core.Graph, x, w *core.Tensor, err error) {
+// load looks up the op's graph and values. w is the edge values for g:
+// when the bound value has more rows than g has edge ids (g is a trimmed
+// layer block, whose edge ids are a prefix of the graph's), a scratch
+// copy of its first rows, and full is the bound value.
+func (op *Aggregate) load(env *core.Env, s *scratch) (g *core.Graph, x, w, full *core.Tensor, err error) {
 	if g, err = env.Graph(op.graph); err != nil {
 		return
 	}
@@ -50,8 +54,15 @@ func (op *Aggregate) load(env *core.Env) (g *core.Graph, x, w *core.Tensor, err 
 		if w, err = env.Value(op.w); err != nil {
 			return
 		}
+		full = w
 		if w.Rows() < edgeRows(g) || w.Cols() != op.heads {
 			err = checkShape(op.w, w, edgeRows(g), op.heads)
+			return
+		}
+		if n := edgeRows(g); w.Rows() > n {
+			if w, err = s.alloc(n, op.heads); err == nil {
+				err = env.K.Gather(full, prefix(n), w)
+			}
 		}
 	}
 	return
@@ -59,7 +70,9 @@ func (op *Aggregate) load(env *core.Env) (g *core.Graph, x, w *core.Tensor, err 
 
 // Forward runs one SpMM.
 func (op *Aggregate) Forward(env *core.Env) error {
-	g, x, w, err := op.load(env)
+	s := &scratch{env: env}
+	defer s.free()
+	g, x, w, _, err := op.load(env, s)
 	if err != nil {
 		return op.errf(err)
 	}
@@ -82,12 +95,12 @@ func (op *Aggregate) Backward(env *core.Env) error {
 	if !needX && !needW {
 		return nil
 	}
-	g, x, w, err := op.load(env)
+	s := &scratch{env: env}
+	defer s.free()
+	g, x, w, full, err := op.load(env, s)
 	if err != nil {
 		return op.errf(err)
 	}
-	s := &scratch{env: env}
-	defer s.free()
 	wt := w // the edge values of the transposed product
 	var mw *core.Tensor
 	if op.red == core.ReduceMean {
@@ -124,12 +137,24 @@ func (op *Aggregate) Backward(env *core.Env) error {
 		}
 	}
 	if needW {
-		if err := accum(env, op.w, w.Rows(), w.Cols(), func(dw *core.Tensor) error {
-			if err := env.K.SDDMM(g, core.EdgeDot, dy, x, dw); err != nil {
+		if err := accum(env, op.w, full.Rows(), full.Cols(), func(dw *core.Tensor) error {
+			part := dw // the block's rows: a prefix of dw's when trimmed
+			if w != full {
+				var err error
+				if part, err = s.alloc(w.Rows(), w.Cols()); err != nil {
+					return err
+				}
+			}
+			if err := env.K.SDDMM(g, core.EdgeDot, dy, x, part); err != nil {
 				return err
 			}
 			if mw != nil {
-				return env.K.Map(core.MapMul, dw, mw, 0, dw)
+				if err := env.K.Map(core.MapMul, part, mw, 0, part); err != nil {
+					return err
+				}
+			}
+			if part != dw {
+				return env.K.ScatterAdd(part, prefix(part.Rows()), dw)
 			}
 			return nil
 		}); err != nil {

@@ -215,7 +215,7 @@ func nodesUpTo(n int) []int32 {
 // clear error naming the minimum cap.
 func TestCapTooSmall(t *testing.T) {
 	f := schedtest.NewFixture(300, 4, 32, 4, 6)
-	s := newSetup(t, f, "gcn", core.ModelConfig{Hidden: 16}, 40<<10, func(tr *engine.Trainer) *engine.Batch { return tr.FullBatch(nodesUpTo(200)) })
+	s := newSetup(t, f, "gcn", core.ModelConfig{Hidden: 16}, 24<<10, func(tr *engine.Trainer) *engine.Batch { return tr.FullBatch(nodesUpTo(200)) })
 	_, _, err := s.run(t, &cherry.Scheduler{})
 	if !errors.Is(err, cherry.ErrTooSmall) || !strings.Contains(err.Error(), "at least") {
 		t.Fatalf("err = %v, want ErrTooSmall naming the minimum cap", err)

@@ -136,6 +136,12 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 			p.MemEstimate[core.DeviceID(d)] = b
 		}
 	}
+	if r := m.GetReuse(); r != nil {
+		p.Reuse = &core.Reuse{Boundary: r.GetBoundary(), Keep: r.GetKeep()}
+		for _, c := range r.GetChunks() {
+			p.Reuse.Chunks = append(p.Reuse.Chunks, c.GetNodes())
+		}
+	}
 	return p, nil
 }
 

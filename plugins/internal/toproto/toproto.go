@@ -98,6 +98,12 @@ func Plan(p *core.Plan) *pb.Plan {
 			out.MemEstimate[string(d)] = b
 		}
 	}
+	if r := p.Reuse; r != nil {
+		out.Reuse = &pb.Reuse{Boundary: r.Boundary, Keep: r.Keep, Chunks: make([]*pb.NodeList, len(r.Chunks))}
+		for i, c := range r.Chunks {
+			out.Reuse.Chunks[i] = &pb.NodeList{Nodes: c}
+		}
+	}
 	return out
 }
 

@@ -902,7 +902,10 @@ type Plan struct {
 	Tasks       []*Task                `protobuf:"bytes,4,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	MemEstimate map[string]int64       `protobuf:"bytes,5,rep,name=mem_estimate,json=memEstimate,proto3" json:"mem_estimate,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	// Figures the scheduler reports about its plan ("micro_batches", ...).
-	Metrics       map[string]float64 `protobuf:"bytes,6,rep,name=metrics,proto3" json:"metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	Metrics map[string]float64 `protobuf:"bytes,6,rep,name=metrics,proto3" json:"metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	// Activation reuse across the units of a single-device plan (core.Reuse);
+	// absent: none.
+	Reuse         *Reuse `protobuf:"bytes,7,opt,name=reuse,proto3" json:"reuse,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -979,6 +982,119 @@ func (x *Plan) GetMetrics() map[string]float64 {
 	return nil
 }
 
+func (x *Plan) GetReuse() *Reuse {
+	if x != nil {
+		return x.Reuse
+	}
+	return nil
+}
+
+// Reuse is core.Reuse: compute each shared activation once per iteration.
+type Reuse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Boundary      string                 `protobuf:"bytes,1,opt,name=boundary,proto3" json:"boundary,omitempty"`
+	Chunks        []*NodeList            `protobuf:"bytes,2,rep,name=chunks,proto3" json:"chunks,omitempty"`
+	Keep          bool                   `protobuf:"varint,3,opt,name=keep,proto3" json:"keep,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Reuse) Reset() {
+	*x = Reuse{}
+	mi := &file_scheduler_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Reuse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Reuse) ProtoMessage() {}
+
+func (x *Reuse) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Reuse.ProtoReflect.Descriptor instead.
+func (*Reuse) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{13}
+}
+
+func (x *Reuse) GetBoundary() string {
+	if x != nil {
+		return x.Boundary
+	}
+	return ""
+}
+
+func (x *Reuse) GetChunks() []*NodeList {
+	if x != nil {
+		return x.Chunks
+	}
+	return nil
+}
+
+func (x *Reuse) GetKeep() bool {
+	if x != nil {
+		return x.Keep
+	}
+	return false
+}
+
+// NodeList is one list of batch node ids.
+type NodeList struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []int32                `protobuf:"varint,1,rep,packed,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeList) Reset() {
+	*x = NodeList{}
+	mi := &file_scheduler_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeList) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeList) ProtoMessage() {}
+
+func (x *NodeList) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeList.ProtoReflect.Descriptor instead.
+func (*NodeList) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *NodeList) GetNodes() []int32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
 type Unit struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Id         int64                  `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -992,7 +1108,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1120,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1133,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Unit) GetId() int64 {
@@ -1069,7 +1185,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1081,7 +1197,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1094,7 +1210,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Task) GetId() int64 {
@@ -1180,7 +1296,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1308,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1321,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Trace) GetEvents() []*TraceEvent {
@@ -1252,7 +1368,7 @@ type TraceEvent struct {
 
 func (x *TraceEvent) Reset() {
 	*x = TraceEvent{}
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1264,7 +1380,7 @@ func (x *TraceEvent) String() string {
 func (*TraceEvent) ProtoMessage() {}
 
 func (x *TraceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1277,7 +1393,7 @@ func (x *TraceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEvent.ProtoReflect.Descriptor instead.
 func (*TraceEvent) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TraceEvent) GetName() string {
@@ -1352,7 +1468,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1364,7 +1480,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1377,7 +1493,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *ErrorDetail) GetSentinel() string {
@@ -1408,7 +1524,7 @@ type OutOfMemory struct {
 
 func (x *OutOfMemory) Reset() {
 	*x = OutOfMemory{}
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1536,7 @@ func (x *OutOfMemory) String() string {
 func (*OutOfMemory) ProtoMessage() {}
 
 func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1549,7 @@ func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutOfMemory.ProtoReflect.Descriptor instead.
 func (*OutOfMemory) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *OutOfMemory) GetDevice() string {
@@ -1538,20 +1654,27 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x0ekernel_variant\x18\b \x01(\tR\rkernelVariant\x12\x16\n" +
 	"\x06gflops\x18\t \x01(\x01R\x06gflops\x12\x19\n" +
 	"\bmem_gbps\x18\n" +
-	" \x01(\x01R\amemGbps\"\xa7\x03\n" +
+	" \x01(\x01R\amemGbps\"\xd9\x03\n" +
 	"\x04Plan\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12\x12\n" +
 	"\x04home\x18\x02 \x01(\tR\x04home\x12/\n" +
 	"\x05units\x18\x03 \x03(\v2\x19.gnnkit.scheduler.v1.UnitR\x05units\x12/\n" +
 	"\x05tasks\x18\x04 \x03(\v2\x19.gnnkit.scheduler.v1.TaskR\x05tasks\x12M\n" +
 	"\fmem_estimate\x18\x05 \x03(\v2*.gnnkit.scheduler.v1.Plan.MemEstimateEntryR\vmemEstimate\x12@\n" +
-	"\ametrics\x18\x06 \x03(\v2&.gnnkit.scheduler.v1.Plan.MetricsEntryR\ametrics\x1a>\n" +
+	"\ametrics\x18\x06 \x03(\v2&.gnnkit.scheduler.v1.Plan.MetricsEntryR\ametrics\x120\n" +
+	"\x05reuse\x18\a \x01(\v2\x1a.gnnkit.scheduler.v1.ReuseR\x05reuse\x1a>\n" +
 	"\x10MemEstimateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
 	"\fMetricsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"m\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"n\n" +
+	"\x05Reuse\x12\x1a\n" +
+	"\bboundary\x18\x01 \x01(\tR\bboundary\x125\n" +
+	"\x06chunks\x18\x02 \x03(\v2\x1d.gnnkit.scheduler.v1.NodeListR\x06chunks\x12\x12\n" +
+	"\x04keep\x18\x03 \x01(\bR\x04keep\" \n" +
+	"\bNodeList\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\x05R\x05nodes\"m\n" +
 	"\x04Unit\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x12\x18\n" +
 	"\atargets\x18\x02 \x03(\x05R\atargets\x12\x1f\n" +
@@ -1630,7 +1753,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 22)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -1647,47 +1770,51 @@ var file_scheduler_proto_goTypes = []any{
 	(*Cost)(nil),             // 12: gnnkit.scheduler.v1.Cost
 	(*DeviceInfo)(nil),       // 13: gnnkit.scheduler.v1.DeviceInfo
 	(*Plan)(nil),             // 14: gnnkit.scheduler.v1.Plan
-	(*Unit)(nil),             // 15: gnnkit.scheduler.v1.Unit
-	(*Task)(nil),             // 16: gnnkit.scheduler.v1.Task
-	(*Trace)(nil),            // 17: gnnkit.scheduler.v1.Trace
-	(*TraceEvent)(nil),       // 18: gnnkit.scheduler.v1.TraceEvent
-	(*ErrorDetail)(nil),      // 19: gnnkit.scheduler.v1.ErrorDetail
-	(*OutOfMemory)(nil),      // 20: gnnkit.scheduler.v1.OutOfMemory
-	nil,                      // 21: gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	nil,                      // 22: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 23: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	(*Reuse)(nil),            // 15: gnnkit.scheduler.v1.Reuse
+	(*NodeList)(nil),         // 16: gnnkit.scheduler.v1.NodeList
+	(*Unit)(nil),             // 17: gnnkit.scheduler.v1.Unit
+	(*Task)(nil),             // 18: gnnkit.scheduler.v1.Task
+	(*Trace)(nil),            // 19: gnnkit.scheduler.v1.Trace
+	(*TraceEvent)(nil),       // 20: gnnkit.scheduler.v1.TraceEvent
+	(*ErrorDetail)(nil),      // 21: gnnkit.scheduler.v1.ErrorDetail
+	(*OutOfMemory)(nil),      // 22: gnnkit.scheduler.v1.OutOfMemory
+	nil,                      // 23: gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	nil,                      // 24: gnnkit.scheduler.v1.Plan.MetricsEntry
+	nil,                      // 25: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
 	9,  // 1: gnnkit.scheduler.v1.ScheduleRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
 	14, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	9,  // 3: gnnkit.scheduler.v1.ObserveRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	17, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
+	19, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
 	14, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	11, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
 	10, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
 	13, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
 	0,  // 9: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
 	12, // 10: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
-	15, // 11: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
-	16, // 12: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
-	21, // 13: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	22, // 14: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
-	1,  // 15: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	18, // 16: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	23, // 17: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	20, // 18: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 19: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 20: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 21: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 22: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 23: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 24: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	22, // [22:25] is the sub-list for method output_type
-	19, // [19:22] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	17, // 11: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
+	18, // 12: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
+	23, // 13: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	24, // 14: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
+	15, // 15: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
+	16, // 16: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 17: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	20, // 18: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	25, // 19: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	22, // 20: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 21: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 22: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 23: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 24: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 25: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 26: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	24, // [24:27] is the sub-list for method output_type
+	21, // [21:24] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -1701,7 +1828,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   22,
+			NumMessages:   24,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
