@@ -2,7 +2,7 @@
 GO ?= $(shell command -v go 2>/dev/null || echo /usr/local/go/bin/go)
 export CGO_ENABLED ?= 0
 
-.PHONY: run test deps build vet fmt-check fuzz-smoke
+.PHONY: run test deps build vet fmt-check fuzz-smoke cuda-deps cuda-check gpu-bundle
 
 ## run: train GCN on the embedded Cora (200 epochs) with the default CLI
 run:
@@ -41,15 +41,44 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## test: vet, format check, build with CGO_ENABLED=0, and every test (fuzz seed corpora included)
+## test: vet, format check, build with CGO_ENABLED=0, and every test (fuzz seed corpora included;
+## the backend-plugin worker's host-side tests start real worker processes); then vet, build and
+## compile the tests of the cuda-tagged packages (installing the CUDA headers if missing; no GPU needed)
 test: deps fmt-check vet
 	$(GO) build ./...
 	$(GO) test -count=1 ./...
 	$(GO) test -tags purego ./backends/cpu/...
 	@if command -v gcc >/dev/null 2>&1; then \
-	  echo "race detector: executor and scheduler suites"; \
-	  CGO_ENABLED=1 $(GO) test -race -count=1 ./engine/... ./core/...; \
+	  echo "race detector: executor, scheduler and worker suites"; \
+	  CGO_ENABLED=1 $(GO) test -race -count=1 ./engine/... ./core/... ./plugins/worker/...; \
 	else echo "gcc missing: skipping the race-detector run"; fi
+	@$(MAKE) --no-print-directory cuda-check
+
+## cuda-deps: install the CUDA headers and link stubs (Debian: nvidia-cuda-dev from non-free) when
+## missing; without root or apt it says what to install (scripts/ci-cuda.sh)
+cuda-deps:
+	@GO=$(GO) bash scripts/ci-cuda.sh deps
+
+## cuda-check: go vet, build and test -c (compile only) the cuda-tagged packages; skipped loudly
+## without the CUDA headers
+cuda-check: cuda-deps
+	@GO=$(GO) bash scripts/ci-cuda.sh check
+
+GPU_BUNDLE ?= dist/gpu
+
+## gpu-bundle: build what scripts/gpu-check.sh runs on a GPU host without Go into $(GPU_BUNDLE):
+## bin/gnnkit (CGO_ENABLED=0), bin/gnnkit-cuda (-tags cuda), cuda.test (the CUDA conformance and
+## throughput tests), scripts/ (stripped; under 64 MiB)
+gpu-bundle: cuda-deps
+	rm -rf $(GPU_BUNDLE)
+	mkdir -p $(GPU_BUNDLE)/bin $(GPU_BUNDLE)/scripts
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o $(GPU_BUNDLE)/bin/gnnkit ./cmd/gnnkit
+	CGO_ENABLED=1 $(GO) build -tags cuda -trimpath -ldflags='-s -w' -o $(GPU_BUNDLE)/bin/gnnkit-cuda ./cmd/gnnkit-cuda
+	CGO_ENABLED=1 $(GO) test -c -tags cuda -trimpath -ldflags='-s -w' -o $(GPU_BUNDLE)/cuda.test ./backends/cuda
+	cp scripts/gpu-check.sh scripts/pyg_epoch.py $(GPU_BUNDLE)/scripts/
+	@test -x $(GPU_BUNDLE)/cuda.test || echo "make: WARNING: backends/cuda has no tests yet, so there is no cuda.test; gpu-check.sh will report its steps as failed"
+	@du -sh $(GPU_BUNDLE)
+	@echo "make: bundle ready: copy the repository (or just $(GPU_BUNDLE)) to the GPU host and run scripts/gpu-check.sh there"
 
 ## fuzz-smoke: run each fuzz target briefly
 fuzz-smoke:
@@ -61,6 +90,7 @@ fuzz-smoke:
 
 .PHONY: proto
 
-## proto: regenerate the scheduler plugin protocol's Go code (needs protoc, protoc-gen-go, protoc-gen-go-grpc; see plugins/doc.go)
+## proto: regenerate the plugin protocols' Go code, scheduler (plugins/proto/scheduler/v1) and
+## backend worker (plugins/proto/backend/v1) (needs protoc, protoc-gen-go, protoc-gen-go-grpc; see plugins/doc.go)
 proto:
 	PATH="$$PATH:$$($(GO) env GOPATH)/bin" $(GO) generate ./plugins/proto/...

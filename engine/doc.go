@@ -11,6 +11,11 @@
 // accountant, so a plan that does not fit fails with core.ErrOutOfMemory
 // and the Trace reports each device's measured peak.
 //
+// Devices in another process (a backend-plugin worker, Config.Remote) take
+// part in plans like local ones: Run sends each worker its slice of the
+// plan and adds the gradients it returns into the home (see Remote);
+// Trainer.RunSlice is the worker's side.
+//
 // Train wraps Run in the usual epoch loop with evaluation, for the CLI and
 // the benchmarks.
 package engine

@@ -90,12 +90,16 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	if len(t.reps) == 0 {
 		// The plan's home holds the master copy.
-		if _, err := t.replicaOn(plan.Home); err != nil {
+		if _, err := t.replicaOn(t.homeFor(plan.Home)); err != nil {
 			return nil, err
 		}
 	}
-	if plan.Home != t.home {
+	if t.homeFor(plan.Home) != t.home {
 		return nil, fmt.Errorf("engine: plan's home device %s differs from the trainer's %s", plan.Home, t.home)
+	}
+	rx, err := t.planRemote(ctx, plan, opts) // nil: nothing runs on a worker
+	if err != nil {
+		return nil, err
 	}
 	// The params each device's ops read: only those are refreshed there,
 	// reduced from there and broadcast back.
@@ -122,6 +126,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	var refreshed int64
 	t0 := time.Now()
 	for _, id := range plan.Devices() {
+		if t.isRemote(id) {
+			continue // a worker's device: its replica lives there
+		}
 		r, err := t.replicaOn(id)
 		if err != nil {
 			return nil, err
@@ -153,7 +160,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	defer cancel()
 	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: t0, envs: map[envKey]*core.Env{}, used: used,
 		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}},
-		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}}
+		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}, remote: rx}
 	for u := range plan.Units {
 		ex.opDev[u] = make([]core.DeviceID, len(t.model.Ops))
 	}
@@ -180,6 +187,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	streams := map[key][]int{}
 	var order []key
 	for i, task := range plan.Tasks {
+		if rx != nil && rx.remote[i] {
+			continue // sent to its worker (startRemote)
+		}
 		k := key{task.Device, task.Stream}
 		if _, ok := streams[k]; !ok {
 			order = append(order, k)
@@ -187,6 +197,11 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		streams[k] = append(streams[k], i)
 	}
 	var wg sync.WaitGroup
+	if rx != nil {
+		if err := ex.startRemote(ctx, &wg, cancel); err != nil {
+			return nil, err
+		}
+	}
 	for _, k := range order {
 		tasks := streams[k]
 		wg.Go(func() {
@@ -213,6 +228,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for id, r := range t.reps {
 		ex.trace.PeakMem[id] = r.dev.Mem().Stats().Peak
 	}
+	ex.remotePeaks()
 	sort.SliceStable(ex.trace.Events, func(i, j int) bool { return ex.trace.Events[i].Start < ex.trace.Events[j].Start })
 	if ex.err != nil {
 		// Leave no half-accumulated gradients behind.
@@ -240,6 +256,7 @@ type execution struct {
 	loss    float64
 	err     error
 	trace   *core.Trace
+	remote  *remoteExec // the slices on workers (remote.go), nil for none
 }
 
 // envKey names the Env of one unit on one device.
@@ -479,12 +496,15 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
-		n, err := t.reduceGrads(task.From, task.Device, ex.used[task.From])
+		n, err := ex.reduce(ctx, task)
 		if err != nil {
 			return fmt.Errorf("engine: reducing gradients from %s into %s: %w", task.From, task.Device, err)
 		}
 		ev.Name, ev.Bytes = "reduce grads from "+string(task.From), n
 	case core.TaskStep:
+		if err := ex.beforeStep(ctx, task); err != nil {
+			return err
+		}
 		if !ex.opts.SkipStep {
 			if err := t.applyStep(); err != nil {
 				return err

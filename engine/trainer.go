@@ -67,6 +67,9 @@ type Config struct {
 	// PyG does without trim_to_layer; by default a layer computes only
 	// the rows a later layer or the loss reads. Same result either way.
 	NoTrim bool
+	// Remote are devices in other processes (backend-plugin workers, see
+	// Remote); plans may use them next to Devices.
+	Remote []Remote
 }
 
 // Trainer holds a model's training state across iterations.
@@ -92,6 +95,7 @@ type Trainer struct {
 	reps       map[core.DeviceID]*replica
 	moment     map[string][2]*core.Tensor // optimizer state on home
 	step       int
+	remote     *remoteInfo // Config.Remote (host) or the last slice (worker); see remote.go
 }
 
 // replica is one device's copy of the parameters, its gradient
@@ -158,6 +162,9 @@ func New(cfg Config) (*Trainer, error) {
 		for _, v := range op.Outputs() {
 			t.producer[v] = i
 		}
+	}
+	if err := t.initRemotes(cfg); err != nil {
+		return nil, err
 	}
 	t.full = t.FullBatch(nil)
 	if err := t.prepare(t.full); err != nil {

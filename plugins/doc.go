@@ -21,6 +21,16 @@
 //     table, and what sdk and host share (handshake, plugin sets, the gRPC
 //     server and client).
 //
+// Backend-plugin workers are the other kind: a process that owns a
+// backend's devices (gnnkit-cuda: the GPUs) and runs the host's plan
+// slices there.
+//
+//   - proto/backend/v1: their versioned protocol (backend.proto, handshake
+//     GNN_BACKEND_PLUGIN), reusing the scheduler protocol's plan, trace,
+//     device and error messages.
+//   - worker: worker.Serve(backend) on the worker side; worker.Find and
+//     worker.Start on the host side, whose *Worker is an engine.Remote.
+//
 // The transport is hashicorp/go-plugin with gRPC only: one handshake
 // (magic cookie GNN_SCHEDULER_PLUGIN), VersionedPlugins starting at 1,
 // automatic mutual TLS, optional SHA-256 pinning (go-plugin SecureConfig).
@@ -28,13 +38,13 @@
 // # Regenerating the protocol code
 //
 // The generated Go code is committed, so building gnnkit needs no protoc.
-// After editing proto/scheduler/v1/scheduler.proto, run from the
-// repository root
+// After editing proto/scheduler/v1/scheduler.proto or
+// proto/backend/v1/backend.proto, run from the repository root
 //
 //	make proto
 //
-// which runs `go generate ./plugins/proto/...` (the go:generate line is in
-// proto/scheduler/v1/doc.go) and needs protoc 3.21 or later (Debian:
+// which runs `go generate ./plugins/proto/...` (the go:generate lines are in
+// proto/scheduler/v1/doc.go and proto/backend/v1/doc.go) and needs protoc 3.21 or later (Debian:
 // apt-get install protobuf-compiler) and, on PATH,
 //
 //	go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12

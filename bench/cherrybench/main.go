@@ -47,6 +47,7 @@ type cell struct {
 	Scheduler  string    `json:"scheduler"`
 	K          int       `json:"k"`
 	Reuse      bool      `json:"reuse,omitempty"`
+	NoTrim     bool      `json:"no_trim,omitempty"`
 	Ms         []float64 `json:"ms"`
 	MedianMs   float64   `json:"median_ms"`
 	Ratio      float64   `json:"ratio_vs_sequential"`
@@ -60,6 +61,7 @@ func main() {
 	reuse := flag.Bool("reuse", true, "also measure cherry with activation reuse")
 	only := flag.String("only", "", "measure only the workloads whose name contains this")
 	kList := flag.String("k", "2,4,8,16", "micro-batch counts to measure (the uncapped sequential run is always measured)")
+	noTrim := flag.Bool("notrim", true, "also measure the sequential run computing every layer on every row (engine.Config.NoTrim), as PyG does without trim_to_layer")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if *cpuProfile != "" {
@@ -92,6 +94,9 @@ func main() {
 	}
 	for _, k := range kk {
 		ks = append(ks, config{k: k})
+		if k == 0 && *noTrim {
+			ks = append(ks, config{noTrim: true})
+		}
 		if k > 0 && *reuse {
 			ks = append(ks, config{k: k, reuse: true})
 		}
@@ -123,6 +128,9 @@ func main() {
 		if c.Reuse {
 			name += " reuse"
 		}
+		if c.NoTrim {
+			name += ", every row (no trim)"
+		}
 		fmt.Printf("| %s | %s | %.1f | %.2f | %.2f | %s |\n", c.Workload, name, c.MedianMs, c.Ratio, c.Redundancy, core.FormatBytes(c.PeakBytes))
 	}
 }
@@ -130,8 +138,9 @@ func main() {
 // config is one scheduler setting: K micro-batches (0: sequential), with
 // or without activation reuse.
 type config struct {
-	k     int
-	reuse bool
+	k      int
+	reuse  bool
+	noTrim bool
 }
 
 func measure(wl workload, ks []config, rounds int) ([]cell, error) {
@@ -167,7 +176,7 @@ func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 	var runs []*run
 	for _, kc := range ks {
 		k := kc.k
-		tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: 1,
+		tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: 1, NoTrim: kc.noTrim,
 			Data: engine.Data{Graph: ds.Graph, Features: ds.RowNormalizedFeatures(), FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
 		if err != nil {
 			return nil, err
@@ -177,7 +186,7 @@ func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 		if k > 0 {
 			s = &cherry.Scheduler{K: k, Reuse: kc.reuse}
 		}
-		r := &run{tr: tr, c: &cell{Workload: wl.name, Scheduler: s.Name(), K: k, Reuse: kc.reuse}}
+		r := &run{tr: tr, c: &cell{Workload: wl.name, Scheduler: s.Name(), K: k, Reuse: kc.reuse, NoTrim: kc.noTrim}}
 		for i, t := range targets {
 			b := tr.FullBatch(t)
 			if wl.batchSize > 0 {

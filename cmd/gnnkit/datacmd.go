@@ -37,7 +37,7 @@ func newDataCmd() *cobra.Command {
 		},
 	}
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.AddCommand(info)
+	cmd.AddCommand(info, newDataExportCmd())
 	return cmd
 }
 

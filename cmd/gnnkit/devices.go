@@ -29,6 +29,9 @@ type backendReport struct {
 	Name    string            `json:"name"`
 	Error   string            `json:"error,omitempty"`
 	Devices []core.DeviceInfo `json:"devices,omitempty"`
+	// Worker is the worker binary serving the backend (cuda: gnnkit-cuda),
+	// or its name when it was not found.
+	Worker string `json:"worker,omitempty"`
 }
 
 func newDevicesCmd() *cobra.Command {
@@ -62,6 +65,7 @@ func newDevicesCmd() *cobra.Command {
 				}
 				reps = append(reps, r)
 			}
+			reps = append(reps, workerReports(cmd.Context())...)
 			out := cmd.OutOrStdout()
 			if asJSON {
 				enc := json.NewEncoder(out)
@@ -75,7 +79,12 @@ func newDevicesCmd() *cobra.Command {
 			fmt.Fprintf(out, "SIMD       %s\n\n", strings.Join(h.SIMD, " "))
 			tw := tabwriter.NewWriter(out, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "DEVICE\tBACKEND\tNAME\tTHREADS\tMEMORY\tKERNELS")
+			var unavailable []string
 			for _, r := range reps {
+				if r.Worker != "" && r.Error != "" {
+					unavailable = append(unavailable, r.Name+": "+r.Error)
+					continue
+				}
 				if r.Error != "" {
 					fmt.Fprintf(tw, "-\t%s\t%s\t\t\t\n", r.Name, r.Error)
 					continue
@@ -91,6 +100,9 @@ func newDevicesCmd() *cobra.Command {
 				}
 			}
 			tw.Flush()
+			for _, u := range unavailable {
+				fmt.Fprintln(out, u)
+			}
 			fmt.Fprintf(out, "\nschedulers %s\nmodels     %s\n", strings.Join(core.Schedulers(), ", "), strings.Join(core.Models(), ", "))
 			return nil
 		},

@@ -56,8 +56,8 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", ")+", or plugin:PATH|NAME (see gnnkit plugins list)")
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
-	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(core.Backends(), ", "))
-	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 (default: the backend's first device)")
+	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(backendNames(), ", "))
+	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0 (default: the backend's first device)")
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
@@ -142,37 +142,12 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			return fmt.Errorf("--device-mem: %w", err)
 		}
 	}
-	backendName, ids, err := parseDevices(f.backend, f.devices)
+	td, err := openTrainDevices(ctx, f.backend, f.devices, f.threads, memCap)
 	if err != nil {
 		return err
 	}
-	need := 1
-	for _, id := range ids {
-		_, i, _ := core.ParseDeviceID(string(id))
-		need = max(need, i+1)
-	}
-	be, err := core.OpenBackend(backendName, core.BackendOptions{Devices: need, Threads: f.threads, MemCap: memCap})
-	if err != nil {
-		return err
-	}
-	defer be.Close()
-	byID := map[core.DeviceID]core.Device{}
-	for _, d := range be.Devices() {
-		byID[d.ID()] = d
-	}
-	if len(ids) == 0 {
-		ids = []core.DeviceID{be.Devices()[0].ID()}
-	}
-	var devs []core.Device
-	var infos []core.DeviceInfo
-	for _, id := range ids {
-		d, ok := byID[id]
-		if !ok {
-			return fmt.Errorf("device %s not found on backend %s (have %d devices)", id, backendName, len(byID))
-		}
-		devs = append(devs, d)
-		infos = append(infos, d.Info())
-	}
+	defer td.Close()
+	backendName, ids, devs, infos := td.backend, td.ids, td.local, td.infos
 
 	opts := map[string]string{}
 	for _, kv := range f.schedOpts {
@@ -192,7 +167,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if err != nil {
 		return err
 	}
-	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: f.seed,
+	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Remote: td.remote, Seed: f.seed,
 		Data:      engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels},
 		Optimizer: engine.Optimizer{Kind: f.optimizer, LR: float32(lr), WeightDecay: float32(wd)}})
 	if err != nil {
