@@ -159,10 +159,11 @@ func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 		return nil, err
 	}
 	type run struct {
-		tr    *engine.Trainer
-		plans []*core.Plan
-		bs    []*engine.Batch
-		c     *cell
+		tr       *engine.Trainer
+		resident int64 // device bytes this trainer keeps between runs
+		plans    []*core.Plan
+		bs       []*engine.Batch
+		c        *cell
 	}
 	// The same batches for every configuration.
 	var targets [][]int32
@@ -217,11 +218,15 @@ func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 		for _, r := range runs {
 			t0 := time.Now()
 			for i, p := range r.plans {
+				// The device is shared by every configuration's trainer:
+				// count only what this run adds to what the others hold.
+				others := devs[0].Mem().Stats().Used - r.resident
 				res, err := r.tr.Run(context.Background(), p, r.bs[i], engine.RunOptions{})
 				if err != nil {
 					return nil, err
 				}
-				r.c.PeakBytes = max(r.c.PeakBytes, res.Trace.PeakMem[devs[0].ID()])
+				r.c.PeakBytes = max(r.c.PeakBytes, res.Trace.PeakMem[devs[0].ID()]-others)
+				r.resident = devs[0].Mem().Stats().Used - others
 			}
 			if round > 0 { // round 0 warms up
 				r.c.Ms = append(r.c.Ms, float64(time.Since(t0))/1e6)
