@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -24,6 +25,7 @@ type dynamicFlags struct {
 	seconds                                            int64
 	lr                                                 float32
 	seed                                               uint64
+	cpuprofile                                         string
 }
 
 func newDynamicCmd() *cobra.Command {
@@ -35,19 +37,34 @@ func newDynamicCmd() *cobra.Command {
 BPTT windows (--window w snapshots predict the next one) and trains a dynamic
 GNN for link prediction (AUC, MRR) or edge-sign classification (F1), with a
 group-aware scheduler: blad (LPT placement from measured cost, two streams
-per device overlapping graph and dense ops) or esdg (equal-count partition).
+per device overlapping graph and dense ops), esdg (equal-count partition of
+the groups) or vertexpart (every group on every device, each device a slice
+of every snapshot's nodes, exchanging halo rows).
 
 Examples:
   gnnkit train-dynamic --data ../shared/data/bitcoin_alpha --model tgcn --devices cpu:0,cpu:1
   gnnkit train-dynamic --data synthetic:dsbm,nodes=2000,skew=50 --scheduler esdg --window 5`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runDynamic(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if f.cpuprofile != "" {
+				pf, err := os.Create(f.cpuprofile)
+				if err != nil {
+					return err
+				}
+				defer pf.Close()
+				if err := pprof.StartCPUProfile(pf); err != nil {
+					return err
+				}
+				defer pprof.StopCPUProfile()
+			}
+			return runDynamic(cmd, f)
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.model, "model", "tgcn", "model: tgcn or evolvegcn")
 	fl.StringVar(&f.dataSpec, "data", "synthetic:dsbm", "a dynamic dataset folder (e.g. bitcoin_alpha) or synthetic:dsbm[,key=value...]")
 	fl.StringVar(&f.task, "task", "link", "task: link (AUC, MRR) or edge-sign (F1)")
-	fl.StringVar(&f.scheduler, "scheduler", "blad", "blad or esdg")
+	fl.StringVar(&f.scheduler, "scheduler", "blad", "blad, esdg or vertexpart")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend")
 	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1")
 	fl.IntVar(&f.window, "window", 5, "BPTT window: snapshots per group")
@@ -61,6 +78,7 @@ Examples:
 	fl.IntVar(&f.threads, "threads", 0, "threads per device (0: backend default)")
 	fl.Float32Var(&f.lr, "lr", 0.01, "Adam learning rate")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
 	return cmd
 }
 
@@ -140,18 +158,22 @@ func runDynamic(cmd *cobra.Command, f *dynamicFlags) error {
 		devs = append(devs, d)
 	}
 	var sched core.Scheduler
+	parts := 0
 	switch f.scheduler {
 	case "blad":
 		sched = blad.New()
 	case "esdg":
 		sched = &blad.ESDG{}
+	case "vertexpart":
+		// Every group on every device, part k of its nodes on device k.
+		sched, parts = blad.NewVertexPartition(), len(devs)
 	default:
-		return fmt.Errorf("--scheduler %q: train-dynamic needs a group-aware scheduler: blad or esdg", f.scheduler)
+		return fmt.Errorf("--scheduler %q: train-dynamic needs a group-aware scheduler: blad, esdg or vertexpart", f.scheduler)
 	}
 	fmt.Fprintf(out, "data: %d snapshots, %d nodes; window %d: %d train / %d val / %d test groups (%d empty targets skipped); task %s\n",
 		set.Snapshots, set.NumNodes, set.Window, len(set.Train), len(set.Val), len(set.Test), set.SkippedEmptyTargets, set.Task)
 	res, err := dyntrain.Train(ctx, dyntrain.Config{Set: set, Model: f.model, Hidden: f.hidden, Epochs: f.epochs, LR: f.lr,
-		Devices: devs, Scheduler: sched, StepGroups: f.stepGroups, Seed: f.seed, EvalEvery: f.evalEvery,
+		Devices: devs, Scheduler: sched, StepGroups: f.stepGroups, Seed: f.seed, EvalEvery: f.evalEvery, VertexParts: parts,
 		Progress: func(e dyntrain.EpochStats) {
 			if e.Val != nil || e.Epoch == 1 || e.Epoch%10 == 0 {
 				fmt.Fprintf(out, "epoch %3d  loss %.4f  %6.1f ms", e.Epoch, e.Loss, float64(e.Time.Microseconds())/1e3)

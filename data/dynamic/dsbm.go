@@ -12,16 +12,124 @@ import (
 
 // DSBMSpec describes a synthetic dynamic stochastic block model: Nodes
 // nodes in Communities fixed communities and Snapshots snapshots. The
-// edge count of snapshot t is Edges * Skew^u_t with u_t uniform in [0,1]
-// (one snapshot at each end), so sizes vary Skew-fold; a snapshot's
-// edges are drawn among max(16, min(Nodes, e_t/4)) active nodes, a PIn
-// share of them inside a community. Rating weights are +1, or -1 for a
-// NegShare of the edges drawn across communities. Node features are a
-// noisy one-hot of the community.
+// edge count of snapshot t is Edges * Skew^u_t, so sizes vary Skew-fold,
+// with u_t set by Trend:
+//
+//   - TrendRandom (the default): u_t uniform in [0,1], independent per
+//     snapshot (one snapshot at each end): no trend over time, so runs of
+//     consecutive snapshots average out.
+//   - TrendGrow: u_t = t/(Snapshots-1), a graph whose activity grows
+//     exponentially over time (the first snapshot Edges, the last
+//     Edges*Skew edges).
+//   - TrendBitcoin: the shape of Bitcoin-Alpha's per-snapshot edge counts
+//     (EvolveGCN's 1,200,000-second snapshots: a ramp, a burst, a long
+//     plateau, a decay; BitcoinAlphaEdges) cut into Snapshots equal spans
+//     of time, scaled so the busiest is Edges*Skew and floored at Edges
+//     (the real profile spans 700-fold, its quiet tail included).
+//
+// A snapshot's edges are drawn among max(16, min(Nodes, e_t/4)) active
+// nodes, a PIn share of them inside a community. Rating weights are +1,
+// or -1 for a NegShare of the edges drawn across communities. Node
+// features are a noisy one-hot of the community.
 type DSBMSpec struct {
 	Nodes, Snapshots, Communities, Edges int
 	Skew, PIn, NegShare                  float64
+	Trend                                Trend
 	Seed                                 uint64
+}
+
+// Trend is how a DSBM's snapshot sizes evolve over time (see DSBMSpec).
+type Trend uint8
+
+const (
+	TrendRandom Trend = iota
+	TrendGrow
+	TrendBitcoin
+)
+
+func (t Trend) String() string {
+	switch t {
+	case TrendGrow:
+		return "grow"
+	case TrendBitcoin:
+		return "bitcoin"
+	}
+	return "random"
+}
+
+// ParseTrend reads "random", "grow" or "bitcoin".
+func ParseTrend(s string) (Trend, error) {
+	for _, t := range []Trend{TrendRandom, TrendGrow, TrendBitcoin} {
+		if s == t.String() {
+			return t, nil
+		}
+	}
+	return 0, errf("unknown trend %q (want random, grow or bitcoin)", s)
+}
+
+// BitcoinAlphaEdges are the edge counts of Bitcoin-Alpha's 137 snapshots
+// of 1,200,000 s (EvolveGCN's cut; ../shared/data/bitcoin_alpha
+// meta.json, snapshot_convention.edges_per_snapshot).
+var BitcoinAlphaEdges = []int{
+	28, 22, 19, 32, 32, 29, 77, 104, 70, 78, 148, 229, 650, 904, 1066, 1431, 524, 276, 208, 236,
+	200, 177, 144, 92, 98, 135, 156, 126, 185, 208, 170, 181, 200, 238, 227, 291, 216, 231, 305, 230,
+	319, 330, 334, 261, 338, 238, 334, 255, 339, 295, 334, 244, 272, 288, 378, 290, 279, 254, 240, 251,
+	262, 279, 460, 434, 314, 315, 240, 212, 208, 185, 276, 208, 191, 170, 146, 131, 155, 146, 157, 233,
+	262, 167, 99, 108, 121, 148, 146, 77, 102, 106, 185, 131, 75, 102, 123, 138, 87, 97, 146, 129,
+	100, 82, 85, 72, 86, 55, 72, 65, 63, 26, 13, 19, 10, 7, 7, 12, 4, 60, 19, 25,
+	6, 19, 15, 13, 12, 4, 13, 12, 11, 7, 13, 2, 4, 7, 18, 18, 13,
+}
+
+// sizeExponents returns u_t for the spec's trend: snapshot t has
+// Edges*Skew^u_t edges.
+func (s DSBMSpec) sizeExponents(r *rand.Rand) []float64 {
+	T := s.Snapshots
+	u := make([]float64, T)
+	switch s.Trend {
+	case TrendGrow:
+		for t := range u {
+			u[t] = float64(t) / float64(T-1)
+		}
+	case TrendBitcoin:
+		// Cut the real profile into T equal spans of time (edges spread
+		// evenly within a real snapshot) and take each span's edge count.
+		src := BitcoinAlphaEdges
+		cum := func(x float64) float64 { // edges before position x (in source snapshots)
+			i := int(x)
+			var c float64
+			for _, e := range src[:min(i, len(src))] {
+				c += float64(e)
+			}
+			if i < len(src) {
+				c += (x - float64(i)) * float64(src[i])
+			}
+			return c
+		}
+		span := float64(len(src)) / float64(T)
+		e := make([]float64, T)
+		peak := 0.0
+		for t := range e {
+			e[t] = cum(float64(t+1)*span) - cum(float64(t)*span)
+			peak = math.Max(peak, e[t])
+		}
+		for t := range u {
+			// Skew^u = Skew * e/peak, floored at 1.
+			u[t] = math.Max(0, 1+math.Log(e[t]/peak)/math.Log(s.Skew))
+			if s.Skew == 1 || math.IsNaN(u[t]) {
+				u[t] = 0
+			}
+		}
+	default:
+		for t := range u {
+			u[t] = r.Float64()
+		}
+		lo, hi := r.IntN(T), r.IntN(T-1)
+		if hi >= lo {
+			hi++
+		}
+		u[lo], u[hi] = 0, 1
+	}
+	return u
 }
 
 // DefaultDSBM is the spec "dsbm" alone stands for.
@@ -29,10 +137,15 @@ func DefaultDSBM() DSBMSpec {
 	return DSBMSpec{Nodes: 2000, Snapshots: 40, Communities: 8, Edges: 300, Skew: 50, PIn: 0.9, NegShare: 0.5, Seed: 1}
 }
 
-// String prints the spec in canonical form.
+// String prints the spec in canonical form (the trend only when it is
+// not random, so the names of earlier specs are unchanged).
 func (s DSBMSpec) String() string {
-	return fmt.Sprintf("dsbm,nodes=%d,snapshots=%d,communities=%d,edges=%d,skew=%g,pin=%g,neg=%g,seed=%d",
-		s.Nodes, s.Snapshots, s.Communities, s.Edges, s.Skew, s.PIn, s.NegShare, s.Seed)
+	trend := ""
+	if s.Trend != TrendRandom {
+		trend = ",trend=" + s.Trend.String()
+	}
+	return fmt.Sprintf("dsbm,nodes=%d,snapshots=%d,communities=%d,edges=%d,skew=%g%s,pin=%g,neg=%g,seed=%d",
+		s.Nodes, s.Snapshots, s.Communities, s.Edges, s.Skew, trend, s.PIn, s.NegShare, s.Seed)
 }
 
 // ParseDSBM reads "dsbm[,key=value...]" (an optional "synthetic:" prefix
@@ -66,8 +179,12 @@ func ParseDSBM(spec string) (DSBMSpec, error) {
 			s.NegShare, err = strconv.ParseFloat(v, 64)
 		case "seed":
 			s.Seed, err = strconv.ParseUint(v, 10, 64)
+		case "trend":
+			if s.Trend, err = ParseTrend(v); err != nil {
+				return s, errf("dsbm spec %q: trend=%q: want random, grow or bitcoin", spec, v)
+			}
 		default:
-			return s, errf("dsbm spec %q: unknown key %q (known: nodes, snapshots, communities, edges, skew, pin, neg, seed)", spec, k)
+			return s, errf("dsbm spec %q: unknown key %q (known: nodes, snapshots, communities, edges, skew, trend, pin, neg, seed)", spec, k)
 		}
 		if err != nil {
 			return s, errf("dsbm spec %q: %s=%q is not a number", spec, k, v)
@@ -90,6 +207,8 @@ func (s DSBMSpec) validate() error {
 		return errf("dsbm: skew %g: want 1..10000", s.Skew)
 	case float64(s.Edges)*s.Skew*float64(s.Snapshots) > 1<<28:
 		return errf("dsbm: edges*skew*snapshots = %.0f events is too many", float64(s.Edges)*s.Skew*float64(s.Snapshots))
+	case s.Trend > TrendBitcoin:
+		return errf("dsbm: unknown trend %d", s.Trend)
 	case !(s.PIn >= 0 && s.PIn <= 1), !(s.NegShare >= 0 && s.NegShare <= 1):
 		return errf("dsbm: pin %g and neg %g must be in [0,1]", s.PIn, s.NegShare)
 	}
@@ -107,15 +226,7 @@ func DSBM(s DSBMSpec) (*data.Dataset, error) {
 	for i := range comm {
 		comm[i] = i % s.Communities
 	}
-	u := make([]float64, s.Snapshots)
-	for t := range u {
-		u[t] = r.Float64()
-	}
-	lo, hi := r.IntN(s.Snapshots), r.IntN(s.Snapshots-1)
-	if hi >= lo {
-		hi++
-	}
-	u[lo], u[hi] = 0, 1
+	u := s.sizeExponents(r)
 	var ev []data.Event
 	perm := make([]int32, s.Nodes)
 	for i := range perm {

@@ -162,3 +162,50 @@ func FuzzParseDSBM(f *testing.F) {
 		}
 	})
 }
+
+// TestDSBMTrend: grow is monotone and spans the skew; bitcoin follows
+// Bitcoin-Alpha's profile (the burst early, the quiet tail late); the
+// default keeps its canonical name.
+func TestDSBMTrend(t *testing.T) {
+	sizes := func(spec string) []int {
+		sn, _ := snaps(t, spec)
+		out := make([]int, len(sn))
+		for i, s := range sn {
+			out[i] = len(s.Events)
+		}
+		return out
+	}
+	g := sizes("dsbm,nodes=2000,snapshots=20,edges=50,skew=40,trend=grow")
+	for i := 1; i < len(g); i++ {
+		if g[i] < g[i-1]*9/10 {
+			t.Errorf("grow: snapshot %d has %d edges after %d", i, g[i], g[i-1])
+		}
+	}
+	if r := float64(g[len(g)-1]) / float64(g[0]); r < 30 || r > 60 { // self-loops drawn are dropped, more of them among few nodes
+		t.Errorf("grow: last/first %.1f, want about 40", r)
+	}
+	b := sizes("dsbm,nodes=2000,snapshots=40,edges=50,skew=40,trend=bitcoin")
+	peak := 0
+	for i, e := range b {
+		if e > b[peak] {
+			peak = i
+		}
+	}
+	// The real burst is at snapshots 12-15 of 137: 3.5-4.4 of 40.
+	if peak < 3 || peak > 5 {
+		t.Errorf("bitcoin: peak at snapshot %d (%v)", peak, b)
+	}
+	if b[len(b)-1] > b[peak]/20 || b[20] < 4*b[len(b)-1] {
+		t.Errorf("bitcoin: want a plateau above a quiet tail: %v", b)
+	}
+	s, err := dynamic.ParseDSBM("dsbm,skew=7")
+	if err != nil || strings.Contains(s.String(), "trend") {
+		t.Errorf("default spec %q (%v): want no trend in the name", s, err)
+	}
+	if s, err = dynamic.ParseDSBM("dsbm,trend=bitcoin"); err != nil || !strings.Contains(s.String(), "trend=bitcoin") {
+		t.Errorf("spec %q (%v)", s, err)
+	}
+	if _, err := dynamic.ParseDSBM("dsbm,trend=up"); !errors.Is(err, dynamic.ErrDynamic) {
+		t.Errorf("trend=up: %v", err)
+	}
+}

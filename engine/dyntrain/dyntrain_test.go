@@ -4,12 +4,13 @@ import (
 	"context"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data/dynamic"
 	"github.com/gnnkit/gnnkit/engine/dyntrain"
-	_ "github.com/gnnkit/gnnkit/models/dynamic"
+	mdyn "github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/schedulers/blad"
 )
 
@@ -83,5 +84,117 @@ func TestTrainSynthetic(t *testing.T) {
 				t.Errorf("test macro-F1 %.3f vs untrained %.3f", res.Test.MacroF1, res.Baseline.MacroF1)
 			}
 		})
+	}
+}
+
+// TestUtilisation: busy time is the union of a device's spans, overlap
+// counts only spans of one device that run at once (not two devices at
+// once), and touching spans do not overlap.
+func TestUtilisation(t *testing.T) {
+	ms := time.Millisecond
+	ev := func(d core.DeviceID, s, a, b int) core.TraceEvent {
+		return core.TraceEvent{Cat: core.TaskForward.String(), Device: d, Stream: s, Start: time.Duration(a) * ms, Dur: time.Duration(b-a) * ms}
+	}
+	tr := &core.Trace{Events: []core.TraceEvent{
+		ev("cpu:0", 0, 0, 10), ev("cpu:0", 1, 5, 15), ev("cpu:0", 0, 15, 20), // touching: no overlap
+		ev("cpu:1", 0, 0, 10),
+		{Cat: "transfer", Device: "cpu:1", Start: 0, Dur: 50 * ms}, // not a task span
+	}}
+	busy, imb, ov := dyntrain.Utilisation(tr)
+	if busy["cpu:0"] != 20*ms || busy["cpu:1"] != 10*ms {
+		t.Errorf("busy %v", busy)
+	}
+	if math.Abs(imb-(20.0/15-1)) > 1e-9 || math.Abs(ov-5.0/30) > 1e-9 {
+		t.Errorf("imbalance %v, overlap %v; want %v, %v", imb, ov, 20.0/15-1, 5.0/30)
+	}
+	// Over two traces the times add up.
+	busy, _, ov = dyntrain.Utilisation(tr, tr)
+	if busy["cpu:0"] != 40*ms || math.Abs(ov-5.0/30) > 1e-9 {
+		t.Errorf("two traces: busy %v, overlap %v", busy, ov)
+	}
+}
+
+// TestSessionsAgree: epochs of ESDG, BLAD and the vertex partition on 2
+// devices, interleaved, train identically (losses equal epoch by epoch),
+// and every group runs once per epoch.
+func TestSessionsAgree(t *testing.T) {
+	b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	s := set(t, dynamic.LinkPrediction)
+	mk := func(sched core.Scheduler, parts, step int) *dyntrain.Session {
+		ss, err := dyntrain.NewSession(dyntrain.Config{Set: s, Model: "tgcn", Hidden: 8, LR: 0.02, StepGroups: step,
+			Devices: b.Devices(), Scheduler: sched, Seed: 3, VertexParts: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(ss.Close)
+		return ss
+	}
+	for _, step := range []int{0, 4} {
+		ss := []*dyntrain.Session{mk(&blad.ESDG{}, 0, step), mk(blad.New(), 0, step), mk(blad.NewVertexPartition(), 2, step)}
+		for epoch := range 3 {
+			var l0 float64
+			for i, x := range ss {
+				st, err := x.Epoch(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(st.Traces) == 0 || st.Run <= 0 || st.Time < st.Run {
+					t.Errorf("session %d: %d traces, run %v of %v", i, len(st.Traces), st.Run, st.Time)
+				}
+				if i == 0 {
+					l0 = st.Loss
+				} else if d := math.Abs(st.Loss-l0) / l0; d > 1e-5 {
+					t.Errorf("step %d epoch %d: session %d loss %v, esdg %v", step, epoch, i, st.Loss, l0)
+				}
+			}
+		}
+		for _, x := range ss {
+			_, ws := x.Groups()
+			for k, p := range x.Plans() {
+				if err := blad.GroupsOnce(p, ws[k]); err != nil {
+					t.Error(err)
+				}
+			}
+		}
+	}
+}
+
+// TestVertexPartition: parts cover the nodes, every pair is scored by the
+// part owning its scored node, and the model's graphs are all built.
+func TestVertexPartition(t *testing.T) {
+	s := set(t, dynamic.LinkPrediction)
+	m, err := mdyn.TGCNVertex(mdyn.Config{ModelConfig: core.ModelConfig{InDim: s.FeatureDim, Hidden: 8, Layers: s.Window}}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, g := range s.Train {
+		p, err := dyntrain.VertexPartition(g, 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		owned, pairs := 0, 0
+		for k := range 3 {
+			owned += p.Owned[k]
+			pairs += p.Pairs[k]
+		}
+		if owned != len(g.Nodes) || pairs != len(g.Labels) {
+			t.Errorf("group %d: %d owned of %d nodes, %d pairs of %d", g.Target, owned, len(g.Nodes), pairs, len(g.Labels))
+		}
+		for _, gs := range m.Graphs {
+			if p.Graphs[gs.Name] == nil {
+				t.Fatalf("group %d: no graph %s", g.Target, gs.Name)
+			}
+		}
+		dims, total := dyntrain.VertexOpDims(g, m, 3)
+		if len(dims) != len(m.Ops) || total.Nodes != int64(len(g.Nodes)) {
+			t.Fatalf("dims %d for %d ops, total %+v", len(dims), len(m.Ops), total)
+		}
+	}
+	if _, err := dyntrain.VertexPartition(s.Train[0], len(s.Train[0].Nodes)+1); err == nil {
+		t.Error("more parts than nodes: want an error")
 	}
 }

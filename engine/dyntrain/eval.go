@@ -12,18 +12,28 @@ import (
 // Evaluate scores the groups' pairs with the trainer's current
 // parameters (evaluation mode) on the first device.
 func Evaluate(ctx context.Context, tr *engine.Trainer, m *core.Model, s *dynamic.Set, groups []*dynamic.Group, devs []core.Device) (Metrics, error) {
+	return evaluate(ctx, tr, m, s, groups, devs, plainBatch)
+}
+
+func plainBatch(g *dynamic.Group) (*engine.Batch, error) { return Batch(g), nil }
+
+func evaluate(ctx context.Context, tr *engine.Trainer, m *core.Model, s *dynamic.Set, groups []*dynamic.Group, devs []core.Device,
+	batch func(*dynamic.Group) (*engine.Batch, error)) (Metrics, error) {
 	p, err := tr.Params()
 	if err != nil {
 		return Metrics{}, err
 	}
-	return evaluateParams(ctx, p, m, s, groups, devs[0])
+	return evaluateParams(ctx, p, m, s, groups, devs[0], batch)
 }
 
 // Scores returns the logit s_k (logit1 - logit0) of every pair of g.
 func Scores(ctx context.Context, params map[string]*core.Tensor, m *core.Model, s *dynamic.Set, g *dynamic.Group, dev core.Device) ([]float32, error) {
+	return groupScores(ctx, params, m, s, g, Batch(g), dev)
+}
+
+func groupScores(ctx context.Context, params map[string]*core.Tensor, m *core.Model, s *dynamic.Set, g *dynamic.Group, b *engine.Batch, dev core.Device) ([]float32, error) {
 	env := core.NewEnv(dev, params, map[string]*core.Tensor{}, map[string]bool{})
 	defer env.Release()
-	b := Batch(g)
 	for _, gs := range m.Graphs {
 		gr := b.Graph
 		if og, ok := b.Graphs[gs.Name]; ok {
@@ -92,7 +102,8 @@ func Scores(ctx context.Context, params map[string]*core.Tensor, m *core.Model, 
 	return sc, nil
 }
 
-func evaluateParams(ctx context.Context, host map[string][]float32, m *core.Model, s *dynamic.Set, groups []*dynamic.Group, dev core.Device) (Metrics, error) {
+func evaluateParams(ctx context.Context, host map[string][]float32, m *core.Model, s *dynamic.Set, groups []*dynamic.Group, dev core.Device,
+	batch func(*dynamic.Group) (*engine.Batch, error)) (Metrics, error) {
 	params := map[string]*core.Tensor{}
 	defer func() {
 		for _, t := range params {
@@ -112,7 +123,11 @@ func evaluateParams(ctx context.Context, host map[string][]float32, m *core.Mode
 	var scores []float32
 	var labels, query []int32
 	for _, g := range groups {
-		sc, err := Scores(ctx, params, m, s, g, dev)
+		b, err := batch(g)
+		if err != nil {
+			return Metrics{}, err
+		}
+		sc, err := groupScores(ctx, params, m, s, g, b, dev)
 		if err != nil {
 			return Metrics{}, err
 		}

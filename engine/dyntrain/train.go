@@ -39,6 +39,66 @@ func Cost(g *dynamic.Group, in, hidden int) blad.GroupCost {
 	return blad.GroupCost{Key: g.Target, Graph: graph, Dense: dense, Samples: len(g.Labels)}
 }
 
+// OpDims returns the size each op of m computes for group g
+// (models/dynamic.OpDims over the group's window graphs as the runtime
+// binds them, with a self-loop on every node), and the group's nodes and
+// window edges (self-loops included): what a simulator costs the group's
+// unit at (sim.UnitShape).
+func OpDims(g *dynamic.Group, m *core.Model) (ops []core.Dims, total core.Dims) {
+	ops, _, total = opDims(g, m)
+	return ops, total
+}
+
+// OpOutRows returns the rows of each op's output for group g (see
+// OpDims).
+func OpOutRows(g *dynamic.Group, m *core.Model) []int64 {
+	_, rows, _ := opDims(g, m)
+	return rows
+}
+
+func opDims(g *dynamic.Group, m *core.Model) (ops []core.Dims, rows []int64, total core.Dims) {
+	n := int64(len(g.Nodes))
+	edges := map[string]int64{}
+	for t, s := range g.Snaps {
+		edges[mdyn.Adj(t)] = int64(s.NumEdges()) + n - selfLoops(s)
+	}
+	total = groupTotal(g)
+	// A model over fewer graphs than the window (EvolveGCN reads only the
+	// last snapshot) binds the window's last under its own name.
+	for _, gs := range m.Graphs {
+		if _, ok := edges[gs.Name]; !ok && len(g.Snaps) > 0 && gs.Name != mdyn.Pairs {
+			last := g.Snaps[len(g.Snaps)-1]
+			edges[gs.Name] = int64(last.NumEdges()) + n - selfLoops(last)
+		}
+	}
+	edges[mdyn.Pairs] = int64(len(g.Labels))
+	graphs := func(name string) core.Dims { return core.Dims{Nodes: n, Edges: edges[name]} }
+	return mdyn.OpDims(m, n, graphs), mdyn.OpOutRows(m, n, graphs), total
+}
+
+// groupTotal is a group's nodes and window edges (self-loops added).
+func groupTotal(g *dynamic.Group) core.Dims {
+	n := int64(len(g.Nodes))
+	d := core.Dims{Nodes: n}
+	for _, s := range g.Snaps {
+		d.Edges += int64(s.NumEdges()) + n - selfLoops(s)
+	}
+	return d
+}
+
+func selfLoops(g *core.Graph) int64 {
+	var k int64
+	for i := 0; i < g.NumDst; i++ {
+		for _, j := range g.Indices[g.Offsets[i]:g.Offsets[i+1]] {
+			if int(j) == i {
+				k++
+				break
+			}
+		}
+	}
+	return k
+}
+
 // Config is one training run.
 type Config struct {
 	Set        *dynamic.Set
@@ -52,14 +112,51 @@ type Config struct {
 	Seed       uint64
 	EvalEvery  int // evaluate on val every so many epochs (0: never)
 	Progress   func(EpochStats)
+	// OpTrace adds per-op events to the traces (engine.RunOptions.OpTrace).
+	OpTrace bool
+	// VertexParts, when positive, trains the vertex-partitioned T-GCN
+	// (models/dynamic.TGCNVertex, Model must be "tgcn") with each group
+	// cut into that many parts (VertexBatch): the units of the
+	// vertex-partition baseline (schedulers/blad.VertexPartition, one part
+	// per device).
+	VertexParts int
+}
+
+// model builds the configured model.
+func (cfg Config) model() (*core.Model, error) {
+	s := cfg.Set
+	mc := core.ModelConfig{InDim: s.FeatureDim, Hidden: cfg.Hidden, Classes: 2, Layers: s.Window}
+	if cfg.VertexParts > 0 {
+		if cfg.Model != "tgcn" {
+			return nil, fmt.Errorf("dyntrain: the vertex partition is built for tgcn, not %q", cfg.Model)
+		}
+		return mdyn.TGCNVertex(mdyn.Config{ModelConfig: mc}, cfg.VertexParts)
+	}
+	return core.BuildModel(cfg.Model, mc)
+}
+
+// batch is the engine batch of group g for the configured model.
+func (cfg Config) batch(g *dynamic.Group) (*engine.Batch, error) {
+	if cfg.VertexParts > 0 {
+		return VertexBatch(g, cfg.VertexParts)
+	}
+	return Batch(g), nil
 }
 
 // EpochStats reports one epoch.
 type EpochStats struct {
 	Epoch int
 	Loss  float64
-	Time  time.Duration
-	Val   *Metrics
+	// Time is the epoch's wall-clock time; Run the part of it inside
+	// Trainer.Run (the rest is scheduling and feedback).
+	Time, Run time.Duration
+	Val       *Metrics
+	// Traces are the epoch's iterations' traces; Busy, Imbalance and
+	// Overlap summarise them (see Utilisation).
+	Traces    []*core.Trace
+	Busy      map[core.DeviceID]time.Duration
+	Imbalance float64
+	Overlap   float64
 }
 
 // Metrics are evaluation figures.
@@ -88,7 +185,7 @@ type Result struct {
 // Trainer builds the engine trainer for the set's model.
 func newTrainer(cfg Config) (*engine.Trainer, *core.Model, error) {
 	s := cfg.Set
-	m, err := core.BuildModel(cfg.Model, core.ModelConfig{InDim: s.FeatureDim, Hidden: cfg.Hidden, Classes: 2, Layers: s.Window})
+	m, err := cfg.model()
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,10 +200,26 @@ func newTrainer(cfg Config) (*engine.Trainer, *core.Model, error) {
 	return tr, m, err
 }
 
-// Train trains and evaluates.
-func Train(ctx context.Context, cfg Config) (*Result, error) {
-	if cfg.Set == nil || len(cfg.Devices) == 0 || cfg.Scheduler == nil {
-		return nil, fmt.Errorf("dyntrain: need a set, devices and a scheduler")
+// Planner holds what scheduling an epoch needs and nothing that runs
+// it: per iteration (StepGroups training groups) the groups' engine
+// batches, their cost estimates and the group workload, for devices that
+// may be simulated. A Session is a Planner with a trainer.
+type Planner struct {
+	cfg    Config
+	m      *core.Model
+	chunks []*chunk
+}
+
+type chunk struct {
+	groups []*engine.Batch
+	costs  []blad.GroupCost
+	w      *core.Workload
+	plan   *core.Plan
+}
+
+func (cfg *Config) check() error {
+	if cfg.Set == nil || cfg.Scheduler == nil {
+		return fmt.Errorf("dyntrain: need a set and a scheduler")
 	}
 	if cfg.Epochs <= 0 {
 		cfg.Epochs = 50
@@ -114,81 +227,230 @@ func Train(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.LR == 0 {
 		cfg.LR = 0.01
 	}
-	tr, m, err := newTrainer(cfg)
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
-	infos := make([]core.DeviceInfo, len(cfg.Devices))
-	for i, d := range cfg.Devices {
-		infos[i] = d.Info()
-	}
+	return nil
+}
+
+// newChunks cuts the training groups into iterations; workload describes
+// one iteration's groups.
+func (p *Planner) newChunks(workload func([]*engine.Batch) (*core.Workload, error)) error {
+	cfg := p.cfg
 	train := cfg.Set.Train
 	k := cfg.StepGroups
 	if k <= 0 || k > len(train) {
 		k = len(train)
 	}
-	type chunk struct {
-		groups []*engine.Batch
-		costs  []blad.GroupCost
-		w      *core.Workload
-		plan   *core.Plan
-	}
-	var chunks []*chunk
 	for lo := 0; lo < len(train); lo += k {
 		c := &chunk{}
 		for _, g := range train[lo:min(len(train), lo+k)] {
-			c.groups = append(c.groups, Batch(g))
-			c.costs = append(c.costs, Cost(g, cfg.Set.FeatureDim, m.Config.Hidden))
+			b, err := cfg.batch(g)
+			if err != nil {
+				return err
+			}
+			c.groups = append(c.groups, b)
+			c.costs = append(c.costs, Cost(g, cfg.Set.FeatureDim, p.m.Config.Hidden))
 		}
-		if c.w, err = tr.GroupWorkload(c.groups, infos); err != nil {
+		var err error
+		if c.w, err = workload(c.groups); err != nil {
+			return err
+		}
+		p.chunks = append(p.chunks, c)
+	}
+	return nil
+}
+
+// NewPlanner prepares the iterations of cfg for devices described by
+// infos (cfg.Devices is not used): what a simulator needs to replay the
+// scheduler's plans.
+func NewPlanner(cfg Config, infos []core.DeviceInfo) (*Planner, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	m, err := cfg.model()
+	if err != nil {
+		return nil, err
+	}
+	p := &Planner{cfg: cfg, m: m}
+	err = p.newChunks(func(gs []*engine.Batch) (*core.Workload, error) {
+		ids := make([]int32, len(gs))
+		for i := range ids {
+			ids[i] = int32(i)
+		}
+		// The engine's group workload, without a trainer: the sizes are
+		// the first group's first graph's (self-loops added).
+		g, err := gs[0].Graph.WithSelfLoops()
+		if err != nil {
 			return nil, err
 		}
-		chunks = append(chunks, c)
+		return core.NewWorkload(m, g, cfg.Set.FeatureDim, ids, infos, cfg.Seed), nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	res := &Result{}
-	var last *core.Trace
-	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
-		t0 := time.Now()
-		loss := 0.0
-		for _, c := range chunks {
-			if gs, ok := cfg.Scheduler.(blad.GroupSetter); ok {
-				gs.SetGroups(c.costs)
+	return p, nil
+}
+
+// Model returns the model being planned for.
+func (p *Planner) Model() *core.Model { return p.m }
+
+// Scheduler returns the configured scheduler.
+func (p *Planner) Scheduler() core.Scheduler { return p.cfg.Scheduler }
+
+// Parts is the configured vertex-partition part count (0: none).
+func (p *Planner) Parts() int { return p.cfg.VertexParts }
+
+// Plans returns the current plan of each iteration (nil before the first
+// epoch or Schedule).
+func (p *Planner) Plans() []*core.Plan {
+	out := make([]*core.Plan, len(p.chunks))
+	for i, c := range p.chunks {
+		out[i] = c.plan
+	}
+	return out
+}
+
+// Groups returns each iteration's group batches (engine.RunOptions.Groups)
+// and their workload.
+func (p *Planner) Groups() ([][]*engine.Batch, []*core.Workload) {
+	gs, ws := make([][]*engine.Batch, len(p.chunks)), make([]*core.Workload, len(p.chunks))
+	for i, c := range p.chunks {
+		gs[i], ws[i] = c.groups, c.w
+	}
+	return gs, ws
+}
+
+// Schedule plans iteration k: the scheduler gets the groups' costs
+// (blad.GroupSetter), and the plan is checked (every group exactly once,
+// Plan.Validate).
+func (p *Planner) Schedule(ctx context.Context, k int) (*core.Plan, error) {
+	c := p.chunks[k]
+	if gs, ok := p.cfg.Scheduler.(blad.GroupSetter); ok {
+		gs.SetGroups(c.costs)
+	}
+	pl, err := p.cfg.Scheduler.Schedule(ctx, c.w)
+	if err != nil {
+		return nil, err
+	}
+	if err := blad.GroupsOnce(pl, c.w); err != nil {
+		return nil, err
+	}
+	c.plan = pl
+	return pl, nil
+}
+
+// Session is a training run driven one epoch at a time: Train uses it,
+// and a benchmark can interleave the epochs of several sessions (one per
+// scheduler) so that they see the same machine load. Everything that does
+// not depend on the parameters — the groups' engine batches (graphs with
+// self-loops, GCN weights, labels), their cost estimates and the group
+// workloads — is built once, in NewSession.
+type Session struct {
+	Planner
+	tr      *engine.Trainer
+	epoch   int
+	replans int
+	last    *core.Trace
+}
+
+// NewSession prepares a run: the trainer, and per iteration (StepGroups
+// training groups) the groups' batches, costs and workload.
+func NewSession(cfg Config) (*Session, error) {
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	if len(cfg.Devices) == 0 {
+		return nil, fmt.Errorf("dyntrain: need devices")
+	}
+	tr, m, err := newTrainer(cfg)
+	if err != nil {
+		return nil, err
+	}
+	s := &Session{Planner: Planner{cfg: cfg, m: m}, tr: tr}
+	infos := make([]core.DeviceInfo, len(cfg.Devices))
+	for i, d := range cfg.Devices {
+		infos[i] = d.Info()
+	}
+	// GroupWorkload prepares every batch (graphs, weights) once.
+	if err := s.newChunks(func(gs []*engine.Batch) (*core.Workload, error) { return tr.GroupWorkload(gs, infos) }); err != nil {
+		tr.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Trainer returns the session's trainer.
+func (s *Session) Trainer() *engine.Trainer { return s.tr }
+
+// Close frees the trainer's device buffers.
+func (s *Session) Close() { s.tr.Close() }
+
+// Replans counts the plans a scheduler's feedback replaced.
+func (s *Session) Replans() int { return s.replans }
+
+// Epoch trains one epoch: per iteration, schedule (a plan is reused while
+// the scheduler keeps it), run, and pass the trace to a scheduler with
+// feedback. Time is the epoch's wall-clock time, Run the part spent in
+// Trainer.Run; Busy, Imbalance and Overlap are over the epoch's traces.
+func (s *Session) Epoch(ctx context.Context) (EpochStats, error) {
+	s.epoch++
+	st := EpochStats{Epoch: s.epoch}
+	t0 := time.Now()
+	for k, c := range s.chunks {
+		if c.plan == nil || len(s.chunks) > 1 {
+			if _, err := s.Schedule(ctx, k); err != nil {
+				return st, err
 			}
-			if c.plan == nil || len(chunks) > 1 {
-				if c.plan, err = cfg.Scheduler.Schedule(ctx, c.w); err != nil {
-					return nil, err
-				}
-				if err := blad.GroupsOnce(c.plan, c.w); err != nil {
-					return nil, err
-				}
-			}
-			r, err := tr.Run(ctx, c.plan, nil, engine.RunOptions{Groups: c.groups})
+		} else if gs, ok := s.cfg.Scheduler.(blad.GroupSetter); ok {
+			gs.SetGroups(c.costs)
+		}
+		r, err := s.tr.Run(ctx, c.plan, nil, engine.RunOptions{Groups: c.groups, OpTrace: s.cfg.OpTrace})
+		if err != nil {
+			return st, err
+		}
+		st.Run += r.Trace.Wall
+		st.Loss += r.Loss / float64(len(s.chunks))
+		st.Traces = append(st.Traces, r.Trace)
+		s.last = r.Trace
+		if fb, ok := s.cfg.Scheduler.(core.SchedulerWithFeedback); ok {
+			np, err := fb.Observe(ctx, c.w, r.Trace)
 			if err != nil {
-				return nil, err
+				return st, err
 			}
-			loss += r.Loss / float64(len(chunks))
-			last = r.Trace
-			if fb, ok := cfg.Scheduler.(core.SchedulerWithFeedback); ok {
-				np, err := fb.Observe(ctx, c.w, r.Trace)
-				if err != nil {
-					return nil, err
+			if np != nil {
+				if err := blad.GroupsOnce(np, c.w); err != nil {
+					return st, err
 				}
-				if np != nil {
-					if err := blad.GroupsOnce(np, c.w); err != nil {
-						return nil, err
-					}
-					c.plan = np
-					res.Replans++
-				}
+				c.plan = np
+				s.replans++
 			}
 		}
-		el := time.Since(t0)
-		res.EpochMs = append(res.EpochMs, float64(el.Microseconds())/1e3)
-		res.FinalLoss = loss
-		st := EpochStats{Epoch: epoch, Loss: loss, Time: el}
+	}
+	st.Time = time.Since(t0)
+	st.Busy, st.Imbalance, st.Overlap = Utilisation(st.Traces...)
+	if math.IsNaN(st.Loss) {
+		return st, fmt.Errorf("dyntrain: loss is NaN at epoch %d", s.epoch)
+	}
+	return st, nil
+}
+
+// Train trains and evaluates.
+func Train(ctx context.Context, cfg Config) (*Result, error) {
+	s, err := NewSession(cfg)
+	if err != nil {
+		return nil, err
+	}
+	defer s.Close()
+	cfg = s.cfg
+	tr, m := s.tr, s.m
+	res := &Result{}
+	for epoch := 1; epoch <= cfg.Epochs; epoch++ {
+		st, err := s.Epoch(ctx)
+		if err != nil {
+			return nil, err
+		}
+		res.EpochMs = append(res.EpochMs, float64(st.Time.Microseconds())/1e3)
+		res.FinalLoss = st.Loss
 		if cfg.EvalEvery > 0 && epoch%cfg.EvalEvery == 0 && len(cfg.Set.Val) > 0 {
-			v, err := Evaluate(ctx, tr, m, cfg.Set, cfg.Set.Val, cfg.Devices)
+			v, err := evaluate(ctx, tr, m, cfg.Set, cfg.Set.Val, cfg.Devices, cfg.batch)
 			if err != nil {
 				return nil, err
 			}
@@ -197,17 +459,15 @@ func Train(ctx context.Context, cfg Config) (*Result, error) {
 		if cfg.Progress != nil {
 			cfg.Progress(st)
 		}
-		if math.IsNaN(loss) {
-			return nil, fmt.Errorf("dyntrain: loss is NaN at epoch %d", epoch)
-		}
 	}
-	res.Plan = chunks[len(chunks)-1].plan
+	res.Replans = s.replans
+	res.Plan = s.chunks[len(s.chunks)-1].plan
 	res.EpochMsMedian = engine.Median(res.EpochMs)
-	res.Busy, res.Imbalance, res.Overlap = Utilisation(last)
-	if res.Val, err = Evaluate(ctx, tr, m, cfg.Set, cfg.Set.Val, cfg.Devices); err != nil {
+	res.Busy, res.Imbalance, res.Overlap = Utilisation(s.last)
+	if res.Val, err = evaluate(ctx, tr, m, cfg.Set, cfg.Set.Val, cfg.Devices, cfg.batch); err != nil {
 		return nil, err
 	}
-	if res.Test, err = Evaluate(ctx, tr, m, cfg.Set, cfg.Set.Test, cfg.Devices); err != nil {
+	if res.Test, err = evaluate(ctx, tr, m, cfg.Set, cfg.Set.Test, cfg.Devices, cfg.batch); err != nil {
 		return nil, err
 	}
 	// The no-training baseline: the same model at its initial parameters.
@@ -216,7 +476,7 @@ func Train(ctx context.Context, cfg Config) (*Result, error) {
 		return nil, err
 	}
 	defer tr0.Close()
-	if res.Baseline, err = evaluateParams(ctx, initialParams(m0, cfg.Seed), m0, cfg.Set, cfg.Set.Test, cfg.Devices[0]); err != nil {
+	if res.Baseline, err = evaluateParams(ctx, initialParams(m0, cfg.Seed), m0, cfg.Set, cfg.Set.Test, cfg.Devices[0], cfg.batch); err != nil {
 		return nil, err
 	}
 	return res, nil
@@ -230,48 +490,58 @@ func initialParams(m *core.Model, seed uint64) map[string][]float32 {
 	return out
 }
 
-// Utilisation returns per device the union of its task spans, the
-// imbalance of those (max/mean - 1) and the share of busy time during
-// which two or more streams of a device ran at once.
-func Utilisation(t *core.Trace) (map[core.DeviceID]time.Duration, float64, float64) {
+// Utilisation returns per device the union of its forward and backward
+// task spans over the traces (summed over them), the imbalance of those
+// (max/mean - 1) and the overlap achieved: the share of that busy time
+// during which two or more of a device's task spans ran at once. It is
+// measured from the spans' start and end times, so it says that two
+// streams' tasks were in flight together, not that the hardware ran them
+// faster (on the CPU backend two streams of a device time-share its
+// cores unless spare cores exist).
+func Utilisation(traces ...*core.Trace) (map[core.DeviceID]time.Duration, float64, float64) {
 	busy := map[core.DeviceID]time.Duration{}
-	if t == nil {
-		return busy, 0, 0
-	}
 	type pt struct {
 		at time.Duration
 		d  int
 	}
-	per := map[core.DeviceID][]pt{}
-	for _, e := range t.Events {
-		if e.Cat != core.TaskForward.String() && e.Cat != core.TaskBackward.String() {
+	var multi, total time.Duration
+	for _, t := range traces {
+		if t == nil {
 			continue
 		}
-		per[e.Device] = append(per[e.Device], pt{e.Start, 1}, pt{e.Start + e.Dur, -1})
-	}
-	var multi, total time.Duration
-	var loads []float64
-	for d, ps := range per {
-		sort.Slice(ps, func(i, j int) bool {
-			if ps[i].at != ps[j].at {
-				return ps[i].at < ps[j].at
+		per := map[core.DeviceID][]pt{}
+		for _, e := range t.Events {
+			if e.Cat != core.TaskForward.String() && e.Cat != core.TaskBackward.String() {
+				continue
 			}
-			return ps[i].d < ps[j].d
-		})
-		active := 0
-		var prev time.Duration
-		for _, p := range ps {
-			if active >= 1 {
-				busy[d] += p.at - prev
-			}
-			if active >= 2 {
-				multi += p.at - prev
-			}
-			active += p.d
-			prev = p.at
+			per[e.Device] = append(per[e.Device], pt{e.Start, 1}, pt{e.Start + e.Dur, -1})
 		}
-		total += busy[d]
-		loads = append(loads, busy[d].Seconds())
+		for d, ps := range per {
+			sort.Slice(ps, func(i, j int) bool {
+				if ps[i].at != ps[j].at {
+					return ps[i].at < ps[j].at
+				}
+				return ps[i].d < ps[j].d
+			})
+			active := 0
+			var prev, b time.Duration
+			for _, p := range ps {
+				if active >= 1 {
+					b += p.at - prev
+				}
+				if active >= 2 {
+					multi += p.at - prev
+				}
+				active += p.d
+				prev = p.at
+			}
+			busy[d] += b
+			total += b
+		}
+	}
+	loads := make([]float64, 0, len(busy))
+	for _, b := range busy {
+		loads = append(loads, b.Seconds())
 	}
 	ov := 0.0
 	if total > 0 {

@@ -138,9 +138,17 @@ func TGCN(cfg Config) (*core.Model, error) {
 	for t := 0; t < w; t++ {
 		agg[t] = b.op(nn.NewAggregate(fmt.Sprintf("gcn.agg.t%d", t), Adj(t), core.ReduceSum, xw, Adj(t)+".w", fmt.Sprintf("gcn.agg.t%d", t), h, 1))
 	}
+	prev := b.gru("", agg, gb, W, U, B, h)
+	return b.head(prev, cfg)
+}
+
+// gru adds T-GCN's per-step GCN activation and GRU over the aggregations
+// agg (one per window step), op and value names prefixed, and returns the
+// final hidden state.
+func (b *builder) gru(prefix string, agg []string, gb string, W, U, B map[string]string, h int) string {
 	prev := ""
-	for t := 0; t < w; t++ {
-		p := func(s string) string { return fmt.Sprintf("t%d.%s", t, s) }
+	for t := range agg {
+		p := func(s string) string { return fmt.Sprintf("%st%d.%s", prefix, t, s) }
 		g := b.op(nn.NewBias(p("gcn"), agg[t], gb, p("gcn"), h))
 		g = b.op(nn.NewReLU(p("relu"), g, p("relu"), h))
 		gate := func(name, act string) string {
@@ -173,7 +181,7 @@ func TGCN(cfg Config) (*core.Model, error) {
 			prev = b.op(nn.NewAdd(p("h"), n, zd, p("h"), h))
 		}
 	}
-	return b.head(prev, cfg)
+	return prev
 }
 
 // EvolveGCN builds EvolveGCN-O (Pareja et al. 2020): the GCN weight

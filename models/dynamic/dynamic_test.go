@@ -84,3 +84,42 @@ func TestConfigErrors(t *testing.T) {
 		t.Errorf("defaults: %v %+v", err, m.Config)
 	}
 }
+
+// TestOpDims: graph ops at their snapshot's edges, the scorer at the
+// pairs, the loss at the pair rows, EvolveGCN's LSTM at the weight's rows.
+func TestOpDims(t *testing.T) {
+	edges := func(g string) core.Dims {
+		switch g {
+		case dynamic.Adj(0):
+			return core.Dims{Nodes: 50, Edges: 100}
+		case dynamic.Adj(1):
+			return core.Dims{Nodes: 50, Edges: 200}
+		case dynamic.Pairs:
+			return core.Dims{Nodes: 50, Edges: 80}
+		}
+		return core.Dims{Nodes: 50, Edges: 300}
+	}
+	m, err := core.BuildModel("tgcn", core.ModelConfig{InDim: 7, Hidden: 4, Layers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dynamic.OpDims(m, 50, edges)
+	want := map[string]core.Dims{"gcn.xw": {Nodes: 50}, "gcn.agg.t0": {Nodes: 50, Edges: 100}, "gcn.agg.t2": {Nodes: 50, Edges: 300},
+		"t1.z": {Nodes: 50}, "head.score": {Nodes: 50, Edges: 80}, "head.logits": {Nodes: 80}, "loss": {Nodes: 80}}
+	for i, op := range m.Ops {
+		if w, ok := want[op.Name()]; ok && d[i] != w {
+			t.Errorf("%s: %+v, want %+v", op.Name(), d[i], w)
+		}
+	}
+	m, err = core.BuildModel("evolvegcn", core.ModelConfig{InDim: 7, Hidden: 4, Layers: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d = dynamic.OpDims(m, 50, edges)
+	want = map[string]core.Dims{"t0.i.pre.lin": {Nodes: 7}, "t2.w": {Nodes: 7}, "gcn.xw": {Nodes: 50}, "gcn.agg": {Nodes: 50, Edges: 300}, "loss": {Nodes: 80}}
+	for i, op := range m.Ops {
+		if w, ok := want[op.Name()]; ok && d[i] != w {
+			t.Errorf("%s: %+v, want %+v", op.Name(), d[i], w)
+		}
+	}
+}

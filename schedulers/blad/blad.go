@@ -29,7 +29,15 @@ func init() {
 				}
 				s.Streams = n
 			case "adapt":
-				s.NoAdapt = v == "false" || v == "0"
+				switch v {
+				case "false", "0":
+					s.NoAdapt = true
+				case "group":
+					s.PerGroup = true
+				case "true", "1", "model":
+				default:
+					return nil, fmt.Errorf("blad: adapt=%q: want model (default), group or false", v)
+				}
 			default:
 				return nil, fmt.Errorf("blad: unknown option %q (known: streams, adapt)", k)
 			}
@@ -66,15 +74,32 @@ type Scheduler struct {
 	Streams int
 	// NoAdapt turns off re-placement from measurements.
 	NoAdapt bool
+	// PerGroup places by each group's own measured time (an average over
+	// the iterations that ran it) on devices taken as equally fast,
+	// instead of by the refitted cost model on devices of measured speed.
+	// Per-group times follow every disturbance of a shared machine; the
+	// model (a·Graph + b·Dense + c, fitted to all groups' times after
+	// dividing out each device's measured slowness) averages it out.
+	PerGroup bool
+	// MinGain is the least relative reduction of the predicted makespan
+	// (the most loaded device's measured cost) for which Observe re-places
+	// the groups (default 0.02): measurement noise alone does not move
+	// them back and forth.
+	MinGain float64
 
 	groups   []GroupCost
 	measured map[int]float64 // seconds per group key
 	scale    float64         // seconds per unit of estimated cost
-	last     *core.Plan
+	fit      []float64       // seconds = fit[0]·Graph + fit[1]·Dense + fit[2], when fitted
+	// slow is each device's measured time per unit of cost relative to
+	// the others' (mean 1): a device that shares its cores with other
+	// work, or a slower one, gets less.
+	slow map[core.DeviceID]float64
+	last *core.Plan
 }
 
 // New returns BLAD with two streams per device and adaptation on.
-func New() *Scheduler { return &Scheduler{Streams: 2, measured: map[int]float64{}} }
+func New() *Scheduler { return &Scheduler{Streams: 2, MinGain: 0.02, measured: map[int]float64{}} }
 
 // Name returns "blad".
 func (s *Scheduler) Name() string { return "blad" }
@@ -96,9 +121,14 @@ func (s *Scheduler) costs(n int) (cost, ratio []float64, gc []GroupCost) {
 	for i, g := range gc {
 		est := g.Graph + g.Dense
 		cost[i] = est
-		if m, ok := s.measured[g.Key]; ok && !s.NoAdapt {
+		m, ok := s.measured[g.Key]
+		switch {
+		case s.NoAdapt:
+		case s.PerGroup && ok:
 			cost[i] = m
-		} else if s.scale > 0 && !s.NoAdapt {
+		case !s.PerGroup && s.fit != nil:
+			cost[i] = s.fit[0]*g.Graph + s.fit[1]*g.Dense + s.fit[2]
+		case s.scale > 0:
 			cost[i] = est * s.scale
 		}
 		if est > 0 {
@@ -128,7 +158,8 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			devs[0], devs[i] = devs[i], devs[0]
 		}
 	}
-	per := LPT(cost, len(devs))
+	slow := s.slowness(devs)
+	per := LPTSpeed(cost, slow)
 	for d := range per {
 		per[d] = pairOrder(per[d], ratio)
 	}
@@ -139,7 +170,7 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	loads := make([]float64, len(devs))
 	for d, gs := range per {
 		for _, g := range gs {
-			loads[d] += cost[g]
+			loads[d] += cost[g] * slow[d]
 		}
 	}
 	p.Metrics["predicted_imbalance"] = Imbalance(loads)
@@ -148,8 +179,9 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 }
 
 // Observe records each group's measured time (forward and backward task
-// spans) from the trace, refits the estimate scale, and returns a new
-// plan when the measurements move a group to another device.
+// spans) from the trace, estimates each device's slowness, refits the
+// cost model, and returns a new plan when the updated costs move a group
+// to another device and cut the predicted makespan by MinGain.
 func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace) (*core.Plan, error) {
 	if s.NoAdapt || s.last == nil || t == nil {
 		return nil, nil
@@ -157,9 +189,28 @@ func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace
 	n := len(w.Batch)
 	_, _, gc := s.costs(n)
 	dur := make([]float64, len(s.last.Units))
+	dev := make([]core.DeviceID, len(s.last.Units))
 	for _, e := range t.Events {
 		if (e.Cat == core.TaskForward.String() || e.Cat == core.TaskBackward.String()) && e.Unit >= 0 && e.Unit < len(dur) {
 			dur[e.Unit] += e.Dur.Seconds()
+			dev[e.Unit] = e.Device
+		}
+	}
+	// Device slowness: each device's measured time over what the cost
+	// model (fitted to this trace, assuming equal devices, then to the
+	// times divided by the devices' slowness) predicts for its groups,
+	// relative to all devices'.
+	if !s.PerGroup {
+		if r := deviceSlowness(s.last, n, gc, dur, dev); r != nil {
+			if s.slow == nil {
+				s.slow = map[core.DeviceID]float64{}
+			}
+			for d, x := range r {
+				if old, ok := s.slow[d]; ok {
+					x = 0.5*old + 0.5*x
+				}
+				s.slow[d] = x
+			}
 		}
 	}
 	var sumM, sumE float64
@@ -168,19 +219,35 @@ func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace
 			continue
 		}
 		g := gc[unit.Targets[0]]
-		if old, ok := s.measured[g.Key]; ok {
-			s.measured[g.Key] = 0.5*old + 0.5*dur[u]
-		} else {
-			s.measured[g.Key] = dur[u]
+		// The group's time on a device of average speed.
+		m := dur[u]
+		if r := s.slow[dev[u]]; r > 0 {
+			m /= r
 		}
-		sumM += dur[u]
+		if old, ok := s.measured[g.Key]; ok {
+			s.measured[g.Key] = 0.5*old + 0.5*m
+		} else {
+			s.measured[g.Key] = m
+		}
+		sumM += m
 		sumE += g.Graph + g.Dense
 	}
 	if sumE > 0 {
 		s.scale = sumM / sumE
 	}
+	// Refit the cost model to every group measured so far.
+	var xs [][3]float64
+	var ys []float64
+	for _, g := range gc {
+		if m, ok := s.measured[g.Key]; ok {
+			xs = append(xs, [3]float64{g.Graph, g.Dense, 1})
+			ys = append(ys, m)
+		}
+	}
+	s.fit = FitCost(xs, ys)
 	prev := placement(s.last)
 	home := s.last.Home
+	last := s.last
 	p, err := s.Schedule(ctx, w)
 	if err != nil {
 		return nil, err
@@ -188,11 +255,136 @@ func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace
 	if p.Home != home {
 		return nil, fmt.Errorf("blad: re-placement moved the home device from %s to %s", home, p.Home)
 	}
-	if maps := placement(p); equalPlacement(prev, maps) {
+	next := placement(p)
+	if equalPlacement(prev, next) {
 		s.last = p
 		return nil, nil
 	}
+	// Re-place only for a real gain under the updated costs.
+	cost, _, _ := s.costs(n)
+	makespan := func(pl map[int32]core.DeviceID) float64 {
+		loads := map[core.DeviceID]float64{}
+		mx := 0.0
+		for g, d := range pl {
+			if int(g) < len(cost) {
+				r := s.slow[d]
+				if r <= 0 {
+					r = 1
+				}
+				loads[d] += cost[g] * r
+				mx = math.Max(mx, loads[d])
+			}
+		}
+		return mx
+	}
+	if before, after := makespan(prev), makespan(next); after > before*(1-s.MinGain) {
+		s.last = last
+		return nil, nil
+	}
 	return p, nil
+}
+
+// FitCost fits y ≈ c·x (c ≥ 0, three coefficients: seconds per unit of
+// graph work, per unit of dense work, per group) by least squares over
+// every subset of the coefficients (non-negative least squares, exact for
+// three), and returns nil when there are fewer than 3 points or no fit
+// with a positive prediction for every point.
+func FitCost(xs [][3]float64, ys []float64) []float64 {
+	if len(xs) < 3 {
+		return nil
+	}
+	// Columns scaled to unit maximum, for conditioning.
+	var norm [3]float64
+	for _, x := range xs {
+		for j := range 3 {
+			norm[j] = math.Max(norm[j], math.Abs(x[j]))
+		}
+	}
+	var best []float64
+	bestRes := math.Inf(1)
+	for mask := 1; mask < 8; mask++ {
+		var cols []int
+		for j := range 3 {
+			if mask&(1<<j) != 0 && norm[j] > 0 {
+				cols = append(cols, j)
+			}
+		}
+		if len(cols) == 0 {
+			continue
+		}
+		k := len(cols)
+		// Normal equations A^T A c = A^T y, solved by Gaussian elimination.
+		a := make([][]float64, k)
+		for r := range a {
+			a[r] = make([]float64, k+1)
+		}
+		for i, x := range xs {
+			for r, jr := range cols {
+				for c, jc := range cols {
+					a[r][c] += x[jr] / norm[jr] * x[jc] / norm[jc]
+				}
+				a[r][k] += x[jr] / norm[jr] * ys[i]
+			}
+		}
+		c, ok := solve(a)
+		if !ok {
+			continue
+		}
+		coef := make([]float64, 3)
+		feasible := true
+		for r, j := range cols {
+			coef[j] = c[r] / norm[j]
+			feasible = feasible && coef[j] >= 0
+		}
+		if !feasible {
+			continue
+		}
+		res := 0.0
+		for i, x := range xs {
+			p := coef[0]*x[0] + coef[1]*x[1] + coef[2]*x[2]
+			if p <= 0 {
+				feasible = false
+				break
+			}
+			res += (p - ys[i]) * (p - ys[i])
+		}
+		if feasible && res < bestRes {
+			best, bestRes = coef, res
+		}
+	}
+	return best
+}
+
+// solve solves the k x (k+1) augmented system in place (partial pivoting).
+func solve(a [][]float64) ([]float64, bool) {
+	k := len(a)
+	for c := range k {
+		p := c
+		for r := c + 1; r < k; r++ {
+			if math.Abs(a[r][c]) > math.Abs(a[p][c]) {
+				p = r
+			}
+		}
+		if math.Abs(a[p][c]) < 1e-12 {
+			return nil, false
+		}
+		a[c], a[p] = a[p], a[c]
+		for r := c + 1; r < k; r++ {
+			f := a[r][c] / a[c][c]
+			for j := c; j <= k; j++ {
+				a[r][j] -= f * a[c][j]
+			}
+		}
+	}
+	x := make([]float64, k)
+	for r := k - 1; r >= 0; r-- {
+		v := a[r][k]
+		for j := r + 1; j < k; j++ {
+			v -= a[r][j] * x[j]
+		}
+		x[r] = v / a[r][r]
+	}
+	return x, true
 }
 
 // ESDG is the equal-count snapshot-group partition (ESDG-style): group i
@@ -236,10 +428,89 @@ func deviceIDs(w *core.Workload) []core.DeviceID {
 	return out
 }
 
+// deviceSlowness estimates each device's slowness from one trace: fit
+// the cost model to the groups' times, take each device's time over its
+// predicted time (relative to all devices'), refit to the times divided
+// by that, and estimate again. Nil with fewer than two devices or when
+// no model fits.
+func deviceSlowness(p *core.Plan, n int, gc []GroupCost, dur []float64, dev []core.DeviceID) map[core.DeviceID]float64 {
+	type obs struct {
+		x [3]float64
+		y float64
+		d core.DeviceID
+	}
+	var os []obs
+	devs := map[core.DeviceID]bool{}
+	for u, unit := range p.Units {
+		if len(unit.Targets) != 1 || int(unit.Targets[0]) >= n || dur[u] <= 0 {
+			continue
+		}
+		g := gc[unit.Targets[0]]
+		os = append(os, obs{[3]float64{g.Graph, g.Dense, 1}, dur[u], dev[u]})
+		devs[dev[u]] = true
+	}
+	if len(devs) < 2 {
+		return nil
+	}
+	r := map[core.DeviceID]float64{}
+	for d := range devs {
+		r[d] = 1
+	}
+	for range 2 {
+		xs, ys := make([][3]float64, len(os)), make([]float64, len(os))
+		for i, o := range os {
+			xs[i], ys[i] = o.x, o.y/r[o.d]
+		}
+		fit := FitCost(xs, ys)
+		if fit == nil {
+			return nil
+		}
+		num, den := map[core.DeviceID]float64{}, map[core.DeviceID]float64{}
+		var tn, td float64
+		for _, o := range os {
+			pr := fit[0]*o.x[0] + fit[1]*o.x[1] + fit[2]
+			num[o.d] += o.y
+			den[o.d] += pr
+			tn += o.y
+			td += pr
+		}
+		for d := range devs {
+			if den[d] > 0 && num[d] > 0 && tn > 0 && td > 0 {
+				r[d] = (num[d] / den[d]) / (tn / td)
+			}
+		}
+	}
+	return r
+}
+
+// slowness returns each device's relative slowness (1 when unknown).
+func (s *Scheduler) slowness(devs []core.DeviceID) []float64 {
+	out := make([]float64, len(devs))
+	for i, d := range devs {
+		out[i] = 1
+		if r, ok := s.slow[d]; ok && r > 0 && !s.NoAdapt {
+			out[i] = r
+		}
+	}
+	return out
+}
+
 // LPT assigns items (by cost) to k bins: longest first onto the least
 // loaded bin (ties: lower index). Each bin's items are in ascending
 // order of index.
 func LPT(cost []float64, k int) [][]int {
+	slow := make([]float64, k)
+	for i := range slow {
+		slow[i] = 1
+	}
+	return LPTSpeed(cost, slow)
+}
+
+// LPTSpeed is LPT on bins of different speeds: bin d takes slow[d] per
+// unit of cost, and each item (longest first) goes where it would finish
+// first (ties: lower index).
+func LPTSpeed(cost, slow []float64) [][]int {
+	k := len(slow)
 	ord := make([]int, len(cost))
 	for i := range ord {
 		ord[i] = i
@@ -250,7 +521,7 @@ func LPT(cost []float64, k int) [][]int {
 	for _, i := range ord {
 		best := 0
 		for d := 1; d < k; d++ {
-			if load[d] < load[best] {
+			if (load[d]+cost[i])*slow[d] < (load[best]+cost[i])*slow[best] {
 				best = d
 			}
 		}
