@@ -12,8 +12,11 @@
 //
 // DSBM generates a dynamic stochastic block model whose snapshot sizes
 // vary by a chosen factor (10-100x), from a spec string
-// "dsbm,nodes=2000,snapshots=40,...".
+// "dsbm,nodes=2000,snapshots=40,...", with a trend over time: none
+// (random sizes), growth, or the shape of Bitcoin-Alpha's snapshot sizes
+// (BitcoinAlphaEdges). A trend is what makes an equal-count contiguous
+// partition of the groups imbalanced.
 //
-// The package depends only on core and data; tasks/dyntrain turns groups
+// The package depends only on core and data; engine/dyntrain turns groups
 // into engine batches.
 package dynamic

@@ -14,4 +14,10 @@
 // snapshot) before the recurrence, so that a scheduler may run those
 // graph ops ahead of the GRU chain (BLAD's topology manager) with plain
 // op lists.
+//
+// TGCNVertex is T-GCN rewritten for the vertex-partition baseline (each
+// device a slice of every snapshot, halo rows exchanged), over per-part
+// graphs that engine/dyntrain builds; it computes the same loss and
+// gradients. OpDims gives the size each op computes for a group, for a
+// simulator or a cost estimate.
 package dynamic
