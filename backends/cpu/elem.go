@@ -11,36 +11,26 @@ import (
 // out may alias a.
 func (k *Kernels) Map(mop core.MapOp, a, b *core.Tensor, alpha float32, out *core.Tensor) error {
 	const op = "Map"
-	if mop >= core.NumMapOps {
-		return shapeErr(op, "unknown op %v", mop)
-	}
 	od, err := hostData(op, "out", out)
 	if err != nil {
 		return err
 	}
-	r, c := out.Rows(), out.Cols()
 	var ad, bd []float32
 	if mop != core.MapFill && mop != core.MapBroadcast {
 		if ad, err = hostData(op, "a", a); err != nil {
 			return err
 		}
-		if !core.SameShape(a, out) {
-			return shapeErr(op, "%v: a is %dx%d but out is %dx%d", mop, a.Rows(), a.Cols(), r, c)
-		}
 	}
-	br, bc := 0, 0
 	if !mop.Unary() {
 		if bd, err = hostData(op, "b", b); err != nil {
 			return err
 		}
-		br, bc = b.Rows(), b.Cols()
-		if br != r && br != 1 {
-			return shapeErr(op, "%v: b has %d rows, want %d or 1", mop, br, r)
-		}
-		if (bc == 0 && c != 0) || (bc > 0 && c%bc != 0) {
-			return shapeErr(op, "%v: b has %d columns, which do not divide out's %d", mop, bc, c)
-		}
 	}
+	br, bc, err := core.CheckMap(mop, a, b, out)
+	if err != nil {
+		return wrap(err)
+	}
+	r, c := out.Rows(), out.Cols()
 	n := r * c
 	if n == 0 {
 		return nil
@@ -289,12 +279,12 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckReduce(axis, a, out); err != nil {
+		return wrap(err)
+	}
 	r, c := a.Rows(), a.Cols()
 	switch axis {
 	case core.AxisRows:
-		if out.Rows() != 1 || out.Cols() != c {
-			return shapeErr(op, "rows: out is %dx%d, want 1x%d", out.Rows(), out.Cols(), c)
-		}
 		if c == 0 {
 			return nil
 		}
@@ -319,18 +309,14 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		return nil
 	case core.AxisCols:
 		gcols := out.Cols()
-		if out.Rows() != r || (gcols == 0 && c != 0) || (gcols > 0 && c%gcols != 0) {
-			return shapeErr(op, "cols: out is %dx%d, want %dxG with G dividing %d", out.Rows(), gcols, r, c)
-		}
 		if r == 0 || gcols == 0 {
 			return nil
 		}
 		t := k.newTask(reduceCols, k.dev.pool.pieces(r, int64(r)*int64(c)))
 		t.r, t.c, t.w, t.a, t.out = r, c, gcols, ad, od
 		k.runTask(t)
-		return nil
 	}
-	return shapeErr(op, "unknown axis %d", axis)
+	return nil
 }
 
 // reduceRows sums the row blocks of t.a (t.r x t.c, t.n blocks) into
@@ -371,13 +357,10 @@ func (k *Kernels) Gather(x *core.Tensor, idx []int32, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckGather(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if out.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), len(idx), c)
-	}
-	if err := checkIndex(op, idx, x.Rows()); err != nil {
-		return err
-	}
 	n := len(idx)
 	t := k.newTask(gather, k.dev.pool.pieces(n, int64(n)*int64(c)))
 	t.n, t.c, t.idx, t.a, t.out = n, c, idx, xd, od
@@ -406,13 +389,10 @@ func (k *Kernels) ScatterAdd(x *core.Tensor, idx []int32, out *core.Tensor) erro
 	if err != nil {
 		return err
 	}
+	if err := core.CheckScatterAdd(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if x.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "x is %dx%d and out is %dx%d, want %dxC and ?xC", x.Rows(), c, out.Rows(), out.Cols(), len(idx))
-	}
-	if err := checkIndex(op, idx, out.Rows()); err != nil {
-		return err
-	}
 	if c == 0 {
 		return nil
 	}
@@ -435,23 +415,11 @@ func scatterAdd(t *task, p int) {
 	}
 }
 
-func checkIndex(op string, idx []int32, n int) error {
-	for q, j := range idx {
-		if j < 0 || int(j) >= n {
-			return shapeErr(op, "index %d at position %d is outside [0,%d)", j, q, n)
-		}
-	}
-	return nil
-}
-
 // Dropout keeps element (r, c) when core.DropoutKeep(seed, id(r)*cols+c, p)
 // (id(r) = rows[r], or r when rows is nil) and scales it by 1/(1-p). mask
 // may be nil when the caller needs no mask; out may alias x.
 func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, out, mask *core.Tensor) error {
 	const op = "Dropout"
-	if !(p >= 0 && p <= 1) {
-		return shapeErr(op, "probability %v outside [0,1]", p)
-	}
 	xd, err := hostData(op, "x", x)
 	if err != nil {
 		return err
@@ -460,27 +428,14 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
-	}
 	var md []float32
 	if mask != nil {
 		if md, err = hostData(op, "mask", mask); err != nil {
 			return err
 		}
-		if !core.SameShape(x, mask) {
-			return shapeErr(op, "x is %dx%d but mask is %dx%d", x.Rows(), x.Cols(), mask.Rows(), mask.Cols())
-		}
 	}
-	if rows != nil {
-		if len(rows) != x.Rows() {
-			return shapeErr(op, "%d row ids for %d rows", len(rows), x.Rows())
-		}
-		for r, id := range rows {
-			if id < 0 {
-				return shapeErr(op, "row %d has negative id %d", r, id)
-			}
-		}
+	if err := core.CheckDropout(x, p, rows, out, mask); err != nil {
+		return wrap(err)
 	}
 	n := len(xd)
 	if n == 0 {

@@ -38,19 +38,9 @@ func (k *Kernels) GEMM(transA, transB bool, alpha float32, a, b *core.Tensor, be
 	if err != nil {
 		return err
 	}
-	m, kk := a.Rows(), a.Cols()
-	if transA {
-		m, kk = kk, m
-	}
-	kb, n := b.Rows(), b.Cols()
-	if transB {
-		kb, n = n, kb
-	}
-	if kk != kb {
-		return shapeErr(op, "op(a) is %dx%d but op(b) is %dx%d (transA=%v, transB=%v)", m, kk, kb, n, transA, transB)
-	}
-	if c.Rows() != m || c.Cols() != n {
-		return shapeErr(op, "c is %dx%d, want %dx%d", c.Rows(), c.Cols(), m, n)
+	m, n, kk, err := core.CheckGEMM(transA, transB, a, b, c)
+	if err != nil {
+		return wrap(err)
 	}
 	if m == 0 || n == 0 {
 		return nil

@@ -77,11 +77,8 @@ func (k *Kernels) SpMMBiasAct(g *core.Graph, red core.Reduce, w, x, bias *core.T
 }
 
 func (k *Kernels) spmm(op string, g *core.Graph, red core.Reduce, w, x *core.Tensor, bias []float32, act Activation, out *core.Tensor) error {
-	if err := checkGraph(op, g); err != nil {
-		return err
-	}
-	if red != core.ReduceSum && red != core.ReduceMean {
-		return shapeErr(op, "unknown reduce %v", red)
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	xd, err := hostData(op, "x", x)
 	if err != nil {
@@ -91,28 +88,18 @@ func (k *Kernels) spmm(op string, g *core.Graph, red core.Reduce, w, x *core.Ten
 	if err != nil {
 		return err
 	}
-	c := x.Cols()
-	if x.Rows() != g.NumSrc {
-		return shapeErr(op, "x has %d rows, want NumSrc=%d", x.Rows(), g.NumSrc)
-	}
-	if out.Rows() != g.NumDst || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), g.NumDst, c)
-	}
 	var wd []float32
-	heads, f := 1, c
 	if w != nil {
 		if wd, err = hostData(op, "w", w); err != nil {
 			return err
 		}
-		heads = w.Cols()
-		if heads < 1 || c%heads != 0 {
-			return shapeErr(op, "w has %d columns (heads), which do not divide x's %d", heads, c)
-		}
-		if err := edgeRows(op, "w", g, w, heads); err != nil {
-			return err
-		}
-		f = c / heads
 	}
+	heads, err := core.CheckSpMM(op, g, red, w, x, out)
+	if err != nil {
+		return wrap(err)
+	}
+	c := x.Cols()
+	f := c / heads
 	if g.NumDst == 0 {
 		return nil
 	}
@@ -302,8 +289,8 @@ func indicesBelow(idx []int32, n int) bool {
 // SDDMM computes out[id(e), h] for every edge from a[dst(e)] and b[src(e)].
 func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) error {
 	const op = "SDDMM"
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	ad, err := hostData(op, "a", a)
 	if err != nil {
@@ -318,13 +305,13 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 		return err
 	}
 	heads, err := core.CheckSDDMM(g, eop, a, b, out)
-	cols := a.Cols()
 	if err != nil {
-		return fmt.Errorf("%s: %w", "cpu", err)
+		return wrap(err)
 	}
-	if err := edgeRows(op, "out", g, out, heads); err != nil {
-		return err
+	if err := core.CheckEdgeRows(op, "out", g, out, heads); err != nil {
+		return wrap(err)
 	}
+	cols := a.Cols()
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -380,8 +367,8 @@ func sddmm(t *task, p int) {
 // out may alias s.
 func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	const op = "EdgeSoftmax"
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	sd, err := hostData(op, "s", s)
 	if err != nil {
@@ -391,16 +378,10 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmax(g, s, out); err != nil {
+		return wrap(err)
+	}
 	heads := s.Cols()
-	if err := edgeRows(op, "s", g, s, -1); err != nil {
-		return err
-	}
-	if err := edgeRows(op, "out", g, out, heads); err != nil {
-		return err
-	}
-	if !core.SameShape(s, out) {
-		return shapeErr(op, "s is %dx%d but out is %dx%d", s.Rows(), s.Cols(), out.Rows(), out.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -466,8 +447,8 @@ func edgeSoftmax(t *task, p int) {
 // dx may alias dy.
 func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) error {
 	const op = "EdgeSoftmaxBackward"
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	yd, err := hostData(op, "y", y)
 	if err != nil {
@@ -481,13 +462,10 @@ func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) err
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmaxBackward(g, y, dy, dx); err != nil {
+		return wrap(err)
+	}
 	heads := y.Cols()
-	if err := edgeRows(op, "y", g, y, -1); err != nil {
-		return err
-	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}

@@ -27,37 +27,10 @@ func shapeErr(op, format string, args ...any) error {
 	return fmt.Errorf("%w: cpu: %s: %s", core.ErrShape, op, fmt.Sprintf(format, args...))
 }
 
-// edgeRows checks that edge tensor t (named name) can be indexed by every
-// edge id of g, with cols columns (cols < 0: any). For a graph without
-// EIDs the tensor must have exactly NumEdges rows; with EIDs (a reverse
-// or a subgraph, whose ids are another graph's) at least NumEdgeIDs.
-func edgeRows(op, name string, g *core.Graph, t *core.Tensor, cols int) error {
-	if t == nil {
-		return shapeErr(op, "%s is nil", name)
-	}
-	if cols >= 0 && t.Cols() != cols {
-		return shapeErr(op, "%s has %d columns, want %d", name, t.Cols(), cols)
-	}
-	if g.EIDs == nil {
-		if t.Rows() != g.NumEdges() {
-			return shapeErr(op, "%s has %d rows, want one per edge (%d)", name, t.Rows(), g.NumEdges())
-		}
-		return nil
-	}
-	if need := g.NumEdgeIDs(); t.Rows() < need {
-		return shapeErr(op, "%s has %d rows, but the graph's edge ids need %d", name, t.Rows(), need)
-	}
-	return nil
-}
-
-func checkGraph(op string, g *core.Graph) error {
-	if g == nil {
-		return shapeErr(op, "graph is nil")
-	}
-	if len(g.Offsets) != g.NumDst+1 || (g.NumDst >= 0 && g.Offsets[g.NumDst] != int64(len(g.Indices))) {
-		return fmt.Errorf("cpu: %s: %w: malformed CSR", op, core.ErrInvalidGraph)
-	}
-	return nil
+// wrap prefixes an error of a core argument check (core.CheckGEMM, ...)
+// with the backend's name.
+func wrap(err error) error {
+	return fmt.Errorf("cpu: %w", err)
 }
 
 // scratch pools float32 buffers for kernels that need temporary space (a

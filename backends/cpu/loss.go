@@ -17,8 +17,8 @@ func (k *Kernels) LogSoftmax(x, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
+	if err := core.CheckLogSoftmax(x, out); err != nil {
+		return wrap(err)
 	}
 	r, c := x.Rows(), x.Cols()
 	if r == 0 || c == 0 {
@@ -67,8 +67,8 @@ func (k *Kernels) LogSoftmaxBackward(y, dy, dx *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
+	if err := core.CheckLogSoftmaxBackward(y, dy, dx); err != nil {
+		return wrap(err)
 	}
 	r, c := y.Rows(), y.Cols()
 	if r == 0 || c == 0 {
@@ -111,28 +111,17 @@ func (k *Kernels) NLLLoss(logp *core.Tensor, labels, rows []int32, scale float32
 	if err != nil {
 		return 0, err
 	}
-	r, c := logp.Rows(), logp.Cols()
-	for q, i := range rows {
-		if i < 0 || int(i) >= r {
-			return 0, shapeErr(op, "row %d at position %d is outside [0,%d)", i, q, r)
-		}
-		if int(i) >= len(labels) {
-			return 0, shapeErr(op, "row %d has no label (%d labels)", i, len(labels))
-		}
-		if l := labels[i]; l < 0 || int(l) >= c {
-			return 0, shapeErr(op, "row %d has label %d, outside [0,%d)", i, l, c)
-		}
-	}
 	var gd []float32
 	if grad != nil {
 		if gd, err = hostData(op, "grad", grad); err != nil {
 			return 0, err
 		}
-		if !core.SameShape(grad, logp) {
-			return 0, shapeErr(op, "grad is %dx%d but logp is %dx%d", grad.Rows(), grad.Cols(), r, c)
-		}
-		clear(gd)
 	}
+	if err := core.CheckNLLLoss(logp, labels, rows, grad); err != nil {
+		return 0, wrap(err)
+	}
+	clear(gd)
+	c := logp.Cols()
 	var sum float64
 	for _, i := range rows {
 		q := int(i)*c + int(labels[i])

@@ -6,40 +6,28 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 )
 
-// sameShape returns t's data, checking it is host memory shaped like p.
-func sameShape(op, name string, p, t *core.Tensor) ([]float32, error) {
-	d, err := hostData(op, name, t)
-	if err != nil {
-		return nil, err
-	}
-	if t != p && !core.SameShape(t, p) {
-		return nil, shapeErr(op, "%s has shape %v, want %v like p", name, t.Shape, p.Shape)
-	}
-	return d, nil
-}
-
 // Adam updates p in place (PyTorch torch.optim.Adam, L2 weight decay
 // added to the gradient, bias-corrected moments).
 func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 	const op = "Adam"
-	if h.Step < 1 {
-		return shapeErr(op, "step %d, want >= 1", h.Step)
-	}
-	pd, err := sameShape(op, "p", p, p)
+	pd, err := hostData(op, "p", p)
 	if err != nil {
 		return err
 	}
-	gd, err := sameShape(op, "g", p, g)
+	gd, err := hostData(op, "g", g)
 	if err != nil {
 		return err
 	}
-	md, err := sameShape(op, "m", p, m)
+	md, err := hostData(op, "m", m)
 	if err != nil {
 		return err
 	}
-	vd, err := sameShape(op, "v", p, v)
+	vd, err := hostData(op, "v", v)
 	if err != nil {
 		return err
+	}
+	if err := core.CheckAdam(p, g, m, v, h); err != nil {
+		return wrap(err)
 	}
 	n := len(pd)
 	if n == 0 {
@@ -83,25 +71,22 @@ func adam(t *task, q int) {
 // p -= lr*buf.
 func (k *Kernels) SGD(p, g, mom *core.Tensor, h core.SGDParams) error {
 	const op = "SGD"
-	pd, err := sameShape(op, "p", p, p)
+	pd, err := hostData(op, "p", p)
 	if err != nil {
 		return err
 	}
-	gd, err := sameShape(op, "g", p, g)
+	gd, err := hostData(op, "g", g)
 	if err != nil {
 		return err
 	}
 	var bd []float32
-	if h.Momentum != 0 {
-		if mom == nil {
-			return shapeErr(op, "momentum %v needs a momentum buffer", h.Momentum)
-		}
-		if h.Step < 1 {
-			return shapeErr(op, "step %d, want >= 1", h.Step)
-		}
-		if bd, err = sameShape(op, "mom", p, mom); err != nil {
+	if h.Momentum != 0 && mom != nil {
+		if bd, err = hostData(op, "mom", mom); err != nil {
 			return err
 		}
+	}
+	if err := core.CheckSGD(p, g, mom, h); err != nil {
+		return wrap(err)
 	}
 	n := len(pd)
 	if n == 0 {

@@ -38,7 +38,6 @@ type graphBufs struct {
 	numDst, numSrc int
 	nnz, maxDeg    int64
 	hasEID         bool
-	numEdgeIDs     int
 
 	off, idx, eid block
 	rows          block // COO rows, or ptr 0 until built
@@ -181,7 +180,7 @@ func (d *Device) uploadGraph(op string, g *core.Graph) (*graphBufs, error) {
 		return nil, err
 	}
 	gb := &graphBufs{numDst: g.NumDst, numSrc: g.NumSrc, nnz: int64(len(g.Indices)),
-		hasEID: g.EIDs != nil, numEdgeIDs: g.NumEdgeIDs()}
+		hasEID: g.EIDs != nil}
 	for i := range g.NumDst {
 		gb.maxDeg = max(gb.maxDeg, g.Offsets[i+1]-g.Offsets[i])
 	}

@@ -15,11 +15,12 @@ import (
 )
 
 // Kernels are a device's arithmetic: core.Kernels as the CUDA kernels of
-// kernels/*.cu, queued on the device's stream. Shapes are checked on the
-// host, with the CPU and OpenCL backends' rules; index arrays are checked
-// before upload, so no input can make a kernel touch memory outside its
-// tensors. Every kernel but ScatterAdd computes each output element in a
-// fixed order, so results repeat bit for bit.
+// kernels/*.cu, queued on the device's stream. Arguments are checked on
+// the host by core's checks (core.CheckGEMM, ...), the rules every
+// backend shares; index arrays are checked before upload (core.CheckGather,
+// core.CheckNLLLoss, ...), so no input can make a kernel touch memory
+// outside its tensors. Every kernel but ScatterAdd computes each output
+// element in a fixed order, so results repeat bit for bit.
 type Kernels struct{ d *Device }
 
 func shapeErr(op, format string, args ...any) error {
@@ -48,35 +49,10 @@ func lanesFor(n int) int {
 	return 1 << bits.Len(uint(n-1))
 }
 
-// edgeRows checks that edge tensor t can be indexed by every edge id of
-// g, with cols columns (cols < 0: any): exactly NumEdges rows without
-// EIDs, at least NumEdgeIDs with them.
-func edgeRows(op, name string, g *core.Graph, gb *graphBufs, t *core.Tensor, cols int) error {
-	if t == nil {
-		return shapeErr(op, "%s is nil", name)
-	}
-	if cols >= 0 && t.Cols() != cols {
-		return shapeErr(op, "%s has %d columns, want %d", name, t.Cols(), cols)
-	}
-	if !gb.hasEID {
-		if t.Rows() != g.NumEdges() {
-			return shapeErr(op, "%s has %d rows, want one per edge (%d)", name, t.Rows(), g.NumEdges())
-		}
-		return nil
-	}
-	if need := gb.numEdgeIDs; t.Rows() < need {
-		return shapeErr(op, "%s has %d rows, but the graph's edge ids need %d", name, t.Rows(), need)
-	}
-	return nil
-}
-
-func checkIndex(op string, idx []int32, n int) error {
-	for q, j := range idx {
-		if j < 0 || int(j) >= n {
-			return shapeErr(op, "index %d at position %d is outside [0,%d)", j, q, n)
-		}
-	}
-	return nil
+// wrap prefixes an error of a core argument check (core.CheckGEMM, ...)
+// with the backend's name.
+func wrap(err error) error {
+	return fmt.Errorf("cuda: %w", err)
 }
 
 // fill sets every element of b to v (cuMemsetD32Async). Worker only.
@@ -107,19 +83,9 @@ func (k *Kernels) GEMM(transA, transB bool, alpha float32, a, b *core.Tensor, be
 	if err != nil {
 		return err
 	}
-	m, kk := a.Rows(), a.Cols()
-	if transA {
-		m, kk = kk, m
-	}
-	kb, n := b.Rows(), b.Cols()
-	if transB {
-		kb, n = n, kb
-	}
-	if kk != kb {
-		return shapeErr(op, "op(a) is %dx%d but op(b) is %dx%d (transA=%v, transB=%v)", m, kk, kb, n, transA, transB)
-	}
-	if c.Rows() != m || c.Cols() != n {
-		return shapeErr(op, "c is %dx%d, want %dx%d", c.Rows(), c.Cols(), m, n)
+	m, n, kk, err := core.CheckGEMM(transA, transB, a, b, c)
+	if err != nil {
+		return wrap(err)
 	}
 	if m == 0 || n == 0 {
 		return nil
@@ -181,9 +147,6 @@ func (k *Kernels) spmm(op string, g *core.Graph, red core.Reduce, w, x, bias *co
 	if g == nil {
 		return shapeErr(op, "graph is nil")
 	}
-	if red != core.ReduceSum && red != core.ReduceMean {
-		return shapeErr(op, "unknown reduce %v", red)
-	}
 	xb, err := d.buffer(op, "x", x)
 	if err != nil {
 		return err
@@ -192,13 +155,17 @@ func (k *Kernels) spmm(op string, g *core.Graph, red core.Reduce, w, x, bias *co
 	if err != nil {
 		return err
 	}
+	var wb *Buffer
+	if w != nil {
+		if wb, err = d.buffer(op, "w", w); err != nil {
+			return err
+		}
+	}
+	heads, err := core.CheckSpMM(op, g, red, w, x, out)
+	if err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if x.Rows() != g.NumSrc {
-		return shapeErr(op, "x has %d rows, want NumSrc=%d", x.Rows(), g.NumSrc)
-	}
-	if out.Rows() != g.NumDst || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), g.NumDst, c)
-	}
 	var biasb *Buffer
 	if bias != nil {
 		if biasb, err = d.buffer(op, "bias", bias); err != nil {
@@ -215,20 +182,8 @@ func (k *Kernels) spmm(op string, g *core.Graph, red core.Reduce, w, x, bias *co
 	if err != nil {
 		return err
 	}
-	wmode, heads, f := 0, 1, c
-	var wb *Buffer
+	wmode, f := 0, c/heads
 	if w != nil {
-		if wb, err = d.buffer(op, "w", w); err != nil {
-			return err
-		}
-		heads = w.Cols()
-		if heads < 1 || c%heads != 0 {
-			return shapeErr(op, "w has %d columns (heads), which do not divide x's %d", heads, c)
-		}
-		if err := edgeRows(op, "w", g, gb, w, heads); err != nil {
-			return err
-		}
-		f = c / heads
 		wmode = 1
 		if heads > 1 {
 			wmode = 2
@@ -325,7 +280,10 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 	}
 	heads, err := core.CheckSDDMM(g, eop, a, b, out)
 	if err != nil {
-		return fmt.Errorf("cuda: %w", err)
+		return wrap(err)
+	}
+	if err := core.CheckEdgeRows(op, "out", g, out, heads); err != nil {
+		return wrap(err)
 	}
 	cols := a.Cols()
 	if !fitsInt32(cols) {
@@ -333,9 +291,6 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 	}
 	gb, err := d.graph(op, g, false)
 	if err != nil {
-		return err
-	}
-	if err := edgeRows(op, "out", g, gb, out, heads); err != nil {
 		return err
 	}
 	if g.NumDst == 0 || heads == 0 || g.NumEdges() == 0 {
@@ -375,20 +330,14 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmax(g, s, out); err != nil {
+		return wrap(err)
+	}
 	gb, err := d.graph(op, g, false)
 	if err != nil {
 		return err
 	}
 	heads := s.Cols()
-	if err := edgeRows(op, "s", g, gb, s, -1); err != nil {
-		return err
-	}
-	if err := edgeRows(op, "out", g, gb, out, heads); err != nil {
-		return err
-	}
-	if !core.SameShape(s, out) {
-		return shapeErr(op, "s is %dx%d but out is %dx%d", s.Rows(), s.Cols(), out.Rows(), out.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -422,17 +371,14 @@ func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) err
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmaxBackward(g, y, dy, dx); err != nil {
+		return wrap(err)
+	}
 	gb, err := d.graph(op, g, false)
 	if err != nil {
 		return err
 	}
 	heads := y.Cols()
-	if err := edgeRows(op, "y", g, gb, y, -1); err != nil {
-		return err
-	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -459,13 +405,10 @@ func (k *Kernels) Gather(x *core.Tensor, idx []int32, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckGather(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if out.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), len(idx), c)
-	}
-	if err := checkIndex(op, idx, x.Rows()); err != nil {
-		return err
-	}
 	if len(idx) == 0 || c == 0 {
 		return nil
 	}
@@ -516,13 +459,10 @@ func (k *Kernels) ScatterAdd(x *core.Tensor, idx []int32, out *core.Tensor) erro
 	if err != nil {
 		return err
 	}
+	if err := core.CheckScatterAdd(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if x.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "x is %dx%d and out is %dx%d, want %dxC and ?xC", x.Rows(), c, out.Rows(), out.Cols(), len(idx))
-	}
-	if err := checkIndex(op, idx, out.Rows()); err != nil {
-		return err
-	}
 	if c == 0 || len(idx) == 0 {
 		return nil
 	}
@@ -540,37 +480,27 @@ func (k *Kernels) ScatterAdd(x *core.Tensor, idx []int32, out *core.Tensor) erro
 func (k *Kernels) Map(mop core.MapOp, a, b *core.Tensor, alpha float32, out *core.Tensor) error {
 	const op = "Map"
 	d := k.d
-	if mop >= core.NumMapOps {
-		return shapeErr(op, "unknown op %v", mop)
-	}
 	ob, err := d.buffer(op, "out", out)
 	if err != nil {
 		return err
 	}
-	r, c := out.Rows(), out.Cols()
 	ab := ob
 	if mop != core.MapFill && mop != core.MapBroadcast {
 		if ab, err = d.buffer(op, "a", a); err != nil {
 			return err
 		}
-		if !core.SameShape(a, out) {
-			return shapeErr(op, "%v: a is %dx%d but out is %dx%d", mop, a.Rows(), a.Cols(), r, c)
-		}
 	}
-	br, bc := 0, 0
 	bb := ob
 	if !mop.Unary() {
 		if bb, err = d.buffer(op, "b", b); err != nil {
 			return err
 		}
-		br, bc = b.Rows(), b.Cols()
-		if br != r && br != 1 {
-			return shapeErr(op, "%v: b has %d rows, want %d or 1", mop, br, r)
-		}
-		if (bc == 0 && c != 0) || (bc > 0 && c%bc != 0) {
-			return shapeErr(op, "%v: b has %d columns, which do not divide out's %d", mop, bc, c)
-		}
 	}
+	br, bc, err := core.CheckMap(mop, a, b, out)
+	if err != nil {
+		return wrap(err)
+	}
+	r, c := out.Rows(), out.Cols()
 	n := int64(r) * int64(c)
 	if n == 0 {
 		return nil
@@ -610,11 +540,11 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 	if !fitsInt32(r, c) {
 		return fmt.Errorf("cuda: %s: a %dx%d exceeds the kernels' int32 range: %w", op, r, c, core.ErrUnsupported)
 	}
+	if err := core.CheckReduce(axis, a, out); err != nil {
+		return wrap(err)
+	}
 	switch axis {
 	case core.AxisRows:
-		if out.Rows() != 1 || out.Cols() != c {
-			return shapeErr(op, "rows: out is %dx%d, want 1x%d", out.Rows(), out.Cols(), c)
-		}
 		if c == 0 {
 			return nil
 		}
@@ -648,9 +578,6 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		})
 	case core.AxisCols:
 		gcols := out.Cols()
-		if out.Rows() != r || (gcols == 0 && c != 0) || (gcols > 0 && c%gcols != 0) {
-			return shapeErr(op, "cols: out is %dx%d, want %dxG with G dividing %d", out.Rows(), gcols, r, c)
-		}
 		if r == 0 || gcols == 0 {
 			return nil
 		}
@@ -659,7 +586,7 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 			return d.launch("reduce_cols", d.threads(n), n, int32(gcols), int32(c/gcols), ab, ob)
 		})
 	}
-	return shapeErr(op, "unknown axis %d", axis)
+	return nil
 }
 
 // LogSoftmax computes out[i,:] = x[i,:] - logsumexp(x[i,:]), one warp
@@ -675,8 +602,8 @@ func (k *Kernels) LogSoftmax(x, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
+	if err := core.CheckLogSoftmax(x, out); err != nil {
+		return wrap(err)
 	}
 	r, c := x.Rows(), x.Cols()
 	if r == 0 || c == 0 {
@@ -707,8 +634,8 @@ func (k *Kernels) LogSoftmaxBackward(y, dy, dx *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
+	if err := core.CheckLogSoftmaxBackward(y, dy, dx); err != nil {
+		return wrap(err)
 	}
 	r, c := y.Rows(), y.Cols()
 	if r == 0 || c == 0 {
@@ -733,28 +660,21 @@ func (k *Kernels) NLLLoss(logp *core.Tensor, labels, rows []int32, scale float32
 	if err != nil {
 		return 0, err
 	}
-	r, c := logp.Rows(), logp.Cols()
+	var gb *Buffer
+	if grad != nil {
+		if gb, err = d.buffer(op, "grad", grad); err != nil {
+			return 0, err
+		}
+	}
+	if err := core.CheckNLLLoss(logp, labels, rows, grad); err != nil {
+		return 0, wrap(err)
+	}
+	c := logp.Cols()
 	pos := make([]int64, len(rows))
 	for q, i := range rows {
-		if i < 0 || int(i) >= r {
-			return 0, shapeErr(op, "row %d at position %d is outside [0,%d)", i, q, r)
-		}
-		if int(i) >= len(labels) {
-			return 0, shapeErr(op, "row %d has no label (%d labels)", i, len(labels))
-		}
-		if l := labels[i]; l < 0 || int(l) >= c {
-			return 0, shapeErr(op, "row %d has label %d, outside [0,%d)", i, l, c)
-		}
 		pos[q] = int64(i)*int64(c) + int64(labels[i])
 	}
 	if grad != nil {
-		gb, err := d.buffer(op, "grad", grad)
-		if err != nil {
-			return 0, err
-		}
-		if !core.SameShape(grad, logp) {
-			return 0, shapeErr(op, "grad is %dx%d but logp is %dx%d", grad.Rows(), grad.Cols(), r, c)
-		}
 		// Distinct positions with the CPU backend's repeated
 		// subtraction, so a duplicated row gives the same bits.
 		at := map[int64]int{}
@@ -863,9 +783,6 @@ func (d *Device) scatterSet(b *Buffer, pos []int64, val []float32) error {
 func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, out, mask *core.Tensor) error {
 	const op = "Dropout"
 	d := k.d
-	if !(p >= 0 && p <= 1) {
-		return shapeErr(op, "probability %v outside [0,1]", p)
-	}
 	xb, err := d.buffer(op, "x", x)
 	if err != nil {
 		return err
@@ -874,27 +791,14 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
-	}
 	var mb *Buffer
 	if mask != nil {
 		if mb, err = d.buffer(op, "mask", mask); err != nil {
 			return err
 		}
-		if !core.SameShape(x, mask) {
-			return shapeErr(op, "x is %dx%d but mask is %dx%d", x.Rows(), x.Cols(), mask.Rows(), mask.Cols())
-		}
 	}
-	if rows != nil {
-		if len(rows) != x.Rows() {
-			return shapeErr(op, "%d row ids for %d rows", len(rows), x.Rows())
-		}
-		for r, id := range rows {
-			if id < 0 {
-				return shapeErr(op, "row %d has negative id %d", r, id)
-			}
-		}
+	if err := core.CheckDropout(x, p, rows, out, mask); err != nil {
+		return wrap(err)
 	}
 	n := int64(xb.n)
 	if n == 0 {
@@ -917,16 +821,14 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 	return d.withIndex(op, "dropout row ids", rows, func(ib temp) error { return run(ib) })
 }
 
-// sameAll checks that every tensor is a live buffer of d shaped like p.
-func (d *Device) sameAll(op string, p *core.Tensor, names []string, ts ...*core.Tensor) ([]*Buffer, error) {
+// buffers returns the buffers of ts (named by names), checking each is a
+// live buffer of d.
+func (d *Device) buffers(op string, names []string, ts ...*core.Tensor) ([]*Buffer, error) {
 	out := make([]*Buffer, len(ts))
 	for i, t := range ts {
 		b, err := d.buffer(op, names[i], t)
 		if err != nil {
 			return nil, err
-		}
-		if i > 0 && !core.SameShape(t, p) {
-			return nil, shapeErr(op, "%s has shape %v, want %v like p", names[i], t.Shape, p.Shape)
 		}
 		out[i] = b
 	}
@@ -938,12 +840,12 @@ func (d *Device) sameAll(op string, p *core.Tensor, names []string, ts ...*core.
 func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 	const op = "Adam"
 	d := k.d
-	if h.Step < 1 {
-		return shapeErr(op, "step %d, want >= 1", h.Step)
-	}
-	bs, err := d.sameAll(op, p, []string{"p", "g", "m", "v"}, p, g, m, v)
+	bs, err := d.buffers(op, []string{"p", "g", "m", "v"}, p, g, m, v)
 	if err != nil {
 		return err
+	}
+	if err := core.CheckAdam(p, g, m, v, h); err != nil {
+		return wrap(err)
 	}
 	n := int64(bs[0].n)
 	if n == 0 {
@@ -963,23 +865,18 @@ func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 func (k *Kernels) SGD(p, g, mom *core.Tensor, h core.SGDParams) error {
 	const op = "SGD"
 	d := k.d
-	bs, err := d.sameAll(op, p, []string{"p", "g"}, p, g)
+	bs, err := d.buffers(op, []string{"p", "g"}, p, g)
 	if err != nil {
 		return err
 	}
 	var mb *Buffer
-	if h.Momentum != 0 {
-		if mom == nil {
-			return shapeErr(op, "momentum %v needs a momentum buffer", h.Momentum)
-		}
-		if h.Step < 1 {
-			return shapeErr(op, "step %d, want >= 1", h.Step)
-		}
-		ms, err := d.sameAll(op, p, []string{"p", "mom"}, p, mom)
-		if err != nil {
+	if h.Momentum != 0 && mom != nil {
+		if mb, err = d.buffer(op, "mom", mom); err != nil {
 			return err
 		}
-		mb = ms[1]
+	}
+	if err := core.CheckSGD(p, g, mom, h); err != nil {
+		return wrap(err)
 	}
 	n := int64(bs[0].n)
 	if n == 0 {

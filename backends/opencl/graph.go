@@ -21,7 +21,6 @@ import (
 type graphBufs struct {
 	off, idx, eid, rows clMem
 	hasEID              bool
-	numEdgeIDs          int
 	bytes               int64
 }
 
@@ -94,7 +93,7 @@ func (d *Device) uploadGraph(g *core.Graph) (*graphBufs, error) {
 	for i, o := range g.Offsets {
 		off[i] = int32(o)
 	}
-	gb := &graphBufs{hasEID: g.EIDs != nil, numEdgeIDs: g.NumEdgeIDs()}
+	gb := &graphBufs{hasEID: g.EIDs != nil}
 	fail := func(err error) (*graphBufs, error) {
 		gb.release(d)
 		return nil, err

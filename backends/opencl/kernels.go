@@ -10,46 +10,17 @@ import (
 )
 
 // Kernels are a device's arithmetic: core.Kernels as OpenCL C kernels
-// (kernels/*.cl) enqueued on the device's in-order queue. Shapes are
-// checked on the host, with the CPU backend's rules and messages. Every
+// (kernels/*.cl) enqueued on the device's in-order queue. Arguments are
+// checked on the host by core's checks (core.CheckGEMM, ...), the rules
+// and messages every backend shares. Every
 // kernel computes each output element in a fixed order, so results are
 // repeatable bit for bit.
 type Kernels struct{ d *Device }
 
-func shapeErr(op, format string, args ...any) error {
-	return fmt.Errorf("%w: opencl: %s: %s", core.ErrShape, op, fmt.Sprintf(format, args...))
-}
-
-func checkGraph(op string, g *core.Graph) error {
-	if g == nil {
-		return shapeErr(op, "graph is nil")
-	}
-	if len(g.Offsets) != g.NumDst+1 || (g.NumDst >= 0 && g.Offsets[g.NumDst] != int64(len(g.Indices))) {
-		return fmt.Errorf("opencl: %s: %w: malformed CSR", op, core.ErrInvalidGraph)
-	}
-	return nil
-}
-
-// edgeRows checks that edge tensor t can be indexed by every edge id of
-// g, with cols columns (cols < 0: any): exactly NumEdges rows without
-// EIDs, at least NumEdgeIDs with them.
-func edgeRows(op, name string, g *core.Graph, gb *graphBufs, t *core.Tensor, cols int) error {
-	if t == nil {
-		return shapeErr(op, "%s is nil", name)
-	}
-	if cols >= 0 && t.Cols() != cols {
-		return shapeErr(op, "%s has %d columns, want %d", name, t.Cols(), cols)
-	}
-	if g.EIDs == nil {
-		if t.Rows() != g.NumEdges() {
-			return shapeErr(op, "%s has %d rows, want one per edge (%d)", name, t.Rows(), g.NumEdges())
-		}
-		return nil
-	}
-	if need := gb.numEdgeIDs; t.Rows() < need {
-		return shapeErr(op, "%s has %d rows, but the graph's edge ids need %d", name, t.Rows(), need)
-	}
-	return nil
+// wrap prefixes an error of a core argument check (core.CheckGEMM, ...)
+// with the backend's name.
+func wrap(err error) error {
+	return fmt.Errorf("opencl: %w", err)
 }
 
 // eidArg is the edge-id buffer to pass a graph kernel (the index buffer
@@ -59,15 +30,6 @@ func (gb *graphBufs) eidArg() clMem {
 		return gb.eid
 	}
 	return gb.idx
-}
-
-func checkIndex(op string, idx []int32, n int) error {
-	for q, j := range idx {
-		if j < 0 || int(j) >= n {
-			return shapeErr(op, "index %d at position %d is outside [0,%d)", j, q, n)
-		}
-	}
-	return nil
 }
 
 // GEMM computes c = alpha*op(a)*op(b) + beta*c with the local-memory
@@ -90,19 +52,9 @@ func (k *Kernels) GEMM(transA, transB bool, alpha float32, a, b *core.Tensor, be
 	if err != nil {
 		return err
 	}
-	m, kk := a.Rows(), a.Cols()
-	if transA {
-		m, kk = kk, m
-	}
-	kb, n := b.Rows(), b.Cols()
-	if transB {
-		kb, n = n, kb
-	}
-	if kk != kb {
-		return shapeErr(op, "op(a) is %dx%d but op(b) is %dx%d (transA=%v, transB=%v)", m, kk, kb, n, transA, transB)
-	}
-	if c.Rows() != m || c.Cols() != n {
-		return shapeErr(op, "c is %dx%d, want %dx%d", c.Rows(), c.Cols(), m, n)
+	m, n, kk, err := core.CheckGEMM(transA, transB, a, b, c)
+	if err != nil {
+		return wrap(err)
 	}
 	if m == 0 || n == 0 {
 		return nil
@@ -140,11 +92,8 @@ func (k *Kernels) GEMM(transA, transB bool, alpha float32, a, b *core.Tensor, be
 func (k *Kernels) SpMM(g *core.Graph, red core.Reduce, w, x, out *core.Tensor) error {
 	const op = "SpMM"
 	d := k.d
-	if err := checkGraph(op, g); err != nil {
-		return err
-	}
-	if red != core.ReduceSum && red != core.ReduceMean {
-		return shapeErr(op, "unknown reduce %v", red)
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	xb, err := d.buffer(op, "x", x)
 	if err != nil {
@@ -154,37 +103,26 @@ func (k *Kernels) SpMM(g *core.Graph, red core.Reduce, w, x, out *core.Tensor) e
 	if err != nil {
 		return err
 	}
-	c := x.Cols()
-	if x.Rows() != g.NumSrc {
-		return shapeErr(op, "x has %d rows, want NumSrc=%d", x.Rows(), g.NumSrc)
-	}
-	if out.Rows() != g.NumDst || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), g.NumDst, c)
-	}
-	gb, err := d.graph(op, g, false)
-	if err != nil {
-		return err
-	}
-	wmode, heads, f := 0, 1, c
-	wmem := xb.mem
+	wmode, wmem := 0, xb.mem
 	if w != nil {
 		wb, err := d.buffer(op, "w", w)
 		if err != nil {
 			return err
 		}
-		heads = w.Cols()
-		if heads < 1 || c%heads != 0 {
-			return shapeErr(op, "w has %d columns (heads), which do not divide x's %d", heads, c)
-		}
-		if err := edgeRows(op, "w", g, gb, w, heads); err != nil {
-			return err
-		}
-		f = c / heads
-		wmem = wb.mem
-		wmode = 1
-		if heads > 1 {
-			wmode = 2
-		}
+		wmode, wmem = 1, wb.mem
+	}
+	heads, err := core.CheckSpMM(op, g, red, w, x, out)
+	if err != nil {
+		return wrap(err)
+	}
+	c := x.Cols()
+	f := c / heads
+	if heads > 1 {
+		wmode = 2
+	}
+	gb, err := d.graph(op, g, false)
+	if err != nil {
+		return err
 	}
 	if g.NumDst == 0 || c == 0 {
 		return nil
@@ -198,8 +136,8 @@ func (k *Kernels) SpMM(g *core.Graph, red core.Reduce, w, x, out *core.Tensor) e
 func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) error {
 	const op = "SDDMM"
 	d := k.d
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	ab, err := d.buffer(op, "a", a)
 	if err != nil {
@@ -214,15 +152,15 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 		return err
 	}
 	heads, err := core.CheckSDDMM(g, eop, a, b, out)
-	cols := a.Cols()
 	if err != nil {
-		return fmt.Errorf("%s: %w", "opencl", err)
+		return wrap(err)
 	}
+	if err := core.CheckEdgeRows(op, "out", g, out, heads); err != nil {
+		return wrap(err)
+	}
+	cols := a.Cols()
 	gb, err := d.graph(op, g, true)
 	if err != nil {
-		return err
-	}
-	if err := edgeRows(op, "out", g, gb, out, heads); err != nil {
 		return err
 	}
 	if g.NumDst == 0 || heads == 0 || g.NumEdges() == 0 {
@@ -238,8 +176,8 @@ func (k *Kernels) SDDMM(g *core.Graph, eop core.EdgeOp, a, b, out *core.Tensor) 
 func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	const op = "EdgeSoftmax"
 	d := k.d
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	sb, err := d.buffer(op, "s", s)
 	if err != nil {
@@ -249,20 +187,14 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmax(g, s, out); err != nil {
+		return wrap(err)
+	}
 	gb, err := d.graph(op, g, false)
 	if err != nil {
 		return err
 	}
 	heads := s.Cols()
-	if err := edgeRows(op, "s", g, gb, s, -1); err != nil {
-		return err
-	}
-	if err := edgeRows(op, "out", g, gb, out, heads); err != nil {
-		return err
-	}
-	if !core.SameShape(s, out) {
-		return shapeErr(op, "s is %dx%d but out is %dx%d", s.Rows(), s.Cols(), out.Rows(), out.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -274,8 +206,8 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) error {
 	const op = "EdgeSoftmaxBackward"
 	d := k.d
-	if err := checkGraph(op, g); err != nil {
-		return err
+	if err := core.CheckGraph(op, g); err != nil {
+		return wrap(err)
 	}
 	yb, err := d.buffer(op, "y", y)
 	if err != nil {
@@ -289,17 +221,14 @@ func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) err
 	if err != nil {
 		return err
 	}
+	if err := core.CheckEdgeSoftmaxBackward(g, y, dy, dx); err != nil {
+		return wrap(err)
+	}
 	gb, err := d.graph(op, g, false)
 	if err != nil {
 		return err
 	}
 	heads := y.Cols()
-	if err := edgeRows(op, "y", g, gb, y, -1); err != nil {
-		return err
-	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
-	}
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -318,13 +247,10 @@ func (k *Kernels) Gather(x *core.Tensor, idx []int32, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckGather(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if out.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "out is %dx%d, want %dx%d", out.Rows(), out.Cols(), len(idx), c)
-	}
-	if err := checkIndex(op, idx, x.Rows()); err != nil {
-		return err
-	}
 	if len(idx) == 0 || c == 0 {
 		return nil
 	}
@@ -351,13 +277,10 @@ func (k *Kernels) ScatterAdd(x *core.Tensor, idx []int32, out *core.Tensor) erro
 	if err != nil {
 		return err
 	}
+	if err := core.CheckScatterAdd(x, idx, out); err != nil {
+		return wrap(err)
+	}
 	c := x.Cols()
-	if x.Rows() != len(idx) || out.Cols() != c {
-		return shapeErr(op, "x is %dx%d and out is %dx%d, want %dxC and ?xC", x.Rows(), c, out.Rows(), out.Cols(), len(idx))
-	}
-	if err := checkIndex(op, idx, out.Rows()); err != nil {
-		return err
-	}
 	if c == 0 || len(idx) == 0 {
 		return nil
 	}
@@ -429,41 +352,31 @@ func groupByRow(idx []int32, rows int) (trow, toff, list []int32) {
 func (k *Kernels) Map(mop core.MapOp, a, b *core.Tensor, alpha float32, out *core.Tensor) error {
 	const op = "Map"
 	d := k.d
-	if mop >= core.NumMapOps {
-		return shapeErr(op, "unknown op %v", mop)
-	}
 	ob, err := d.buffer(op, "out", out)
 	if err != nil {
 		return err
 	}
-	r, c := out.Rows(), out.Cols()
 	amem := ob.mem
 	if mop != core.MapFill && mop != core.MapBroadcast {
 		ab, err := d.buffer(op, "a", a)
 		if err != nil {
 			return err
 		}
-		if !core.SameShape(a, out) {
-			return shapeErr(op, "%v: a is %dx%d but out is %dx%d", mop, a.Rows(), a.Cols(), r, c)
-		}
 		amem = ab.mem
 	}
-	br, bc := 0, 0
 	bmem := ob.mem
 	if !mop.Unary() {
 		bb, err := d.buffer(op, "b", b)
 		if err != nil {
 			return err
 		}
-		br, bc = b.Rows(), b.Cols()
-		if br != r && br != 1 {
-			return shapeErr(op, "%v: b has %d rows, want %d or 1", mop, br, r)
-		}
-		if (bc == 0 && c != 0) || (bc > 0 && c%bc != 0) {
-			return shapeErr(op, "%v: b has %d columns, which do not divide out's %d", mop, bc, c)
-		}
 		bmem = bb.mem
 	}
+	br, bc, err := core.CheckMap(mop, a, b, out)
+	if err != nil {
+		return wrap(err)
+	}
+	r, c := out.Rows(), out.Cols()
 	n := r * c
 	if n == 0 {
 		return nil
@@ -493,12 +406,12 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
+	if err := core.CheckReduce(axis, a, out); err != nil {
+		return wrap(err)
+	}
 	r, c := a.Rows(), a.Cols()
 	switch axis {
 	case core.AxisRows:
-		if out.Rows() != 1 || out.Cols() != c {
-			return shapeErr(op, "rows: out is %dx%d, want 1x%d", out.Rows(), out.Cols(), c)
-		}
 		if c == 0 {
 			return nil
 		}
@@ -520,15 +433,12 @@ func (k *Kernels) Reduce(axis core.ReduceAxis, a, out *core.Tensor) error {
 		return d.launch("reduce_rows_final", grid1(c), blocks, c, part.mem, ob)
 	case core.AxisCols:
 		gcols := out.Cols()
-		if out.Rows() != r || (gcols == 0 && c != 0) || (gcols > 0 && c%gcols != 0) {
-			return shapeErr(op, "cols: out is %dx%d, want %dxG with G dividing %d", out.Rows(), gcols, r, c)
-		}
 		if r == 0 || gcols == 0 {
 			return nil
 		}
 		return d.launch("reduce_cols", grid2(gcols, r), r, gcols, c/gcols, ab, ob)
 	}
-	return shapeErr(op, "unknown axis %d", axis)
+	return nil
 }
 
 // LogSoftmax computes out[i,:] = x[i,:] - logsumexp(x[i,:]), one
@@ -544,8 +454,8 @@ func (k *Kernels) LogSoftmax(x, out *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
+	if err := core.CheckLogSoftmax(x, out); err != nil {
+		return wrap(err)
 	}
 	r, c := x.Rows(), x.Cols()
 	if r == 0 || c == 0 {
@@ -570,8 +480,8 @@ func (k *Kernels) LogSoftmaxBackward(y, dy, dx *core.Tensor) error {
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(y, dy) || !core.SameShape(y, dx) {
-		return shapeErr(op, "y is %dx%d, dy %dx%d, dx %dx%d; want all equal", y.Rows(), y.Cols(), dy.Rows(), dy.Cols(), dx.Rows(), dx.Cols())
+	if err := core.CheckLogSoftmaxBackward(y, dy, dx); err != nil {
+		return wrap(err)
 	}
 	r, c := y.Rows(), y.Cols()
 	if r == 0 || c == 0 {
@@ -591,28 +501,21 @@ func (k *Kernels) NLLLoss(logp *core.Tensor, labels, rows []int32, scale float32
 	if err != nil {
 		return 0, err
 	}
-	r, c := logp.Rows(), logp.Cols()
+	var gb *Buffer
+	if grad != nil {
+		if gb, err = d.buffer(op, "grad", grad); err != nil {
+			return 0, err
+		}
+	}
+	if err := core.CheckNLLLoss(logp, labels, rows, grad); err != nil {
+		return 0, wrap(err)
+	}
+	c := logp.Cols()
 	pos := make([]int32, len(rows))
 	for q, i := range rows {
-		if i < 0 || int(i) >= r {
-			return 0, shapeErr(op, "row %d at position %d is outside [0,%d)", i, q, r)
-		}
-		if int(i) >= len(labels) {
-			return 0, shapeErr(op, "row %d has no label (%d labels)", i, len(labels))
-		}
-		if l := labels[i]; l < 0 || int(l) >= c {
-			return 0, shapeErr(op, "row %d has label %d, outside [0,%d)", i, l, c)
-		}
 		pos[q] = int32(int(i)*c + int(labels[i]))
 	}
 	if grad != nil {
-		gb, err := d.buffer(op, "grad", grad)
-		if err != nil {
-			return 0, err
-		}
-		if !core.SameShape(grad, logp) {
-			return 0, shapeErr(op, "grad is %dx%d but logp is %dx%d", grad.Rows(), grad.Cols(), r, c)
-		}
 		if err := d.fill(gb, 0); err != nil {
 			return 0, err
 		}
@@ -686,9 +589,6 @@ func (d *Device) scatterSet(pos []int32, val []float32, b *Buffer) error {
 func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, out, mask *core.Tensor) error {
 	const op = "Dropout"
 	d := k.d
-	if !(p >= 0 && p <= 1) {
-		return shapeErr(op, "probability %v outside [0,1]", p)
-	}
 	xb, err := d.buffer(op, "x", x)
 	if err != nil {
 		return err
@@ -697,29 +597,16 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 	if err != nil {
 		return err
 	}
-	if !core.SameShape(x, out) {
-		return shapeErr(op, "x is %dx%d but out is %dx%d", x.Rows(), x.Cols(), out.Rows(), out.Cols())
-	}
 	mmem := ob.mem
 	if mask != nil {
 		mb, err := d.buffer(op, "mask", mask)
 		if err != nil {
 			return err
 		}
-		if !core.SameShape(x, mask) {
-			return shapeErr(op, "x is %dx%d but mask is %dx%d", x.Rows(), x.Cols(), mask.Rows(), mask.Cols())
-		}
 		mmem = mb.mem
 	}
-	if rows != nil {
-		if len(rows) != x.Rows() {
-			return shapeErr(op, "%d row ids for %d rows", len(rows), x.Rows())
-		}
-		for r, id := range rows {
-			if id < 0 {
-				return shapeErr(op, "row %d has negative id %d", r, id)
-			}
-		}
+	if err := core.CheckDropout(x, p, rows, out, mask); err != nil {
+		return wrap(err)
 	}
 	n := xb.n
 	if n == 0 {
@@ -741,15 +628,14 @@ func (k *Kernels) Dropout(x *core.Tensor, p float32, seed uint64, rows []int32, 
 	return d.launch("dropout", grid1(n), n, x.Cols(), seed, p, scale, rows != nil, rmem, mask != nil, xb, ob, mmem)
 }
 
-func (d *Device) sameAll(op string, p *core.Tensor, names []string, ts ...*core.Tensor) ([]*Buffer, error) {
+// buffers returns the buffers of ts (named by names), checking each is a
+// live buffer of d.
+func (d *Device) buffers(op string, names []string, ts ...*core.Tensor) ([]*Buffer, error) {
 	out := make([]*Buffer, len(ts))
 	for i, t := range ts {
 		b, err := d.buffer(op, names[i], t)
 		if err != nil {
 			return nil, err
-		}
-		if i > 0 && !core.SameShape(t, p) {
-			return nil, shapeErr(op, "%s has shape %v, want %v like p", names[i], t.Shape, p.Shape)
 		}
 		out[i] = b
 	}
@@ -761,12 +647,12 @@ func (d *Device) sameAll(op string, p *core.Tensor, names []string, ts ...*core.
 func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 	const op = "Adam"
 	d := k.d
-	if h.Step < 1 {
-		return shapeErr(op, "step %d, want >= 1", h.Step)
-	}
-	bs, err := d.sameAll(op, p, []string{"p", "g", "m", "v"}, p, g, m, v)
+	bs, err := d.buffers(op, []string{"p", "g", "m", "v"}, p, g, m, v)
 	if err != nil {
 		return err
+	}
+	if err := core.CheckAdam(p, g, m, v, h); err != nil {
+		return wrap(err)
 	}
 	n := bs[0].n
 	if n == 0 {
@@ -784,23 +670,20 @@ func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 func (k *Kernels) SGD(p, g, mom *core.Tensor, h core.SGDParams) error {
 	const op = "SGD"
 	d := k.d
-	bs, err := d.sameAll(op, p, []string{"p", "g"}, p, g)
+	bs, err := d.buffers(op, []string{"p", "g"}, p, g)
 	if err != nil {
 		return err
 	}
 	bmem := bs[0].mem
-	if h.Momentum != 0 {
-		if mom == nil {
-			return shapeErr(op, "momentum %v needs a momentum buffer", h.Momentum)
-		}
-		if h.Step < 1 {
-			return shapeErr(op, "step %d, want >= 1", h.Step)
-		}
-		ms, err := d.sameAll(op, p, []string{"p", "mom"}, p, mom)
+	if h.Momentum != 0 && mom != nil {
+		mb, err := d.buffer(op, "mom", mom)
 		if err != nil {
 			return err
 		}
-		bmem = ms[1].mem
+		bmem = mb.mem
+	}
+	if err := core.CheckSGD(p, g, mom, h); err != nil {
+		return wrap(err)
 	}
 	n := bs[0].n
 	if n == 0 {
