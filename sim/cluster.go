@@ -427,3 +427,71 @@ func median(ds []time.Duration) time.Duration {
 	}
 	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }
+
+// ClusterFor is the cluster a scheduler assumes for a workload's devices
+// when it is not given one: the preset whose device the infos describe
+// (same name and speeds; "pcie-a100", "nvlink-h100"), with the infos'
+// ids and memory caps; logical CPU devices (backend "cpu") as the "cpu"
+// preset with the infos' measured speeds where they state them; anything
+// else as independent devices of the stated speeds (50 GFLOP/s and
+// 20 GB/s where unstated, 2 µs per op and direction) joined by 10 GB/s,
+// 10 µs links with copy engines. It is a guess about the links, which a
+// DeviceInfo does not describe: pass the real cluster where it is known.
+func ClusterFor(infos []core.DeviceInfo) *Cluster {
+	n := len(infos)
+	if n == 0 {
+		return &Cluster{Name: "empty"}
+	}
+	ids := func(c *Cluster) *Cluster {
+		for i := range c.Devices {
+			c.Devices[i].ID = infos[i].ID
+			if infos[i].MemCap > 0 {
+				c.Devices[i].MemBytes = infos[i].MemCap
+			}
+		}
+		return c
+	}
+	for _, name := range []string{"pcie-a100", "nvlink-h100"} {
+		c, _ := Preset(name, n)
+		d := c.Devices[0]
+		same := true
+		for _, in := range infos {
+			same = same && in.Name == d.Name && in.GFLOPS == d.GFLOPS && in.MemGBps == d.MemGBps
+		}
+		if same {
+			return ids(c)
+		}
+	}
+	cpu := true
+	for _, in := range infos {
+		b := in.Backend
+		if b == "" {
+			b, _, _ = core.ParseDeviceID(string(in.ID))
+		}
+		cpu = cpu && b == "cpu"
+	}
+	if cpu {
+		c, _ := Preset("cpu", n)
+		for i := range c.Devices {
+			if infos[i].GFLOPS > 0 {
+				c.Devices[i].GFLOPS = infos[i].GFLOPS
+			}
+			if infos[i].MemGBps > 0 {
+				c.Devices[i].MemGBps = infos[i].MemGBps
+			}
+		}
+		return ids(c)
+	}
+	c := &Cluster{Name: fmt.Sprintf("assumed x%d", n), Link: Link{GBps: 10, Latency: 10 * time.Microsecond}}
+	for _, in := range infos {
+		d := DeviceModel{Name: in.Name, GFLOPS: in.GFLOPS, MemGBps: in.MemGBps, Launch: 2 * time.Microsecond}
+		if d.GFLOPS <= 0 {
+			d.GFLOPS = 50
+		}
+		if d.MemGBps <= 0 {
+			d.MemGBps = 20
+		}
+		c.Devices = append(c.Devices, d)
+	}
+	return ids(c)
+}

@@ -44,6 +44,18 @@
 // Records with GraphPipe's fields only are accepted (forward:backward
 // taken as 1:2).
 //
+// # The cost model
+//
+// NewCostModel(workload, profile, cluster) is the simulator's pricing on
+// its own: an op's cost at a unit's size on a device, a unit's setup, the
+// size Simulate gives a unit, transfers over links, the gradient sum and
+// the optimizer step on home, the resident memory. Simulate runs on one
+// (SimulateModel reuses one; Clone gives a goroutine its own caches), and
+// partitioners plan with the same one (schedulers/graphpipe), so what
+// they predict and what Simulate reports differ only by the schedule's
+// dynamics. ClusterFor is the cluster a scheduler assumes from the
+// workload's DeviceInfos when it is given none.
+//
 // # The machine model
 //
 // A Cluster is a list of DeviceModels (sustained GFLOP/s and memory

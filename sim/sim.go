@@ -194,6 +194,7 @@ type sim struct {
 	o    Options
 	devs []core.DeviceID
 	prof map[core.DeviceID]*devProf
+	cm   *CostModel
 	nOps int
 
 	consumers [][]int
@@ -209,12 +210,9 @@ type sim struct {
 	needIn      [][]xfer // forward tasks: values from other devices
 	needGr      [][]xfer // backward tasks: gradients from other devices
 	gradSrc     map[[3]int]int
-	paramBytes  int64
 	// usedBytes[d] are the parameter bytes the plan's ops on d read: the
 	// executor reduces and refreshes only those on a replica.
-	usedBytes  map[core.DeviceID]int64
-	optBytes   int64
-	residentIn int64
+	usedBytes map[core.DeviceID]int64
 
 	// dynamic state
 	q          eventQ
@@ -247,7 +245,37 @@ type sim struct {
 	version    int
 }
 
+// SimulateModel is SimulateWith on the workload, profile and cluster of
+// the cost model cm, reusing its priced profiles (a roofline profile is
+// built once per NewCostModel, not per simulation). cm's caches are not
+// safe for concurrent use: give each goroutine its own cm.Clone().
+func SimulateModel(p *core.Plan, cm *CostModel, o Options) (*Result, error) {
+	if cm == nil {
+		return nil, fmt.Errorf("sim: nil cost model")
+	}
+	s, err := newSimWith(p, cm.w, cm.c, o, cm)
+	if err != nil {
+		return nil, err
+	}
+	return s.run()
+}
+
 func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options) (*sim, error) {
+	if p == nil || w == nil || c == nil {
+		return nil, fmt.Errorf("sim: nil plan, workload or cluster")
+	}
+	devs := p.Devices()
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("sim: the plan has no tasks")
+	}
+	cm, err := newCostModel(w, prof, c, devs)
+	if err != nil {
+		return nil, err
+	}
+	return newSimWith(p, w, c, o, cm)
+}
+
+func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostModel) (*sim, error) {
 	if p == nil || w == nil || c == nil {
 		return nil, fmt.Errorf("sim: nil plan, workload or cluster")
 	}
@@ -259,66 +287,18 @@ func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options
 	for i, d := range s.devs {
 		s.devIndex[d] = i
 	}
-	if prof != nil {
-		if err := prof.Validate(); err != nil {
-			return nil, err
-		}
-	}
-	roofs := map[DeviceModel]*Profile{}
 	for _, d := range s.devs {
-		m, ok := c.Device(d)
-		if !ok {
-			ids := make([]string, len(c.Devices))
-			for i, x := range c.Devices {
-				ids[i] = string(x.ID)
+		if _, ok := cm.prof[d]; !ok {
+			if _, err := newCostModel(w, nil, c, []core.DeviceID{d}); err != nil {
+				return nil, err // the cluster lacks the device: say so
 			}
-			return nil, fmt.Errorf("sim: the plan uses device %s, which cluster %q does not have (it has %s)", d, c.Name, strings.Join(ids, ", "))
+			return nil, fmt.Errorf("sim: the cost model does not price device %s", d)
 		}
-		pr, scale := prof, 1.0
-		if pr == nil {
-			key := *m
-			key.ID = ""
-			if roofs[key] == nil {
-				r, err := Roofline(w, *m)
-				if err != nil {
-					return nil, err
-				}
-				roofs[key] = r
-			}
-			pr = roofs[key]
-		} else if m.Speedup > 0 {
-			scale = 1 / m.Speedup
-		}
-		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, s.nOps), cache: map[[2]int64][]Cost{}}
-		byName := map[string]int{}
-		for j, op := range pr.Ops {
-			byName[op.Name] = j
-		}
-		var missing []string
-		for i, op := range w.Ops {
-			j, ok := byName[op.Name]
-			if !ok {
-				missing = append(missing, op.Name)
-			}
-			dp.idx[i] = j
-		}
-		if len(missing) > 0 {
-			if len(missing) > 5 {
-				missing = append(missing[:5], "…")
-			}
-			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q", pr.Model, strings.Join(missing, ", "), w.ModelName)
-		}
-		s.prof[d] = dp
 	}
-	home := prof
-	if home == nil {
-		home = s.prof[s.devs[0]].p
-	}
-	s.paramBytes = w.ParamBytes
-	if s.paramBytes == 0 {
-		s.paramBytes = home.ParamBytes
-	}
+	s.cm, s.prof = cm, cm.prof
+	// The parameter bytes the plan's ops on each device read.
 	s.usedBytes = map[core.DeviceID]int64{}
+	opsOn := map[core.DeviceID][]int{}
 	seenOp := map[core.DeviceID]map[int]bool{}
 	for _, t := range p.Tasks {
 		if t.Kind != core.TaskForward {
@@ -330,24 +310,13 @@ func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options
 		for _, o := range t.OpIndices() {
 			if o >= 0 && o < len(w.Ops) && !seenOp[t.Device][o] {
 				seenOp[t.Device][o] = true
-				s.usedBytes[t.Device] += w.Ops[o].Cost.WeightBytes
+				opsOn[t.Device] = append(opsOn[t.Device], o)
 			}
 		}
 	}
-	for d, n := range s.usedBytes {
-		if n > s.paramBytes && s.paramBytes > 0 {
-			s.usedBytes[d] = s.paramBytes // shared params counted twice
-		}
+	for d, ops := range opsOn {
+		s.usedBytes[d] = cm.UsedBytes(ops)
 	}
-	s.optBytes = home.OptStateBytes
-	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
-		f := c.OptStateFactor
-		if f == 0 {
-			f = 2
-		}
-		s.optBytes = int64(f * float64(s.paramBytes))
-	}
-	s.residentIn = home.ResidentInputBytes
 	// Op graph.
 	s.consumers = make([][]int, s.nOps)
 	for i, op := range w.Ops {
@@ -374,27 +343,9 @@ func newSim(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o Options
 	// Units: sizes, and where each op of each unit runs.
 	nu := len(p.Units)
 	s.rows, s.edges, s.whole = make([]int64, nu), make([]int64, nu), make([]bool, nu)
-	var mark []int32
 	for u, un := range p.Units {
-		switch {
-		case !un.Subgraph:
-			s.whole[u] = true
-			s.rows[u], s.edges[u] = w.Dims.Nodes, w.Dims.Edges
-			if s.rows[u] == 0 {
-				s.rows[u] = int64(len(un.Targets))
-			}
-		case w.Graph != nil && w.Model != nil && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
-			if mark == nil {
-				mark = make([]int32, w.Graph.NumDst)
-			}
-			s.rows[u], s.edges[u] = receptive(w.Graph, un.Targets, w.Model.Config.Layers, mark, int32(u+1))
-		default:
-			s.rows[u] = int64(len(un.Targets))
-			if w.Dims.Nodes > 0 {
-				s.edges[u] = s.rows[u] * w.Dims.Edges / w.Dims.Nodes
-			}
-		}
-		s.rows[u] = max(s.rows[u], 1)
+		s.whole[u] = !un.Subgraph
+		s.rows[u], s.edges[u] = s.cm.UnitSize(un)
 	}
 	s.opDev = make([][]core.DeviceID, nu)
 	s.fwdOf, s.bwdOf = make([][]int, nu), make([][]int, nu)
@@ -624,13 +575,7 @@ func (s *sim) run() (*Result, error) {
 		}
 	}
 	for _, d := range s.devs {
-		r := 2 * s.paramBytes
-		if d == s.p.Home {
-			r += s.optBytes
-		}
-		if wholeOn[d] {
-			r += s.residentIn
-		}
+		r := s.cm.Resident(d == s.p.Home, wholeOn[d])
 		s.res.Resident[d] = r
 		s.alloc(d, r)
 	}
@@ -767,7 +712,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			// The copy engine moves the gradients as soon as they are final.
 			l := [2]core.DeviceID{t.From, t.Device}
 			st := max(now, s.linkFree[l])
-			en := st + s.c.LinkBetween(t.From, t.Device).Time(s.usedBytes[t.From])
+			en := st + s.cm.Transfer(t.From, t.Device, s.usedBytes[t.From])
 			s.linkFree[l] = en
 			s.linkEvent(l, "reduce grads", -1, s.usedBytes[t.From], st, en)
 			at = en
@@ -868,7 +813,7 @@ func (s *sim) start(i int, now time.Duration) {
 	syncCopy := func(src core.DeviceID, bytes int64) {
 		l := [2]core.DeviceID{src, d}
 		st := max(cur, s.linkFree[l])
-		en := st + s.c.LinkBetween(src, d).Time(bytes)
+		en := st + s.cm.Transfer(src, d, bytes)
 		s.linkFree[l] = en
 		s.res.Comm[d] += en - cur
 		s.res.BytesMoved += bytes
@@ -951,14 +896,10 @@ func (s *sim) start(i int, now time.Duration) {
 		if s.c.SyncTransfers {
 			syncCopy(t.From, nb)
 		}
-		run.work = s.memTime(d, 4*nb) // add into home, clear the source
+		run.work = s.cm.ReduceSum(d, nb)
 	case core.TaskStep:
 		run.name = "optimizer step"
-		if dp.p.Step > 0 {
-			run.work = dp.t(dp.p.Step)
-		} else {
-			run.work = s.memTime(d, 8*s.paramBytes) // Adam: read p, g, m, v; write p, m, v; clear g
-		}
+		run.work = s.cm.Step(d)
 	}
 	if t.Kind == core.TaskForward || t.Kind == core.TaskBackward {
 		// Memory-bound (graph, gather, elementwise ops) or compute-bound
@@ -1105,7 +1046,7 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 			}
 			l := [2]core.DeviceID{d, o}
 			st := max(cur, s.linkFree[l])
-			en := st + s.c.LinkBetween(d, o).Time(nb)
+			en := st + s.cm.Transfer(d, o, nb)
 			s.linkFree[l] = en
 			if s.c.SyncTransfers {
 				s.res.Comm[o] += en - cur
@@ -1133,14 +1074,6 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	}
 }
 
-func (s *sim) memTime(d core.DeviceID, bytes int64) time.Duration {
-	m := s.prof[d].model
-	if m == nil || m.MemGBps <= 0 {
-		return 0
-	}
-	return time.Duration(math.Round(float64(bytes) / m.MemGBps))
-}
-
 func (s *sim) finish(i int, now time.Duration) {
 	t := s.p.Tasks[i]
 	d := t.Device
@@ -1165,7 +1098,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					l := [2]core.DeviceID{d, dst}
 					b := s.prof[d].costs(s.rows[t.Unit], s.edges[t.Unit])[o].OutBytes
 					st := max(now, s.linkFree[l])
-					en := st + s.c.LinkBetween(d, dst).Time(b)
+					en := st + s.cm.Transfer(d, dst, b)
 					s.linkFree[l] = en
 					s.linkEvent(l, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit, b, st, en)
 					s.arrival[[3]int{t.Unit, o, s.devIndex[dst]}] = en
@@ -1204,7 +1137,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					l := [2]core.DeviceID{d, src}
 					b := s.prof[src].costs(s.rows[t.Unit], s.edges[t.Unit])[q].OutBytes
 					st := max(now, s.linkFree[l])
-					en := st + s.c.LinkBetween(d, src).Time(b)
+					en := st + s.cm.Transfer(d, src, b)
 					s.linkFree[l] = en
 					s.linkEvent(l, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit, b, st, en)
 					s.gArrival[key] = en

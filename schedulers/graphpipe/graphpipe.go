@@ -12,10 +12,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
-	"strings"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 var _ core.Scheduler = (*Scheduler)(nil)
@@ -29,15 +30,37 @@ func init() {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
 			for k, v := range opts {
+				if k == "profile" {
+					f, err := os.Open(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s: option profile: %w", s.name, err)
+					}
+					sc.Profile, err = sim.ReadProfile(f)
+					f.Close()
+					if err != nil {
+						return nil, fmt.Errorf("%s: option profile=%s: %w", s.name, v, err)
+					}
+					continue
+				}
+				n, err := strconv.Atoi(v)
 				switch k {
 				case "microbatches", "m":
-					n, err := strconv.Atoi(v)
 					if err != nil || n < 1 {
 						return nil, fmt.Errorf("%s: option %s=%q: want a positive integer", s.name, k, v)
 					}
 					sc.MicroBatches = n
+				case "simulate":
+					if err != nil {
+						return nil, fmt.Errorf("%s: option %s=%q: want an integer (candidates to simulate; negative: none)", s.name, k, v)
+					}
+					sc.Simulate = n
+				case "replicas":
+					if err != nil || n < 0 {
+						return nil, fmt.Errorf("%s: option %s=%q: want a non-negative integer (0: no cap)", s.name, k, v)
+					}
+					sc.MaxReplicas = n
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches, simulate, replicas, profile)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -47,6 +70,20 @@ func init() {
 
 // Scheduler partitions the model into stages over the workload's devices
 // and pipelines micro-batches through them.
+//
+// Both partitioners plan with the simulator's cost model
+// (sim.CostModel on Cluster and Profile): op times and sizes at the
+// micro-batch size, links, the gradient flush into home, the step and
+// memory are the simulator's. Each weighs its candidate partitions (the
+// chain DP on every device budget and replica cap; for GraphPipe also the
+// DAG DP's answers at every replica cap and time target it tried, and
+// the chain answers as stage DAGs) by a pipeline estimate, simulates the
+// best Simulate of each family and keeps the fastest that fits. The
+// chain baselines get exactly the same search over their own candidates,
+// and GraphPipe weighs the 1F1B chain's candidates too, so it is never
+// slower than that baseline in the simulator. The plan's metrics report
+// the estimate (predicted_iteration_ms) and the simulation
+// (simulated_iteration_ms) of the chosen candidate.
 type Scheduler struct {
 	// Graph selects GraphPipe's DAG partitioner; false is the chain
 	// (PipeDream) baseline.
@@ -55,6 +92,28 @@ type Scheduler struct {
 	Kind Kind
 	// MicroBatches per iteration (default 4).
 	MicroBatches int
+	// Cluster is the machine to plan for; nil: sim.ClusterFor(the
+	// workload's devices). Its device ids must be the workload's.
+	Cluster *sim.Cluster
+	// Profile holds the ops' costs; nil: the roofline model of the
+	// cluster's devices (what sim.Simulate uses without a profile). The
+	// registry option profile=FILE reads one in GraphPipe's schema (the
+	// file `gnnkit plan --profile FILE` simulates with).
+	Profile *sim.Profile
+	// Simulate is how many of the best-estimated candidates of each
+	// family are simulated to choose among (0: 8; negative: none, the
+	// estimate decides). Registry option: simulate=N.
+	Simulate int
+	// MaxReplicas caps the devices of one stage (0: no cap). Registry
+	// option: replicas=N.
+	MaxReplicas int
+}
+
+func (s *Scheduler) micro() int {
+	if s.MicroBatches == 0 {
+		return 4
+	}
+	return s.MicroBatches
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the
@@ -99,52 +158,38 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	if len(w.Devices) == 0 || len(w.Ops) == 0 {
 		return nil, errors.New(s.Name() + ": the workload has no devices or no ops")
 	}
-	m := s.MicroBatches
-	if m == 0 {
-		m = 4
-	}
 	devs := make([]core.DeviceID, len(w.Devices))
-	var memCap int64
 	for i, d := range w.Devices {
 		devs[i] = d.ID
-		if d.MemCap > 0 && (memCap == 0 || d.MemCap < memCap) {
-			memCap = d.MemCap
-		}
 	}
 	if err := connected(w); err != nil {
 		return nil, err
 	}
-	c := EstimateCosts(w, w.Devices[0])
-	var part Partition
-	var coarse [][]int
-	var err error
-	if s.Graph {
-		part, coarse, err = GraphPartition(w, c, devs, m, memCap)
-	} else {
-		part, err = ChainPartition(w, c, devs, m, memCap)
+	cl := s.Cluster
+	if cl == nil {
+		cl = sim.ClusterFor(w.Devices)
 	}
+	cm, err := sim.NewCostModel(w, s.Profile, cl)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", s.Name(), err)
 	}
-	p, err := BuildPlan(w, part, m, s.Kind, s.Name())
-	if err != nil {
-		return nil, err
-	}
-	if s.Kind == OneFOneB {
-		// With replicated stages (micro-batches dealt round-robin to the
-		// replicas) the k_s warm-up can leave a cycle between a replica's
-		// queue and its neighbours'; GPipe's order cannot deadlock.
-		if verr := p.Validate(w); verr != nil && strings.Contains(verr.Error(), "deadlock") {
-			if p, err = BuildPlan(w, part, m, GPipe, s.Name()); err != nil {
-				return nil, err
-			}
-			p.Metrics["fallback_gpipe"] = 1
+	for _, d := range devs {
+		if _, ok := cl.Device(d); !ok {
+			return nil, fmt.Errorf("%s: the cluster %q has no device %s of the workload", s.Name(), cl.Name, d)
 		}
 	}
-	lost := 0
-	for _, r := range coarse {
-		lost += len(r)
+	c := newCosts(cm, w, devs, s.micro())
+	p, err := s.search(ctx, w, cm, c, devs)
+	if err != nil {
+		return nil, err
 	}
-	p.Metrics["coarsened_ops"] = float64(lost)
+	if s.Graph {
+		_, coarse := Decompose(w)
+		lost := 0
+		for _, r := range coarse {
+			lost += len(r)
+		}
+		p.Metrics["coarsened_ops"] = float64(lost)
+	}
 	return p, nil
 }

@@ -2,128 +2,184 @@ package graphpipe
 
 import (
 	"errors"
-	"fmt"
 	"math"
 	"sort"
 
 	"github.com/gnnkit/gnnkit/core"
 )
 
-// Costs are the per-op quantities the partitioners weigh, for the whole
-// mini-batch: time on one device, activation bytes kept for backward and
-// parameter bytes.
-type Costs struct {
-	Time    []float64 // seconds
-	Act     []float64 // bytes
-	Weights []float64 // bytes
+// ErrNoFit reports a model that no partition fits on the devices.
+var ErrNoFit = errors.New("graphpipe: model does not fit")
+
+const eps = 1e-9
+
+// chainCell is the chain DP's answer for ops[i:] on at most u devices.
+type chainCell struct {
+	t      float64 // the slowest stage's time per micro-batch (its time over its replicas)
+	stages int
+	devs   int // devices used
+	j, d   int // first stage: ops [i, j) on d devices
 }
 
-// Default device figures when a DeviceInfo does not state measured ones.
-const (
-	defaultGFLOPS = 50.0
-	defaultGBps   = 20.0
-	linkGBps      = 10.0
-)
-
-// EstimateCosts prices every op with a roofline over its Cost on dev.
-func EstimateCosts(w *core.Workload, dev core.DeviceInfo) Costs {
-	gf, bw := dev.GFLOPS, dev.MemGBps
-	if gf <= 0 {
-		gf = defaultGFLOPS
-	}
-	if bw <= 0 {
-		bw = defaultGBps
-	}
-	c := Costs{Time: make([]float64, len(w.Ops)), Act: make([]float64, len(w.Ops)), Weights: make([]float64, len(w.Ops))}
-	for i, op := range w.Ops {
-		c.Time[i] = math.Max(float64(op.Cost.FLOPs)/(gf*1e9), float64(op.Cost.BytesMoved)/(bw*1e9)) + 2e-6
-		c.Act[i] = float64(op.Cost.ActivationBytes)
-		c.Weights[i] = float64(op.Cost.WeightBytes)
-	}
-	return c
+// chainDP prices contiguous op ranges for PipeDream's DP (table).
+type chainDP struct {
+	c                           *costs
+	n                           int
+	pre, fpre, bpre, hpre, tpre []float64
 }
 
-// ChainPartition is the PipeDream-style baseline: the ops in topological
-// (index) order cut into contiguous stages, each stage on one or more
-// devices (data parallelism inside the stage, as PipeDream replicates
-// stages), minimising the slowest stage's time per micro-batch (compute
-// over its replicas plus their gradient all-reduce) while every stage
-// fits memCap (weights, gradients and Adam state, plus its in-flight
-// micro-batches' activations: a chain stage with s stages after it keeps
-// s+1); ties go to fewer stages. The stages form a chain.
-func ChainPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memCap int64) (Partition, error) {
-	n, D := len(w.Ops), len(devs)
-	if n == 0 || D == 0 {
-		return Partition{}, fmt.Errorf("graphpipe: nothing to partition (%d ops, %d devices)", n, D)
+func newChainDP(c *costs) *chainDP {
+	n := len(c.w.Ops)
+	x := &chainDP{c: c, n: n, pre: make([]float64, n+1), fpre: make([]float64, n+1), bpre: make([]float64, n+1),
+		hpre: make([]float64, n+1), tpre: make([]float64, n+1)}
+	for o := range n {
+		x.pre[o+1] = x.pre[o] + c.time[o]
+		x.fpre[o+1] = x.fpre[o] + c.fwd[o]
+		x.bpre[o+1] = x.bpre[o] + c.bwd[o]
+		x.hpre[o+1] = x.hpre[o] + c.held[o]
+		x.tpre[o+1] = x.tpre[o] + c.temp[o]
 	}
-	m = max(1, m)
-	pre, wpre, apre := make([]float64, n+1), make([]float64, n+1), make([]float64, n+1)
-	for i := range c.Time {
-		pre[i+1], wpre[i+1], apre[i+1] = pre[i]+c.Time[i], wpre[i]+c.Weights[i], apre[i]+c.Act[i]
+	return x
+}
+
+// chainRows hold, for the stages starting at op i, in[j]: the bytes a
+// stage of ops [i, j) reads from earlier ops, and gin[j]: the bytes of
+// gradients it receives (its outputs read past j). The table fills them
+// for i = n−1 down to 0, one row at a time.
+type chainRows struct {
+	i       int
+	in, gin []float64
+	seen    []int
+}
+
+func (x *chainDP) rows() *chainRows {
+	r := &chainRows{i: x.n, in: make([]float64, x.n+1), gin: make([]float64, x.n+1), seen: make([]int, x.n)}
+	for o := range r.seen {
+		r.seen[o] = -1
 	}
-	inf := math.Inf(1)
-	stage := func(i, j, d, k int) float64 {
-		if memCap > 0 && 4*(wpre[j]-wpre[i])+float64(k)*(apre[j]-apre[i])/float64(m*d) > float64(memCap) {
-			return inf
-		}
-		t := (pre[j] - pre[i]) / float64(d)
-		if d > 1 {
-			t += replicaComm(wpre[j]-wpre[i], d, m)
-		}
-		return t
+	return r
+}
+
+// advance moves the rows to stages starting at op i (= r.i − 1).
+func (x *chainDP) advance(r *chainRows, i int) {
+	c := x.c
+	r.i = i
+	// gin: row i+1's plus op i's output for the stages that end before
+	// its last consumer.
+	for j := i + 1; j <= min(x.n, c.maxCons[i]); j++ {
+		r.gin[j] += c.out[i]
 	}
-	type cell struct {
-		t      float64
-		stages int
-		j, d   int // first stage: ops [i, j) on d devices
-	}
-	// best[i][u]: ops[i:] on exactly u devices.
-	best := make([][]cell, n+1)
-	for i := range best {
-		best[i] = make([]cell, D+1)
-		for u := range best[i] {
-			best[i][u] = cell{t: inf}
-		}
-	}
-	best[n][0] = cell{t: 0}
-	for i := n - 1; i >= 0; i-- {
-		for u := 1; u <= D; u++ {
-			for j := i + 1; j <= n; j++ {
-				for d := 1; d <= u; d++ {
-					rest := best[j][u-d]
-					if math.IsInf(rest.t, 1) {
-						continue
-					}
-					v := cell{t: math.Max(rest.t, stage(i, j, d, rest.stages+1)), stages: rest.stages + 1, j: j, d: d}
-					cur := best[i][u]
-					if v.t < cur.t*(1-1e-9) || (v.t <= cur.t*(1+1e-9) && v.stages < cur.stages) {
-						best[i][u] = v
-					}
-				}
+	r.in[i] = 0
+	for j := i + 1; j <= x.n; j++ {
+		v := r.in[j-1]
+		for _, q := range c.w.Ops[j-1].Deps {
+			if q < i && r.seen[q] != i {
+				r.seen[q] = i
+				v += c.out[q]
 			}
 		}
+		r.in[j] = v
 	}
-	bu := 0
-	for u := 1; u <= D; u++ {
-		if bu == 0 || best[0][u].t < best[0][bu].t*(1-1e-9) {
-			bu = u
+}
+
+func (x *chainDP) stat(r *chainRows, j int) stageStat {
+	i := r.i
+	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
+		in: r.in[j], gin: r.gin[j], home: j == x.n}
+	x.c.finish(&s)
+	return s
+}
+
+// table is PipeDream's DP over the topological (index) order: ops cut
+// into contiguous stages, each on one or more devices (at most maxRep;
+// data parallelism inside the stage, micro-batches dealt to the
+// replicas), minimising the slowest stage's time per micro-batch over its
+// replicas while every replica fits the devices' memory with the
+// micro-batches the schedule kind keeps in flight on it (Warmup: a 1F1B
+// chain stage with s unreplicated stages after it keeps s+1); ties go to
+// fewer stages, then fewer devices. best[i][u] is ops[i:] on at most u
+// devices. Stage times are the simulator's (costs.finish on the ops'
+// prefix sums); lower bounds on both sides of a cut prune the split
+// points without changing the answer.
+func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
+	n, pre, c := x.n, x.pre, x.c
+	inf := math.Inf(1)
+	best := make([][]chainCell, n+1)
+	for i := range best {
+		best[i] = make([]chainCell, D+1)
+		for u := range best[i] {
+			best[i][u] = chainCell{t: inf}
 		}
 	}
-	if math.IsInf(best[0][bu].t, 1) {
-		return Partition{}, fmt.Errorf("%w: no chain of stages fits %d devices of %s", ErrNoFit, D, core.FormatBytes(memCap))
+	for u := 0; u <= D; u++ {
+		best[n][u] = chainCell{t: 0}
+	}
+	rows := x.rows()
+	for i := n - 1; i >= 0; i-- {
+		x.advance(rows, i)
+		for u := 1; u <= D; u++ {
+			cur := best[i][u-1] // at most u devices: u-1 will do
+			for d := 1; d <= min(u, maxRep); d++ {
+				r := u - d
+				j0 := i + 1
+				if r > 0 && !math.IsInf(cur.t, 1) {
+					// The rest needs at least (pre[n]-pre[j])/r: skip the
+					// cuts where that alone is no better.
+					lim := cur.t * (1 + eps) * float64(r)
+					j0 = max(j0, sort.Search(n+1, func(j int) bool { return pre[n]-pre[j] <= lim }))
+				}
+				if r == 0 {
+					j0 = n // no devices left: this stage takes the rest
+				}
+				for j := j0; j <= n; j++ {
+					if (pre[j]-pre[i])/float64(d) > cur.t*(1+eps) {
+						break // the stage alone is slower, and grows with j
+					}
+					rest := best[j][r]
+					if math.IsInf(rest.t, 1) || rest.t > cur.t*(1+eps) {
+						continue
+					}
+					// The stage's rate first (cheap); its memory only when the
+					// cut would win.
+					var rate float64
+					if c.sync {
+						rate = x.stat(rows, j).t() / float64(d)
+					} else {
+						rate = (x.pre[j] - x.pre[i] + c.setupF + c.setupB) / float64(d)
+					}
+					v := chainCell{t: math.Max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d}
+					if !(v.t < cur.t*(1-eps) || (v.t <= cur.t*(1+eps) && v.stages < cur.stages)) {
+						continue
+					}
+					if !c.fits(x.stat(rows, j), kind, rest.devs+d, d) {
+						continue
+					}
+					cur = v
+				}
+			}
+			best[i][u] = cur
+		}
+	}
+	return best
+}
+
+// chainFrom reads the partition of best[0][u] off the table.
+func chainFrom(best [][]chainCell, n, u int, devs []core.DeviceID) (Partition, bool) {
+	if math.IsInf(best[0][u].t, 1) {
+		return Partition{}, false
 	}
 	part := Partition{StageOf: make([]int, n), Chain: true}
 	next := 0
-	for i, u, s := 0, bu, 0; i < n; s++ {
-		cl := best[i][u]
+	for i, r, s := 0, u, 0; i < n; s++ {
+		cl := best[i][r]
 		for o := i; o < cl.j; o++ {
 			part.StageOf[o] = s
 		}
 		part.Devices = append(part.Devices, devs[next:next+cl.d])
 		next += cl.d
-		i, u = cl.j, u-cl.d
+		i, r = cl.j, r-cl.d
 	}
-	return part, nil
+	return part, true
 }
 
 // spNode is a node of the series-parallel decomposition of the op DAG.
@@ -131,6 +187,7 @@ type spNode struct {
 	kind     int // leaf, series, parallel
 	ops      []int
 	children []*spNode
+	id       int // index in the tree (numbered by the search)
 }
 
 const (
@@ -199,29 +256,31 @@ func decompose(w *core.Workload, succ [][]int, ops []int, coarse *[][]int) *spNo
 	if len(pieces) > 1 {
 		n := &spNode{kind: spSeries, ops: ops}
 		for _, p := range pieces {
-			n.children = append(n.children, decompose(w, succ, p, coarse))
+			c := decompose(w, succ, p, coarse)
+			if c.kind == spSeries {
+				n.children = append(n.children, c.children...) // a series of a series is one series
+			} else {
+				n.children = append(n.children, c)
+			}
 		}
 		return n
 	}
 	// Parallel: the weakly connected components, after peeling a unique
 	// sink (it joins them).
 	body, tail := ops, []int(nil)
-	sinks := 0
-	for _, o := range ops {
-		in := false
-		for _, s := range succ[o] {
-			if _, ok := pos[s]; ok {
-				in = true
-			}
-		}
-		if !in {
-			sinks++
-		}
-	}
-	if sinks == 1 && len(ops) > 2 {
-		body, tail = ops[:len(ops)-1], ops[len(ops)-1:]
+	if sinks := sinksOf(succ, body); len(sinks) == 1 && len(ops) > 2 {
+		body, tail = without(body, sinks), sinks
 	}
 	comps := components(w, succ, body)
+	// Branches summed by a chain of binary joins (add(add(a, b), c) …)
+	// nest one parallel node per join; peeling the joins (sinks that
+	// combine two or more values of the region, repeatedly) exposes all
+	// the branches side by side, the joins following in series.
+	if b, t := peelJoins(w, succ, ops, body, tail); len(t) > len(tail) {
+		if c := components(w, succ, b); len(c) > len(comps) {
+			body, tail, comps = b, t, c
+		}
+	}
 	if len(comps) > 1 {
 		par := &spNode{kind: spParallel, ops: body}
 		for _, c := range comps {
@@ -230,10 +289,79 @@ func decompose(w *core.Workload, succ [][]int, ops []int, coarse *[][]int) *spNo
 		if tail == nil {
 			return par
 		}
-		return &spNode{kind: spSeries, ops: ops, children: []*spNode{par, {kind: spLeaf, ops: tail}}}
+		n := &spNode{kind: spSeries, ops: ops, children: []*spNode{par}}
+		sort.Ints(tail)
+		for _, o := range tail {
+			n.children = append(n.children, &spNode{kind: spLeaf, ops: []int{o}})
+		}
+		return n
 	}
 	*coarse = append(*coarse, ops)
 	return &spNode{kind: spLeaf, ops: ops}
+}
+
+// sinksOf returns the ops of the set with no successor in it.
+func sinksOf(succ [][]int, ops []int) []int {
+	in := make(map[int]bool, len(ops))
+	for _, o := range ops {
+		in[o] = true
+	}
+	var out []int
+	for _, o := range ops {
+		sink := true
+		for _, s := range succ[o] {
+			if in[s] {
+				sink = false
+				break
+			}
+		}
+		if sink {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+func without(ops, drop []int) []int {
+	d := make(map[int]bool, len(drop))
+	for _, o := range drop {
+		d[o] = true
+	}
+	var out []int
+	for _, o := range ops {
+		if !d[o] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// peelJoins moves, repeatedly, the sinks of body that read two or more
+// ops of the region into the tail.
+func peelJoins(w *core.Workload, succ [][]int, region, body, tail []int) ([]int, []int) {
+	in := make(map[int]bool, len(region))
+	for _, o := range region {
+		in[o] = true
+	}
+	for len(body) > 2 {
+		var joins []int
+		for _, o := range sinksOf(succ, body) {
+			n := 0
+			for _, d := range w.Ops[o].Deps {
+				if in[d] {
+					n++
+				}
+			}
+			if n >= 2 {
+				joins = append(joins, o)
+			}
+		}
+		if len(joins) == 0 || len(joins) >= len(body) {
+			break
+		}
+		body, tail = without(body, joins), append(append([]int(nil), tail...), joins...)
+	}
+	return body, tail
 }
 
 func components(w *core.Workload, succ [][]int, ops []int) [][]int {
@@ -273,260 +401,4 @@ func components(w *core.Workload, succ [][]int, ops []int) [][]int {
 		out = append(out, groups[r])
 	}
 	return out
-}
-
-// stagePlan is a DP answer: stages (op sets with device counts).
-type stagePlan struct {
-	inflight int
-	stages   []stageSpec
-}
-
-type stageSpec struct {
-	ops  []int
-	devs int
-}
-
-type dp struct {
-	c      Costs
-	D      int
-	memCap float64
-	m      int
-	tau    float64
-	memo   map[dpKey]stagePlan
-}
-
-type dpKey struct {
-	node *spNode
-	i    int // series suffix start (0 for other nodes)
-	d, k int
-}
-
-var infeasible = stagePlan{inflight: math.MaxInt32}
-
-// base prices ops as one stage on the fewest devices meeting tau and
-// memory with k stages downstream.
-func (p *dp) base(ops []int, d, k int) stagePlan {
-	var t, a, wgt float64
-	for _, o := range ops {
-		t, a, wgt = t+p.c.Time[o], a+p.c.Act[o], wgt+p.c.Weights[o]
-	}
-	first := 1
-	if p.tau > 0 && !math.IsInf(p.tau, 1) {
-		first = max(1, int(math.Ceil(t/p.tau*(1-1e-9))))
-	}
-	for n := first; n <= d; n++ {
-		comm := 0.0
-		if n > 1 {
-			comm = replicaComm(wgt, n, p.m)
-		}
-		if t/float64(n)+comm > p.tau*(1+1e-9) {
-			continue
-		}
-		if p.memCap > 0 && 4*wgt+float64(k+1)*a/float64(p.m*n) > p.memCap {
-			continue
-		}
-		return stagePlan{inflight: k + 1, stages: []stageSpec{{ops: ops, devs: n}}}
-	}
-	return infeasible
-}
-
-func better(a, b stagePlan) bool {
-	if a.inflight != b.inflight {
-		return a.inflight < b.inflight
-	}
-	return devices(a) < devices(b)
-}
-
-func devices(s stagePlan) int {
-	n := 0
-	for _, st := range s.stages {
-		n += st.devs
-	}
-	return n
-}
-
-func join(up, down stagePlan) stagePlan {
-	return stagePlan{inflight: up.inflight, stages: append(append([]stageSpec(nil), up.stages...), down.stages...)}
-}
-
-// solve is F(H, d, k): the fewest in-flight micro-batches at H's entry.
-func (p *dp) solve(n *spNode, d, k int) stagePlan {
-	if d <= 0 {
-		return infeasible
-	}
-	key := dpKey{n, 0, d, k}
-	if v, ok := p.memo[key]; ok {
-		return v
-	}
-	best := p.base(n.ops, d, k)
-	switch n.kind {
-	case spSeries:
-		if v := p.series(n, 0, d, k); better(v, best) {
-			best = v
-		}
-	case spParallel:
-		// Knapsack over the children: every child gets >= 1 device.
-		cur := map[int]stagePlan{0: {inflight: 0}}
-		for _, c := range n.children {
-			next := map[int]stagePlan{}
-			for used, acc := range cur {
-				for dc := 1; used+dc <= d; dc++ {
-					v := p.solve(c, dc, k)
-					if v.inflight == infeasible.inflight {
-						continue
-					}
-					cand := stagePlan{inflight: max(acc.inflight, v.inflight), stages: append(append([]stageSpec(nil), acc.stages...), v.stages...)}
-					if old, ok := next[used+dc]; !ok || better(cand, old) {
-						next[used+dc] = cand
-					}
-				}
-			}
-			cur = next
-		}
-		for _, v := range cur {
-			if len(v.stages) > 0 && better(v, best) {
-				best = v
-			}
-		}
-	}
-	p.memo[key] = best
-	return best
-}
-
-// series is F over the children i.. of a series node: the first stage is
-// a child solved on its own structure, or children i..j merged as one.
-func (p *dp) series(n *spNode, i, d, k int) stagePlan {
-	if i == len(n.children) {
-		return stagePlan{inflight: k}
-	}
-	key := dpKey{n, i + 1, d, k}
-	if v, ok := p.memo[key]; ok {
-		return v
-	}
-	best := infeasible
-	var merged []int
-	var mergedTime float64
-	for j := i; j < len(n.children); j++ {
-		merged = append(merged, n.children[j].ops...)
-		for _, o := range n.children[j].ops {
-			mergedTime += p.c.Time[o]
-		}
-		if j > i && mergedTime > p.tau*float64(d)*(1+1e-9) {
-			break // more children only make the merged stage slower
-		}
-		last := j+1 == len(n.children)
-		// The downstream part's in-flight count falls as it gets more
-		// devices, so the largest share that leaves this stage feasible
-		// is the best; scan downwards and stop at the first fit.
-		hiD2, loD2 := d-1, 1
-		if last {
-			hiD2, loD2 = 0, 0
-		}
-		for d2 := hiD2; d2 >= loD2; d2-- {
-			down := stagePlan{inflight: k}
-			if !last {
-				down = p.series(n, j+1, d2, k)
-			}
-			if down.inflight == infeasible.inflight {
-				break // fewer devices downstream cannot help
-			}
-			var up stagePlan
-			if j == i {
-				up = p.solve(n.children[i], d-d2, down.inflight)
-			} else {
-				up = p.base(merged, d-d2, down.inflight)
-			}
-			if up.inflight == infeasible.inflight {
-				continue
-			}
-			if cand := join(up, down); better(cand, best) {
-				best = cand
-			}
-			break
-		}
-	}
-	p.memo[key] = best
-	return best
-}
-
-// ErrNoFit reports a model that no partition fits on the devices.
-var ErrNoFit = errors.New("graphpipe: model does not fit")
-
-// minMemory binary-searches the smallest per-device memory under which
-// some partition exists (stage times unconstrained).
-func minMemory(root *spNode, c Costs, D, m int) int64 {
-	lo, hi := 1.0, 1.0
-	for ; hi < 1<<50; hi *= 2 {
-		p := &dp{c: c, D: D, memCap: hi, m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
-		if p.solve(root, D, 0).inflight != infeasible.inflight {
-			break
-		}
-		lo = hi
-	}
-	for it := 0; it < 50 && hi-lo > hi*1e-3; it++ {
-		mid := (lo + hi) / 2
-		p := &dp{c: c, D: D, memCap: mid, m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
-		if p.solve(root, D, 0).inflight != infeasible.inflight {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return int64(hi)
-}
-
-// GraphPartition is GraphPipe's partitioner: a binary search on the
-// per-micro-batch stage time target, each step a DP over the
-// series-parallel tree that minimises the in-flight micro-batches (the
-// pipeline depth). It returns the partition and the coarsened non-SP
-// regions.
-func GraphPartition(w *core.Workload, c Costs, devs []core.DeviceID, m int, memCap int64) (Partition, [][]int, error) {
-	root, coarse := Decompose(w)
-	D := len(devs)
-	var total float64
-	for _, t := range c.Time {
-		total += t
-	}
-	lo, hi := total/float64(D), total
-	var best stagePlan
-	found := false
-	for it := 0; it < 40 && (hi-lo) > 5e-3*hi; it++ {
-		mid := (lo + hi) / 2
-		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: mid, memo: map[dpKey]stagePlan{}}
-		if v := p.solve(root, D, 0); v.inflight != infeasible.inflight {
-			best, found, hi = v, true, mid
-		} else {
-			lo = mid
-		}
-	}
-	if !found {
-		p := &dp{c: c, D: D, memCap: float64(memCap), m: max(1, m), tau: math.Inf(1), memo: map[dpKey]stagePlan{}}
-		if best = p.solve(root, D, 0); best.inflight == infeasible.inflight {
-			return Partition{}, coarse, fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits is about %s (raise the devices' memory or add devices)",
-				ErrNoFit, D, core.FormatBytes(memCap), core.FormatBytes(minMemory(root, c, D, m)))
-		}
-	}
-	part := Partition{StageOf: make([]int, len(w.Ops))}
-	next := 0
-	for s, st := range best.stages {
-		sort.Ints(st.ops)
-		for _, o := range st.ops {
-			part.StageOf[o] = s
-		}
-		part.Devices = append(part.Devices, devs[next:next+st.devs])
-		next += st.devs
-	}
-	return part, coarse, nil
-}
-
-// replicaComm is the per-micro-batch share of synchronising a stage's
-// weights w over d replicas the way the executor does it: each replica's
-// gradients reduced into the home device and the new weights sent back,
-// one replica after another on the home device (2·(d-1)·w bytes), spread
-// over the m micro-batches of the iteration.
-func replicaComm(w float64, d, m int) float64 {
-	if d <= 1 {
-		return 0
-	}
-	return 2 * w * float64(d-1) / (linkGBps * 1e9) / float64(max(1, m))
 }

@@ -76,15 +76,53 @@ func InFlight(succs [][]int) []int {
 	return k
 }
 
+// Warmup returns each stage's 1F1B warm-up per replica: with W_s the
+// devices on the heaviest path from s to a sink (s included; a stage
+// counts its replicas), a replica of s starts ceil(W_s/d_s) forwards
+// before its first backward. Without replication W_s = k_s (InFlight),
+// PipeDream-Flush's warm-up; a replicated stage downstream takes d_q
+// micro-batches at once, so the stages before it must keep that many
+// more in flight to stay busy (PipeDream's NOAM generalised to a DAG).
+func Warmup(succs [][]int, devs [][]core.DeviceID) []int {
+	w := weightedDepth(succs, devs)
+	for s := range w {
+		d := len(devs[s])
+		w[s] = (w[s] + d - 1) / d
+	}
+	return w
+}
+
+// weightedDepth is W_s for every stage (see Warmup).
+func weightedDepth(succs [][]int, devs [][]core.DeviceID) []int {
+	w := make([]int, len(succs))
+	var visit func(s int) int
+	visit = func(s int) int {
+		if w[s] > 0 {
+			return w[s]
+		}
+		best := 0
+		for _, t := range succs[s] {
+			best = max(best, visit(t))
+		}
+		w[s] = best + len(devs[s])
+		return w[s]
+	}
+	for s := range succs {
+		visit(s)
+	}
+	return w
+}
+
 // Kind is a micro-batch schedule.
 type Kind int
 
 const (
 	// GPipe runs every micro-batch forward, then every one backward.
 	GPipe Kind = iota
-	// OneFOneB warms up k_s forwards, then alternates backward and
-	// forward, then drains: PipeDream-Flush on a chain, GraphPipe's
-	// generalised 1F1B on a stage DAG.
+	// OneFOneB warms up each replica with Warmup's forwards (k_s on an
+	// unreplicated pipeline), then alternates backward and forward, then
+	// drains: PipeDream-Flush on a chain, GraphPipe's generalised 1F1B on
+	// a stage DAG.
 	OneFOneB
 )
 
@@ -119,22 +157,13 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 			host[d] = s
 		}
 	}
-	m = max(1, min(m, len(w.Batch)))
-	if len(w.Batch) == 0 {
-		m = 1
-	}
-	p := &core.Plan{Scheduler: name, Home: part.Devices[part.StageOf[len(w.Ops)-1]][0], Metrics: map[string]float64{}}
-	for i := 0; i < m; i++ {
-		lo, hi := i*len(w.Batch)/m, (i+1)*len(w.Batch)/m
-		u := core.Unit{ID: i, Targets: append([]int32(nil), w.Batch[lo:hi]...), Subgraph: true, LossWeight: 1}
-		if len(w.Batch) > 0 {
-			u.LossWeight = float64(hi-lo) / float64(len(w.Batch))
-		}
-		p.Units = append(p.Units, u)
-	}
+	units := microUnits(w, m)
+	m = len(units)
+	p := &core.Plan{Scheduler: name, Home: part.Devices[part.StageOf[len(w.Ops)-1]][0], Metrics: map[string]float64{}, Units: units}
 	stages := part.Stages()
 	preds, succs := part.StageDAG(w)
 	k := InFlight(succs)
+	warmup := Warmup(succs, part.Devices)
 	// Per device: its stage's events in schedule order.
 	type slot struct {
 		dev core.DeviceID
@@ -157,7 +186,7 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 					evs = append(evs, event{s, i, false})
 				}
 			default:
-				warm := min(k[s], len(mbs))
+				warm := min(warmup[s], len(mbs))
 				for _, i := range mbs[:warm] {
 					evs = append(evs, event{s, i, true})
 				}

@@ -1,0 +1,300 @@
+package graphpipe
+
+import (
+	"math"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+// costs are what the partitioners weigh, per op and per micro-batch, all
+// read from the simulator's cost model (sim.CostModel): the op times,
+// memory and output sizes at the sizes the simulator gives this plan's
+// micro-batches, the links, the gradient reduction into home, the
+// optimizer step and the resident memory. There is no other cost model:
+// what the partitioners add is the pipeline arithmetic (stage rates,
+// in-flight counts, the flush), which estimate spells out and the
+// simulator checks.
+type costs struct {
+	cm   *sim.CostModel
+	w    *core.Workload
+	devs []core.DeviceID
+	m    int // micro-batches (as BuildPlan makes them)
+	// Per op, per micro-batch on devs[0]: forward and backward seconds
+	// (mean over the micro-batches); bytes held from forward to backward,
+	// backward transient bytes and output bytes (largest micro-batch);
+	// the parameter bytes it reads.
+	fwd, bwd, time         []float64
+	held, temp, out, wbyte []float64
+	// The per-unit setup on a device (seconds forward and backward; its
+	// inputs' bytes).
+	setupF, setupB, setupMem float64
+	sync                     bool    // the consumer's task copies its inputs (CPU executor)
+	hostScale                float64 // >1: the devices share fewer host cores
+	memCap                   float64 // smallest device memory (0: unlimited)
+	resHome, resOther        float64 // resident bytes on home and elsewhere (sim.CostModel.Resident)
+	last                     int     // the loss op: its stage holds home
+	succ                     [][]int
+	maxCons                  []int // each op's last consumer (-1: none)
+	// link is the typical stage-to-stage transfer (devs[0] -> devs[1]).
+	link func(bytes float64) float64
+	// mark and seen (with stamp) flag a priced set's ops and the outside
+	// values it reads.
+	mark, seen []int32
+	stamp      int32
+}
+
+func secs(d time.Duration) float64 { return d.Seconds() }
+
+// microUnits are the m units BuildPlan makes: contiguous shares of the
+// batch, each computing its targets' receptive field.
+func microUnits(w *core.Workload, m int) []core.Unit {
+	m = max(1, min(m, len(w.Batch)))
+	if len(w.Batch) == 0 {
+		m = 1
+	}
+	units := make([]core.Unit, 0, m)
+	for i := 0; i < m; i++ {
+		lo, hi := i*len(w.Batch)/m, (i+1)*len(w.Batch)/m
+		u := core.Unit{ID: i, Targets: append([]int32(nil), w.Batch[lo:hi]...), Subgraph: true, LossWeight: 1}
+		if len(w.Batch) > 0 {
+			u.LossWeight = float64(hi-lo) / float64(len(w.Batch))
+		}
+		units = append(units, u)
+	}
+	return units
+}
+
+// newCosts prices w's ops for m micro-batches on devs with cm.
+func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int) *costs {
+	n := len(w.Ops)
+	units := microUnits(w, m)
+	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1,
+		fwd: make([]float64, n), bwd: make([]float64, n), time: make([]float64, n),
+		held: make([]float64, n), temp: make([]float64, n), out: make([]float64, n), wbyte: make([]float64, n),
+		succ: make([][]int, n), maxCons: make([]int, n), mark: make([]int32, n), seen: make([]int32, n)}
+	d0 := devs[0]
+	for _, u := range units {
+		rows, edges := cm.UnitSize(u)
+		for o := range w.Ops {
+			oc := cm.Op(d0, o, rows, edges)
+			c.fwd[o] += secs(oc.Fwd) / float64(len(units))
+			c.bwd[o] += secs(oc.Bwd) / float64(len(units))
+			c.held[o] = math.Max(c.held[o], float64(oc.Mem))
+			c.temp[o] = math.Max(c.temp[o], float64(oc.Temp))
+			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
+		}
+		sc := cm.Setup(d0, rows, edges)
+		c.setupF += secs(sc.Fwd) / float64(len(units))
+		c.setupB += secs(sc.Bwd) / float64(len(units))
+		c.setupMem = math.Max(c.setupMem, float64(sc.Mem))
+	}
+	for o, op := range w.Ops {
+		c.time[o] = c.fwd[o] + c.bwd[o]
+		c.wbyte[o] = float64(op.Cost.WeightBytes)
+		c.maxCons[o] = -1
+		for _, d := range op.Deps {
+			c.succ[d] = append(c.succ[d], o)
+		}
+	}
+	for o := range w.Ops {
+		for _, s := range c.succ[o] {
+			c.maxCons[o] = max(c.maxCons[o], s)
+		}
+	}
+	c.resHome, c.resOther = float64(cm.Resident(true, false)), float64(cm.Resident(false, false))
+	cl := cm.Cluster()
+	c.sync = cl.SyncTransfers
+	c.hostScale = 1
+	if cl.HostCores > 0 && float64(len(devs)) > cl.HostCores {
+		c.hostScale = float64(len(devs)) / cl.HostCores
+	}
+	for _, d := range devs {
+		if mc := cm.Capacity(d); mc > 0 && (c.memCap == 0 || float64(mc) < c.memCap) {
+			c.memCap = float64(mc)
+		}
+	}
+	for _, d := range w.Devices {
+		if d.MemCap > 0 && (c.memCap == 0 || float64(d.MemCap) < c.memCap) {
+			c.memCap = float64(d.MemCap)
+		}
+	}
+	a, b := d0, d0
+	if len(devs) > 1 {
+		b = devs[1]
+	}
+	c.link = func(bytes float64) float64 {
+		if bytes <= 0 {
+			return 0
+		}
+		return secs(cm.Transfer(a, b, int64(bytes)))
+	}
+	return c
+}
+
+// stageStat is what one stage (a set of ops) costs per micro-batch on
+// one replica.
+type stageStat struct {
+	f, b  float64 // forward and backward seconds, setup and synchronous copies included
+	held  float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
+	trans float64 // backward transient bytes: temporaries and the gradients received
+	w     float64 // parameter bytes its ops read
+	in    float64 // activation bytes received per micro-batch
+	gin   float64 // gradient bytes received per micro-batch
+	home  bool    // holds the loss op (the plan's home, with the optimizer state)
+}
+
+func (s stageStat) t() float64 { return s.f + s.b }
+
+// stat prices the ops as one stage.
+func (c *costs) stat(ops []int) stageStat {
+	c.stamp++
+	if c.stamp == math.MaxInt32 {
+		clear(c.mark)
+		clear(c.seen)
+		c.stamp = 1
+	}
+	for _, o := range ops {
+		c.mark[o] = c.stamp
+	}
+	var s stageStat
+	for _, o := range ops {
+		s.f += c.fwd[o]
+		s.b += c.bwd[o]
+		s.held += c.held[o]
+		s.trans += c.temp[o]
+		if o == c.last {
+			s.home = true
+		}
+		for _, q := range c.w.Ops[o].Deps {
+			if c.mark[q] != c.stamp && c.seen[q] != c.stamp {
+				c.seen[q] = c.stamp // each outside value once
+				s.in += c.out[q]
+			}
+		}
+		for _, q := range c.succ[o] {
+			if c.mark[q] != c.stamp {
+				s.gin += c.out[o]
+				break
+			}
+		}
+	}
+	s.w = float64(c.cm.UsedBytes(ops))
+	c.finish(&s)
+	return s
+}
+
+// finish adds the per-unit setup and, for synchronous copies, the
+// transfers to a stage's times, and the received values to its memory.
+func (c *costs) finish(s *stageStat) {
+	s.f += c.setupF
+	s.b += c.setupB
+	if c.sync {
+		s.f += c.link(s.in)
+		s.b += c.link(s.gin)
+	}
+	s.held += c.setupMem + s.in
+	s.trans += s.gin
+}
+
+// inFlight is how many micro-batches a replica of a stage keeps in
+// flight under the schedule kind, with d replicas sharing the m
+// micro-batches and W devices on the heaviest path from the stage to a
+// sink (its own included; see Warmup).
+func (c *costs) inFlight(kind Kind, W, d int) int {
+	per := (c.m + d - 1) / d
+	if kind == GPipe {
+		return per
+	}
+	return min((W+d-1)/d, per)
+}
+
+// peak is a replica's predicted peak memory: the resident part (the
+// whole model's parameters and gradients, the optimizer state on home)
+// plus its in-flight micro-batches and one backward's transients.
+func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
+	r := c.resOther
+	if s.home {
+		r = c.resHome
+	}
+	return r + float64(c.inFlight(kind, W, d))*s.held + s.trans
+}
+
+// slack is how much W a replica of a stage (1F1B, d replicas, W devices
+// on its heaviest path to a sink) can gain and still fit memory.
+func (c *costs) slack(s stageStat, W, d int) int {
+	if c.memCap <= 0 {
+		return unlimited
+	}
+	r := c.resOther
+	if s.home {
+		r = c.resHome
+	}
+	room := c.memCap - r - s.trans
+	per := (c.m + d - 1) / d
+	if s.held <= 0 || room >= float64(per)*s.held {
+		return unlimited // even all its micro-batches fit
+	}
+	most := int(math.Floor(room / s.held)) // in-flight micro-batches that fit
+	return most*d - W
+}
+
+// minReplicas is the fewest replicas of a stage that meet the target
+// tau (per micro-batch, over its replicas) and fit memory under 1F1B with
+// k in flight downstream (a replica on d devices keeps min(ceil((k+d)/d),
+// ceil(m/d)) micro-batches); math.MaxInt32 if none does.
+func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
+	t := s.t()
+	d := 1
+	if tau > 0 && !math.IsInf(tau, 1) {
+		d = max(1, int(math.Ceil(t/tau*(1-eps))))
+		for t/float64(d) > tau*(1+eps) {
+			d++
+		}
+	}
+	if c.memCap <= 0 {
+		return d
+	}
+	r := c.resOther
+	if s.home {
+		r = c.resHome
+	}
+	room := c.memCap - r - s.trans
+	if room < 0 || (room < s.held && s.held > 0) {
+		return math.MaxInt32 // not even one micro-batch fits
+	}
+	if s.held <= 0 {
+		return d
+	}
+	most := int(math.Floor(room / s.held)) // in-flight micro-batches that fit, >= 1
+	// ceil(m/d) <= most, or ceil((k+d)/d) <= most, i.e. k <= (most-1)·d.
+	need := (c.m + most - 1) / most
+	if most >= 2 {
+		need = min(need, (k+most-2)/(most-1))
+	}
+	d = max(d, need)
+	for d < math.MaxInt32/2 && !c.fits(s, OneFOneB, k+d, d) { // rounding guard
+		d++
+	}
+	return d
+}
+
+// memoryFree reports whether memory can never bind: every op's held
+// bytes for all m micro-batches at once, and every transient, fit a
+// device with the home's resident part.
+func (c *costs) memoryFree() bool {
+	if c.memCap <= 0 {
+		return true
+	}
+	var held, trans float64
+	for o := range c.held {
+		held += c.held[o] + c.out[o]
+		trans += c.temp[o] + c.out[o]
+	}
+	return c.resHome+float64(c.m)*(held+c.setupMem)+trans <= c.memCap
+}
+
+func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
+	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
+}

@@ -1,0 +1,205 @@
+package graphpipe
+
+import (
+	"math"
+)
+
+// prediction is what estimate expects the simulator to report for a
+// plan of a partition.
+type prediction struct {
+	iter  float64 // seconds per iteration
+	pipe  float64 // of which the pipeline (first forward to last backward)
+	tail  float64 // and the flush: gradients into home, the step, the refresh
+	peak  float64 // the largest per-device peak, bytes
+	fits  bool    // every device within its memory
+	depth int
+}
+
+// estimate predicts one iteration of the partition's plan under the
+// schedule kind from the simulator's costs, with pipeline arithmetic:
+//
+//   - stage s costs t_s = f_s + b_s per micro-batch on a replica (its ops
+//     at the micro-batch size, the unit setup, and with synchronous copies
+//     the transfers of its inputs and gradients); its d_s replicas take
+//     ceil(m/d_s) micro-batches each;
+//   - 1F1B: the first micro-batch's forward and backward along the
+//     longest path of the stage DAG (transfers included where a copy
+//     engine moves values between stages), plus the busiest replica's
+//     other micro-batches: L + max_s (ceil(m/d_s) − 1)·t_s, where a
+//     replica's micro-batch i+w_s cannot start before its micro-batch i
+//     has made the round trip r_s to the sink and back (w_s its warm-up,
+//     Warmup), which costs (ceil(ceil(m/d_s)/w_s) − 1)·r_s when that is
+//     more, and a link that moves more per micro-batch than any stage
+//     computes counts as a stage;
+//     GPipe: the same for all forwards, then for all backwards;
+//   - the flush, as the executor does it: every non-home device, in plan
+//     order, sends the gradients of the parameters its ops read to home
+//     once its last backward is done (stage s's ends before the pipeline
+//     does by the backward path from s to a source), home adds them in,
+//     one device after another; the optimizer step; then home sends
+//     every device its new parameters (in parallel over copy engines, in
+//     turn with synchronous copies).
+//
+// Memory per replica is sim's model: the resident part (the whole
+// model's parameters and gradients on every device, the optimizer state
+// on home) plus min(k_s, ceil(m/d_s)) in-flight micro-batches under 1F1B
+// (ceil(m/d_s) under GPipe) and one backward's transients.
+func (c *costs) estimate(part Partition, kind Kind) prediction {
+	stages := part.Stages()
+	preds, succs := part.StageDAG(c.w)
+	k := InFlight(succs)
+	W := weightedDepth(succs, part.Devices)
+	S := len(stages)
+	st := make([]stageStat, S)
+	used := 0
+	for s, ops := range stages {
+		st[s] = c.stat(ops)
+		used += min(len(part.Devices[s]), c.m)
+	}
+	scale := 1.0
+	if hc := c.cm.Cluster().HostCores; hc > 0 && float64(used) > hc {
+		scale = float64(used) / hc
+	}
+	// The transfers between two stages per micro-batch, each value on its
+	// own (latency each), by producing and consuming stage.
+	xs := map[[2]int]float64{}
+	if !c.sync {
+		seen := map[[2]int]bool{} // (producer op, consumer stage)
+		for o, op := range c.w.Ops {
+			so := part.StageOf[o]
+			for _, q := range op.Deps {
+				sq := part.StageOf[q]
+				if sq != so && !seen[[2]int{q, so}] {
+					seen[[2]int{q, so}] = true
+					xs[[2]int{sq, so}] += secs(c.cm.Transfer(part.Devices[sq][0], part.Devices[so][0], int64(c.out[q])))
+				}
+			}
+		}
+	}
+	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
+	// what q reads from every earlier stage, which come over their own
+	// links at once).
+	e := func(s, q int) float64 {
+		if !part.Chain {
+			return xs[[2]int{s, q}]
+		}
+		var x float64
+		for p := 0; p < q; p++ {
+			x = math.Max(x, xs[[2]int{p, q}])
+		}
+		return x
+	}
+	f, b, t := make([]float64, S), make([]float64, S), make([]float64, S)
+	per := make([]float64, S)
+	for s := range st {
+		f[s], b[s] = st[s].f*scale, st[s].b*scale
+		t[s] = f[s] + b[s]
+		per[s] = float64((c.m + len(part.Devices[s]) - 1) / len(part.Devices[s]))
+	}
+	// Stages in reverse topological order (sinks first).
+	order := topoStages(preds, succs)
+	latF, latB := make([]float64, S), make([]float64, S)
+	var steadyF, steadyB, steady, linkSteady float64
+	for i := len(order) - 1; i >= 0; i-- {
+		s := order[i]
+		var df, db float64
+		for _, q := range succs[s] {
+			x := e(s, q)
+			df = math.Max(df, x+latF[q])
+			db = math.Max(db, x+latB[q])
+			// A link between two replicas carries every
+			// max(d_s, d_q)-th micro-batch, one transfer at a time, each
+			// direction on its own: a link busier than the stages is the
+			// bottleneck.
+			dd := max(len(part.Devices[s]), len(part.Devices[q]))
+			link := float64((c.m+dd-1)/dd-1) * x
+			steady = math.Max(steady, link)
+			linkSteady = math.Max(linkSteady, link)
+		}
+		latF[s], latB[s] = f[s]+df, b[s]+db
+		steadyF = math.Max(steadyF, (per[s]-1)*f[s])
+		steadyB = math.Max(steadyB, (per[s]-1)*b[s])
+		steady = math.Max(steady, (per[s]-1)*t[s])
+	}
+	var L, LF, LB float64
+	warm := Warmup(succs, part.Devices)
+	for s := range st {
+		L = math.Max(L, latF[s]+latB[s])
+		LF = math.Max(LF, latF[s])
+		LB = math.Max(LB, latB[s])
+		// 1F1B: a replica holds at most its warm-up w in flight, and each
+		// micro-batch takes the round trip down the pipeline and back
+		// (transfers included) before its slot frees: its micro-batch
+		// i+w cannot start before micro-batch i is back.
+		if w := warm[s]; w > 0 && int(per[s]) > w {
+			groups := (int(per[s]) + w - 1) / w
+			steady = math.Max(steady, float64(groups-1)*(latF[s]+latB[s]))
+		}
+	}
+	p := prediction{pipe: L + steady, fits: true}
+	if kind == GPipe {
+		// All forwards, then all backwards: each phase is as slow as its
+		// busiest stage or link.
+		p.pipe = LF + math.Max(steadyF, linkSteady) + LB + math.Max(steadyB, linkSteady)
+	}
+	// upB[s]: the backward path from s up to a source, s excluded: s's
+	// last backward ends that long before the pipeline does.
+	upB := make([]float64, S)
+	for _, s := range order {
+		for _, q := range preds[s] {
+			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
+		}
+	}
+	home := part.Devices[part.StageOf[c.last]][0]
+	clock := 0.0
+	var bcast float64
+	for s, devs := range part.Devices {
+		wb := int64(st[s].w)
+		for r, d := range devs {
+			if r >= c.m || d == home {
+				continue // a replica with no micro-batch runs nothing
+			}
+			clock = math.Max(clock, p.pipe-upB[s]) + secs(c.cm.Transfer(d, home, wb)) + secs(c.cm.ReduceSum(home, wb))
+			x := secs(c.cm.Transfer(home, d, wb))
+			if c.sync {
+				bcast += x
+			} else {
+				bcast = math.Max(bcast, x)
+			}
+		}
+	}
+	clock = math.Max(clock, p.pipe) + secs(c.cm.Step(home)) + bcast
+	p.iter = clock
+	p.tail = clock - p.pipe
+	for s := range st {
+		p.depth = max(p.depth, k[s])
+		pk := c.peak(st[s], kind, W[s], len(part.Devices[s]))
+		p.peak = math.Max(p.peak, pk)
+		if c.memCap > 0 && pk > c.memCap {
+			p.fits = false
+		}
+	}
+	return p
+}
+
+// topoStages orders the stages so that every stage comes after its
+// predecessors.
+func topoStages(preds, succs [][]int) []int {
+	n := len(preds)
+	left := make([]int, n)
+	var q []int
+	for s := range n {
+		left[s] = len(preds[s])
+		if left[s] == 0 {
+			q = append(q, s)
+		}
+	}
+	for i := 0; i < len(q); i++ {
+		for _, t := range succs[q[i]] {
+			if left[t]--; left[t] == 0 {
+				q = append(q, t)
+			}
+		}
+	}
+	return q
+}

@@ -1,0 +1,110 @@
+package graphpipe_test
+
+import (
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+// benchConfig is one configuration of bench/graphpipebench (its default
+// flags): a model on n devices of the pcie-a100 preset, 8192 samples in
+// 16 micro-batches, roofline op costs.
+type benchConfig struct {
+	model    string
+	branches int
+	cfg      core.ModelConfig
+	devices  int
+}
+
+func benchConfigs() []benchConfig {
+	var out []benchConfig
+	for _, m := range []struct {
+		name     string
+		branches int
+		cfg      core.ModelConfig
+	}{
+		{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
+		{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
+		{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
+	} {
+		for _, n := range []int{4, 8, 16, 32} {
+			out = append(out, benchConfig{m.name, m.branches, m.cfg, n})
+		}
+	}
+	return out
+}
+
+func (b benchConfig) workload(t *testing.T) (*core.Workload, *sim.Cluster) {
+	t.Helper()
+	m, err := core.BuildModel(b.model, b.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8192
+	g, _ := core.Undirected(n, nil, nil)
+	batch := make([]int32, n)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	cl, err := sim.Preset("pcie-a100", b.devices)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return core.NewWorkload(m, g, b.cfg.InDim, batch, cl.Infos(), 1), cl
+}
+
+// TestPredictionMatchesSimulator: on the benchmark's configurations the
+// partitioner's predicted time per sample for the plan it chooses (its
+// pipeline estimate over the simulator's cost model) is within 10% of
+// what the simulator then says about that plan, for GraphPipe and for
+// the chain baselines (measured: at most 5% and 6%); the simulated time a
+// plan reports is the simulator's;
+// and GraphPipe, which weighs and simulates the 1F1B chain baseline's
+// candidates too, is never slower than it.
+func TestPredictionMatchesSimulator(t *testing.T) {
+	if testing.Short() {
+		t.Skip("simulates 36 searches: skipped with -short")
+	}
+	worst := map[bool]float64{}
+	for _, b := range benchConfigs() {
+		w, cl := b.workload(t)
+		simulated := map[string]float64{}
+		for _, s := range []*graphpipe.Scheduler{
+			{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 16, Cluster: cl},
+			{Kind: graphpipe.OneFOneB, MicroBatches: 16, Cluster: cl},
+			{Kind: graphpipe.GPipe, MicroBatches: 16, Cluster: cl},
+		} {
+			name := fmt.Sprintf("%s-%d/%d/%s", b.model, b.branches, b.devices, s.Name())
+			p, err := s.Schedule(t.Context(), w)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			res, err := sim.Simulate(p, w, nil, cl)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			perSample := float64(res.Iteration) / float64(len(w.Batch))
+			pred := p.Metrics["predicted_iteration_ms"] * float64(time.Millisecond) / float64(len(w.Batch))
+			rel := math.Abs(pred-perSample) / perSample
+			worst[s.Graph] = max(worst[s.Graph], rel)
+			simulated[s.Name()] = float64(res.Iteration)
+			const tol = 0.10
+			t.Logf("%-22s predicted %7.2f µs/sample, simulated %7.2f (%+5.1f%%)", name, pred/1e3, perSample/1e3, 100*(pred-perSample)/perSample)
+			if rel > tol {
+				t.Errorf("%s: predicted %.2f µs per sample, simulated %.2f: off by %.0f%% (> %.0f%%)", name, pred/1e3, perSample/1e3, 100*rel, 100*tol)
+			}
+			if got := p.Metrics["simulated_iteration_ms"]; math.Abs(got-float64(res.Iteration)/1e6) > 1e-6*got {
+				t.Errorf("%s: the plan reports a simulated %.3f ms, the simulator says %v", name, got, res.Iteration)
+			}
+		}
+		if g, c := simulated["graphpipe"], simulated["1f1b"]; g > c*(1+1e-9) {
+			t.Errorf("%s-%d/%d: graphpipe (%.2f ms) is slower than the 1F1B chain (%.2f ms)", b.model, b.branches, b.devices, g/1e6, c/1e6)
+		}
+	}
+	t.Logf("largest prediction error: graphpipe %.1f%%, chain baselines %.1f%%", 100*worst[true], 100*worst[false])
+}

@@ -1,0 +1,269 @@
+package sim
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// CostModel is the simulator's cost model on its own: what an op, a
+// unit's setup, a transfer, a gradient reduction, the optimizer step and
+// a device's resident memory cost for one workload on one cluster with
+// one profile. Simulate prices every task through it, so a partitioner
+// that plans with a CostModel (schedulers/graphpipe does) predicts with
+// the simulator's numbers rather than with a model of its own; what the
+// simulator adds on top is only the dynamics (the order in which tasks
+// wait for devices, links and each other).
+type CostModel struct {
+	w    *core.Workload
+	c    *Cluster
+	prof map[core.DeviceID]*devProf
+	// paramBytes, optBytes, residentIn as Simulate's memory model uses
+	// them (see Resident).
+	paramBytes, optBytes, residentIn int64
+	mark                             []int32
+	stamp                            int32
+}
+
+// NewCostModel prices workload w's ops on every device of cluster c with
+// profile prof (nil: a roofline profile of each device model, as
+// Simulate does without a profile).
+func NewCostModel(w *core.Workload, prof *Profile, c *Cluster) (*CostModel, error) {
+	if c == nil {
+		return nil, fmt.Errorf("sim: nil cluster")
+	}
+	ids := make([]core.DeviceID, len(c.Devices))
+	for i, d := range c.Devices {
+		ids[i] = d.ID
+	}
+	return newCostModel(w, prof, c, ids)
+}
+
+// newCostModel builds the cost model for the given devices of c.
+func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.DeviceID) (*CostModel, error) {
+	if w == nil || c == nil {
+		return nil, fmt.Errorf("sim: nil workload or cluster")
+	}
+	if prof != nil {
+		if err := prof.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	cm := &CostModel{w: w, c: c, prof: map[core.DeviceID]*devProf{}}
+	roofs := map[DeviceModel]*Profile{}
+	for _, d := range devs {
+		m, ok := c.Device(d)
+		if !ok {
+			ids := make([]string, len(c.Devices))
+			for i, x := range c.Devices {
+				ids[i] = string(x.ID)
+			}
+			return nil, fmt.Errorf("sim: the plan uses device %s, which cluster %q does not have (it has %s)", d, c.Name, strings.Join(ids, ", "))
+		}
+		pr, scale := prof, 1.0
+		if pr == nil {
+			key := *m
+			key.ID = ""
+			if roofs[key] == nil {
+				r, err := Roofline(w, *m)
+				if err != nil {
+					return nil, err
+				}
+				roofs[key] = r
+			}
+			pr = roofs[key]
+		} else if m.Speedup > 0 {
+			scale = 1 / m.Speedup
+		}
+		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[2]int64][]Cost{}}
+		byName := map[string]int{}
+		for j, op := range pr.Ops {
+			byName[op.Name] = j
+		}
+		var missing []string
+		for i, op := range w.Ops {
+			j, ok := byName[op.Name]
+			if !ok {
+				missing = append(missing, op.Name)
+			}
+			dp.idx[i] = j
+		}
+		if len(missing) > 0 {
+			if len(missing) > 5 {
+				missing = append(missing[:5], "…")
+			}
+			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q", pr.Model, strings.Join(missing, ", "), w.ModelName)
+		}
+		cm.prof[d] = dp
+	}
+	if len(devs) == 0 {
+		return nil, fmt.Errorf("sim: no devices")
+	}
+	home := prof
+	if home == nil {
+		home = cm.prof[devs[0]].p
+	}
+	cm.paramBytes = w.ParamBytes
+	if cm.paramBytes == 0 {
+		cm.paramBytes = home.ParamBytes
+	}
+	cm.optBytes = home.OptStateBytes
+	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
+		f := c.OptStateFactor
+		if f == 0 {
+			f = 2
+		}
+		cm.optBytes = int64(f * float64(cm.paramBytes))
+	}
+	cm.residentIn = home.ResidentInputBytes
+	return cm, nil
+}
+
+// Clone returns a cost model sharing cm's profiles with caches of its
+// own (for use on another goroutine).
+func (cm *CostModel) Clone() *CostModel {
+	c := *cm
+	c.prof = make(map[core.DeviceID]*devProf, len(cm.prof))
+	for d, dp := range cm.prof {
+		x := *dp
+		x.cache = map[[2]int64][]Cost{}
+		c.prof[d] = &x
+	}
+	c.mark, c.stamp = nil, 0
+	return &c
+}
+
+// Cluster is the cluster the model prices.
+func (cm *CostModel) Cluster() *Cluster { return cm.c }
+
+func (cm *CostModel) dev(d core.DeviceID) *devProf {
+	dp, ok := cm.prof[d]
+	if !ok {
+		panic(fmt.Sprintf("sim: cost model has no device %s", d))
+	}
+	return dp
+}
+
+// Op is op o's cost on device d for a unit of rows rows and edges edges,
+// with the device's Speedup applied to the times.
+func (cm *CostModel) Op(d core.DeviceID, o int, rows, edges int64) Cost {
+	dp := cm.dev(d)
+	c := dp.costs(rows, edges)[o]
+	c.Fwd, c.Bwd = dp.t(c.Fwd), dp.t(c.Bwd)
+	return c
+}
+
+// Setup is a unit's per-device overhead outside the ops (building its
+// Env on the device at its first task there, releasing it after its last
+// backward), with Speedup applied; Mem is the unit's own inputs, held on
+// the device while the unit is in flight there when the unit computes a
+// subgraph.
+func (cm *CostModel) Setup(d core.DeviceID, rows, edges int64) Cost {
+	dp := cm.dev(d)
+	cs := dp.costs(rows, edges)
+	c := cs[len(cs)-1]
+	c.Fwd, c.Bwd = dp.t(c.Fwd), dp.t(c.Bwd)
+	return c
+}
+
+// UnitSize is the size Simulate gives unit u: every node (and edge) of
+// the workload for a whole-graph unit; the receptive field of its
+// targets over the model's layers for a subgraph unit on a graph model;
+// else its targets (with the graph's average degree).
+func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
+	w := cm.w
+	switch {
+	case !u.Subgraph:
+		rows, edges = w.Dims.Nodes, w.Dims.Edges
+		if rows == 0 {
+			rows = int64(len(u.Targets))
+		}
+	case w.Graph != nil && w.Model != nil && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
+		if cm.mark == nil {
+			cm.mark = make([]int32, w.Graph.NumDst)
+		}
+		cm.stamp++
+		rows, edges = receptive(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.stamp)
+	default:
+		rows = int64(len(u.Targets))
+		if w.Dims.Nodes > 0 {
+			edges = rows * w.Dims.Edges / w.Dims.Nodes
+		}
+	}
+	return max(rows, 1), edges
+}
+
+// Transfer is how long bytes take from device a to device b (the link's
+// latency and bandwidth; one transfer at a time per directed link).
+func (cm *CostModel) Transfer(a, b core.DeviceID, bytes int64) time.Duration {
+	return cm.c.LinkBetween(a, b).Time(bytes)
+}
+
+// MemTime is how long device d takes to stream bytes through its memory
+// (gradient sums, the modelled optimizer step).
+func (cm *CostModel) MemTime(d core.DeviceID, bytes int64) time.Duration {
+	m := cm.dev(d).model
+	if m == nil || m.MemGBps <= 0 {
+		return 0
+	}
+	return time.Duration(math.Round(float64(bytes) / m.MemGBps))
+}
+
+// ReduceSum is the time home takes to add a replica's gradients of nb
+// parameter bytes into its own (after they arrived: Transfer).
+func (cm *CostModel) ReduceSum(home core.DeviceID, nb int64) time.Duration {
+	return cm.MemTime(home, 4*nb) // add into home, clear the source
+}
+
+// Step is the optimizer step on home: the profile's measured step, else
+// Adam's traffic (read p, g, m, v; write p, m, v; clear g) at memory
+// bandwidth.
+func (cm *CostModel) Step(home core.DeviceID) time.Duration {
+	dp := cm.dev(home)
+	if dp.p.Step > 0 {
+		return dp.t(dp.p.Step)
+	}
+	return cm.MemTime(home, 8*cm.paramBytes)
+}
+
+// ParamBytes is the model's parameter bytes.
+func (cm *CostModel) ParamBytes() int64 { return cm.paramBytes }
+
+// UsedBytes is the parameter bytes the given ops read: what a device
+// running them reduces into home and has refreshed after the step.
+func (cm *CostModel) UsedBytes(ops []int) int64 {
+	var n int64
+	for _, o := range ops {
+		n += cm.w.Ops[o].Cost.WeightBytes
+	}
+	if cm.paramBytes > 0 && n > cm.paramBytes {
+		n = cm.paramBytes // shared params counted twice
+	}
+	return n
+}
+
+// Resident is the memory a device holds for the whole iteration:
+// parameters and gradient accumulators of the whole model on every
+// device (the executor keeps a full replica on each), the optimizer state
+// on home, and the batch inputs where whole-graph units run.
+func (cm *CostModel) Resident(home, wholeUnits bool) int64 {
+	r := 2 * cm.paramBytes
+	if home {
+		r += cm.optBytes
+	}
+	if wholeUnits {
+		r += cm.residentIn
+	}
+	return r
+}
+
+// Capacity is device d's memory (0: unlimited).
+func (cm *CostModel) Capacity(d core.DeviceID) int64 {
+	if m, ok := cm.c.Device(d); ok {
+		return m.MemBytes
+	}
+	return 0
+}
