@@ -47,7 +47,9 @@ busy time and peak memory, and writes the simulated schedule as a trace.
 Op costs come from --profile FILE (a GraphPipe-schema profile), from
 --measure (profile the model on this machine's CPU first; with --profile
 the profile is also written there), or else from a roofline model of the
-preset's devices.
+preset's devices. The pipeline schedulers (graphpipe, 1f1b, gpipe) plan
+with an existing --profile too (--sched-opt profile=FILE overrides), so
+planner and simulator price ops alike.
 
 Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
 		Example: `  gnnkit plan --scheduler sequential --devices 1 --simulate
@@ -192,6 +194,16 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return fmt.Errorf("--sched-opt %q: want key=value", kv)
 		}
 		opts[k] = v
+	}
+	// The pipeline schedulers plan with the op costs the simulator will
+	// use: hand them an existing --profile unless told otherwise.
+	if _, set := opts["profile"]; !set && f.profile != "" && !f.measure {
+		switch f.scheduler {
+		case "graphpipe", "1f1b", "gpipe":
+			if _, err := os.Stat(f.profile); err == nil {
+				opts["profile"] = f.profile
+			}
+		}
 	}
 	sched, closer, err := resolveScheduler(ctx, f.scheduler, opts)
 	if err != nil {
