@@ -22,6 +22,11 @@ type Workload struct {
 	Batch      []int32      `json:"batch"` // the target nodes of one iteration
 	Devices    []DeviceInfo `json:"devices"`
 	Seed       uint64       `json:"seed"`
+	// Groups, when the batch lists groups (dynamic training: batch entry
+	// i is group i, see engine.RunOptions.Groups), describes each group
+	// for placement; nil otherwise. Plain data, so out-of-process
+	// schedulers see it too.
+	Groups []GroupInfo `json:"groups,omitempty"`
 
 	// Model and Graph are the in-process objects behind the plain data
 	// (nil when the workload came over the wire).
@@ -37,6 +42,18 @@ type Workload struct {
 	// Estimator it understands plans whose units are not run one by one
 	// (Plan.Reuse).
 	PlanEstimator func(p *Plan) (int64, error) `json:"-"`
+}
+
+// GroupInfo describes one group of a dynamic-training workload: a stable
+// key (e.g. its target snapshot) under which a scheduler may keep
+// measurements across iterations, the estimated work of its graph ops and
+// of its dense ops (any one unit, e.g. FLOP-like counts), and its sample
+// count (loss terms).
+type GroupInfo struct {
+	Key     int     `json:"key"`
+	Graph   float64 `json:"graph"`
+	Dense   float64 `json:"dense"`
+	Samples int     `json:"samples"`
 }
 
 // NewWorkload describes training m on g (as prepared for the model) with

@@ -253,6 +253,7 @@ func (p *Planner) newChunks(workload func([]*engine.Batch) (*core.Workload, erro
 		if c.w, err = workload(c.groups); err != nil {
 			return err
 		}
+		c.w.Groups = c.costs // plain data: schedulers out of process see it too
 		p.chunks = append(p.chunks, c)
 	}
 	return nil

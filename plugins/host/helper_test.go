@@ -17,6 +17,7 @@ import (
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/plugins/internal/wire"
 	"github.com/gnnkit/gnnkit/plugins/sdk"
+	"github.com/gnnkit/gnnkit/schedulers/blad"
 	"github.com/gnnkit/gnnkit/schedulers/sequential"
 )
 
@@ -44,6 +45,8 @@ func servePlugin(kind string) int {
 		sdk.Serve(chunks{units: n})
 	case "feedback":
 		sdk.Serve(&feedback{})
+	case "blad": // a real scheduler that needs the workload's group costs
+		sdk.Serve(blad.New())
 	case "crash": // a Go runtime crash while answering
 		sdk.Serve(faulty{schedule: func() (*core.Plan, error) {
 			go panic("simulated crash in Schedule")

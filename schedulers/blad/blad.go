@@ -56,13 +56,24 @@ func init() {
 // key (e.g. its target snapshot) under which measurements are kept across
 // iterations, the estimated work of its graph ops and of its dense ops
 // (any unit, e.g. FLOP-like counts), and its sample count (loss terms).
-type GroupCost struct {
-	Key          int
-	Graph, Dense float64
-	Samples      int
+// Workloads carry them as plain data (core.Workload.Groups), so the
+// schedulers of this package also work out of process.
+type GroupCost = core.GroupInfo
+
+// groupsOf returns the workload's group descriptions when they cover its
+// n groups, else those given by SetGroups when they do, else nil.
+func groupsOf(w *core.Workload, set []GroupCost, n int) []GroupCost {
+	switch {
+	case len(w.Groups) == n:
+		return w.Groups
+	case len(set) == n:
+		return set
+	}
+	return nil
 }
 
-// GroupSetter is implemented by schedulers that take per-group costs.
+// GroupSetter is implemented by schedulers that take per-group costs
+// in process (an alternative to core.Workload.Groups, which wins).
 type GroupSetter interface {
 	SetGroups([]GroupCost)
 }
@@ -109,9 +120,9 @@ func (s *Scheduler) SetGroups(g []GroupCost) { s.groups = slices.Clone(g) }
 
 // costs returns the cost used for placement of each group and its
 // graph share.
-func (s *Scheduler) costs(n int) (cost, ratio []float64, gc []GroupCost) {
-	gc = s.groups
-	if len(gc) != n {
+func (s *Scheduler) costs(w *core.Workload, n int) (cost, ratio []float64, gc []GroupCost) {
+	gc = groupsOf(w, s.groups, n)
+	if gc == nil {
 		gc = make([]GroupCost, n)
 		for i := range gc {
 			gc[i] = GroupCost{Key: i, Graph: 0.5, Dense: 0.5, Samples: 1}
@@ -150,7 +161,7 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 		return nil, fmt.Errorf("blad: the workload needs devices, groups and ops")
 	}
 	n := len(w.Batch)
-	cost, ratio, gc := s.costs(n)
+	cost, ratio, gc := s.costs(w, n)
 	devs := deviceIDs(w)
 	if s.last != nil {
 		// Keep the home device: the master parameters live there.
@@ -187,7 +198,7 @@ func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace
 		return nil, nil
 	}
 	n := len(w.Batch)
-	_, _, gc := s.costs(n)
+	_, _, gc := s.costs(w, n)
 	dur := make([]float64, len(s.last.Units))
 	dev := make([]core.DeviceID, len(s.last.Units))
 	for _, e := range t.Events {
@@ -261,7 +272,7 @@ func (s *Scheduler) Observe(ctx context.Context, w *core.Workload, t *core.Trace
 		return nil, nil
 	}
 	// Re-place only for a real gain under the updated costs.
-	cost, _, _ := s.costs(n)
+	cost, _, _ := s.costs(w, n)
 	makespan := func(pl map[int32]core.DeviceID) float64 {
 		loads := map[core.DeviceID]float64{}
 		mx := 0.0
@@ -413,10 +424,7 @@ func (e *ESDG) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 		d := i * len(devs) / n
 		per[d] = append(per[d], i)
 	}
-	gc := e.groups
-	if len(gc) != n {
-		gc = nil
-	}
+	gc := groupsOf(w, e.groups, n)
 	return emit("esdg", w, devs, per, gc, false)
 }
 

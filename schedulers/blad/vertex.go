@@ -93,10 +93,7 @@ func (v *VertexPartition) Schedule(ctx context.Context, w *core.Workload) (*core
 		}
 	}
 	n := len(w.Batch)
-	gc := v.groups
-	if len(gc) != n {
-		gc = nil
-	}
+	gc := groupsOf(w, v.groups, n)
 	p := &core.Plan{Scheduler: "vertexpart", Home: devs[0], Metrics: map[string]float64{"parts": float64(parts), "groups": float64(n)}}
 	total := 0.0
 	for i := 0; i < n; i++ {

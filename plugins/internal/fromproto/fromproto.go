@@ -58,6 +58,20 @@ func Workload(m *pb.Workload) (*core.Workload, error) {
 			return nil, err
 		}
 	}
+	for i, g := range m.GetGroups() {
+		key, err := toInt("group key", g.GetKey())
+		if err != nil {
+			return nil, err
+		}
+		samples, err := toInt("group samples", g.GetSamples())
+		if err != nil {
+			return nil, err
+		}
+		if samples < 0 || math.IsNaN(g.GetGraph()) || math.IsNaN(g.GetDense()) || g.GetGraph() < 0 || g.GetDense() < 0 {
+			return nil, fmt.Errorf("fromproto: group %d has negative or NaN work or samples", i)
+		}
+		w.Groups = append(w.Groups, core.GroupInfo{Key: key, Graph: g.GetGraph(), Dense: g.GetDense(), Samples: samples})
+	}
 	return w, nil
 }
 

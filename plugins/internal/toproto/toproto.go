@@ -39,6 +39,9 @@ func Workload(w *core.Workload) *pb.Workload {
 	for i, d := range w.Devices {
 		out.Devices[i] = DeviceInfo(d)
 	}
+	for _, g := range w.Groups {
+		out.Groups = append(out.Groups, &pb.GroupInfo{Key: int64(g.Key), Graph: g.Graph, Dense: g.Dense, Samples: int64(g.Samples)})
+	}
 	return out
 }
 

@@ -488,9 +488,12 @@ type Workload struct {
 	Dims       *Dims                  `protobuf:"bytes,4,opt,name=dims,proto3" json:"dims,omitempty"`
 	FeatureDim int64                  `protobuf:"varint,5,opt,name=feature_dim,json=featureDim,proto3" json:"feature_dim,omitempty"`
 	// The target nodes of one iteration.
-	Batch         []int32       `protobuf:"varint,6,rep,packed,name=batch,proto3" json:"batch,omitempty"`
-	Devices       []*DeviceInfo `protobuf:"bytes,7,rep,name=devices,proto3" json:"devices,omitempty"`
-	Seed          uint64        `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
+	Batch   []int32       `protobuf:"varint,6,rep,packed,name=batch,proto3" json:"batch,omitempty"`
+	Devices []*DeviceInfo `protobuf:"bytes,7,rep,name=devices,proto3" json:"devices,omitempty"`
+	Seed    uint64        `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
+	// Per batch entry when the batch lists groups (dynamic training):
+	// core.GroupInfo.
+	Groups        []*GroupInfo `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -581,6 +584,83 @@ func (x *Workload) GetSeed() uint64 {
 	return 0
 }
 
+func (x *Workload) GetGroups() []*GroupInfo {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// GroupInfo is core.GroupInfo: a group's key, estimated graph and dense
+// work, and sample count.
+type GroupInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           int64                  `protobuf:"varint,1,opt,name=key,proto3" json:"key,omitempty"`
+	Graph         float64                `protobuf:"fixed64,2,opt,name=graph,proto3" json:"graph,omitempty"`
+	Dense         float64                `protobuf:"fixed64,3,opt,name=dense,proto3" json:"dense,omitempty"`
+	Samples       int64                  `protobuf:"varint,4,opt,name=samples,proto3" json:"samples,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GroupInfo) Reset() {
+	*x = GroupInfo{}
+	mi := &file_scheduler_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GroupInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GroupInfo) ProtoMessage() {}
+
+func (x *GroupInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
+func (*GroupInfo) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *GroupInfo) GetKey() int64 {
+	if x != nil {
+		return x.Key
+	}
+	return 0
+}
+
+func (x *GroupInfo) GetGraph() float64 {
+	if x != nil {
+		return x.Graph
+	}
+	return 0
+}
+
+func (x *GroupInfo) GetDense() float64 {
+	if x != nil {
+		return x.Dense
+	}
+	return 0
+}
+
+func (x *GroupInfo) GetSamples() int64 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
 type Dims struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Nodes         int64                  `protobuf:"varint,1,opt,name=nodes,proto3" json:"nodes,omitempty"`
@@ -591,7 +671,7 @@ type Dims struct {
 
 func (x *Dims) Reset() {
 	*x = Dims{}
-	mi := &file_scheduler_proto_msgTypes[8]
+	mi := &file_scheduler_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -603,7 +683,7 @@ func (x *Dims) String() string {
 func (*Dims) ProtoMessage() {}
 
 func (x *Dims) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[8]
+	mi := &file_scheduler_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -616,7 +696,7 @@ func (x *Dims) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dims.ProtoReflect.Descriptor instead.
 func (*Dims) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{8}
+	return file_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Dims) GetNodes() int64 {
@@ -646,7 +726,7 @@ type OpInfo struct {
 
 func (x *OpInfo) Reset() {
 	*x = OpInfo{}
-	mi := &file_scheduler_proto_msgTypes[9]
+	mi := &file_scheduler_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -658,7 +738,7 @@ func (x *OpInfo) String() string {
 func (*OpInfo) ProtoMessage() {}
 
 func (x *OpInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[9]
+	mi := &file_scheduler_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -671,7 +751,7 @@ func (x *OpInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpInfo.ProtoReflect.Descriptor instead.
 func (*OpInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{9}
+	return file_scheduler_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *OpInfo) GetIndex() int64 {
@@ -721,7 +801,7 @@ type Cost struct {
 
 func (x *Cost) Reset() {
 	*x = Cost{}
-	mi := &file_scheduler_proto_msgTypes[10]
+	mi := &file_scheduler_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -733,7 +813,7 @@ func (x *Cost) String() string {
 func (*Cost) ProtoMessage() {}
 
 func (x *Cost) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[10]
+	mi := &file_scheduler_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -746,7 +826,7 @@ func (x *Cost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cost.ProtoReflect.Descriptor instead.
 func (*Cost) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Cost) GetFlops() int64 {
@@ -795,7 +875,7 @@ type DeviceInfo struct {
 
 func (x *DeviceInfo) Reset() {
 	*x = DeviceInfo{}
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +887,7 @@ func (x *DeviceInfo) String() string {
 func (*DeviceInfo) ProtoMessage() {}
 
 func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +900,7 @@ func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceInfo.ProtoReflect.Descriptor instead.
 func (*DeviceInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *DeviceInfo) GetId() string {
@@ -912,7 +992,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1004,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1017,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Plan) GetScheduler() string {
@@ -1001,7 +1081,7 @@ type Reuse struct {
 
 func (x *Reuse) Reset() {
 	*x = Reuse{}
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1013,7 +1093,7 @@ func (x *Reuse) String() string {
 func (*Reuse) ProtoMessage() {}
 
 func (x *Reuse) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1026,7 +1106,7 @@ func (x *Reuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reuse.ProtoReflect.Descriptor instead.
 func (*Reuse) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Reuse) GetBoundary() string {
@@ -1060,7 +1140,7 @@ type NodeList struct {
 
 func (x *NodeList) Reset() {
 	*x = NodeList{}
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1072,7 +1152,7 @@ func (x *NodeList) String() string {
 func (*NodeList) ProtoMessage() {}
 
 func (x *NodeList) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1085,7 +1165,7 @@ func (x *NodeList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeList.ProtoReflect.Descriptor instead.
 func (*NodeList) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *NodeList) GetNodes() []int32 {
@@ -1108,7 +1188,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1200,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1213,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Unit) GetId() int64 {
@@ -1185,7 +1265,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1197,7 +1277,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1210,7 +1290,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Task) GetId() int64 {
@@ -1296,7 +1376,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1388,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1401,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Trace) GetEvents() []*TraceEvent {
@@ -1368,7 +1448,7 @@ type TraceEvent struct {
 
 func (x *TraceEvent) Reset() {
 	*x = TraceEvent{}
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1380,7 +1460,7 @@ func (x *TraceEvent) String() string {
 func (*TraceEvent) ProtoMessage() {}
 
 func (x *TraceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1393,7 +1473,7 @@ func (x *TraceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEvent.ProtoReflect.Descriptor instead.
 func (*TraceEvent) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TraceEvent) GetName() string {
@@ -1468,7 +1548,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1560,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1573,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ErrorDetail) GetSentinel() string {
@@ -1524,7 +1604,7 @@ type OutOfMemory struct {
 
 func (x *OutOfMemory) Reset() {
 	*x = OutOfMemory{}
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1536,7 +1616,7 @@ func (x *OutOfMemory) String() string {
 func (*OutOfMemory) ProtoMessage() {}
 
 func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1549,7 +1629,7 @@ func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutOfMemory.ProtoReflect.Descriptor instead.
 func (*OutOfMemory) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *OutOfMemory) GetDevice() string {
@@ -1615,7 +1695,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\bworkload\x18\x01 \x01(\v2\x1d.gnnkit.scheduler.v1.WorkloadR\bworkload\x120\n" +
 	"\x05trace\x18\x02 \x01(\v2\x1a.gnnkit.scheduler.v1.TraceR\x05trace\"@\n" +
 	"\x0fObserveResponse\x12-\n" +
-	"\x04plan\x18\x01 \x01(\v2\x19.gnnkit.scheduler.v1.PlanR\x04plan\"\xa5\x02\n" +
+	"\x04plan\x18\x01 \x01(\v2\x19.gnnkit.scheduler.v1.PlanR\x04plan\"\xdd\x02\n" +
 	"\bWorkload\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12-\n" +
 	"\x03ops\x18\x02 \x03(\v2\x1b.gnnkit.scheduler.v1.OpInfoR\x03ops\x12\x1f\n" +
@@ -1626,7 +1706,13 @@ const file_scheduler_proto_rawDesc = "" +
 	"featureDim\x12\x14\n" +
 	"\x05batch\x18\x06 \x03(\x05R\x05batch\x129\n" +
 	"\adevices\x18\a \x03(\v2\x1f.gnnkit.scheduler.v1.DeviceInfoR\adevices\x12\x12\n" +
-	"\x04seed\x18\b \x01(\x04R\x04seed\"2\n" +
+	"\x04seed\x18\b \x01(\x04R\x04seed\x126\n" +
+	"\x06groups\x18\t \x03(\v2\x1e.gnnkit.scheduler.v1.GroupInfoR\x06groups\"c\n" +
+	"\tGroupInfo\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
+	"\x05graph\x18\x02 \x01(\x01R\x05graph\x12\x14\n" +
+	"\x05dense\x18\x03 \x01(\x01R\x05dense\x12\x18\n" +
+	"\asamples\x18\x04 \x01(\x03R\asamples\"2\n" +
 	"\x04Dims\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x03R\x05nodes\x12\x14\n" +
 	"\x05edges\x18\x02 \x01(\x03R\x05edges\"\xa6\x01\n" +
@@ -1753,7 +1839,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 24)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -1765,56 +1851,58 @@ var file_scheduler_proto_goTypes = []any{
 	(*ObserveRequest)(nil),   // 7: gnnkit.scheduler.v1.ObserveRequest
 	(*ObserveResponse)(nil),  // 8: gnnkit.scheduler.v1.ObserveResponse
 	(*Workload)(nil),         // 9: gnnkit.scheduler.v1.Workload
-	(*Dims)(nil),             // 10: gnnkit.scheduler.v1.Dims
-	(*OpInfo)(nil),           // 11: gnnkit.scheduler.v1.OpInfo
-	(*Cost)(nil),             // 12: gnnkit.scheduler.v1.Cost
-	(*DeviceInfo)(nil),       // 13: gnnkit.scheduler.v1.DeviceInfo
-	(*Plan)(nil),             // 14: gnnkit.scheduler.v1.Plan
-	(*Reuse)(nil),            // 15: gnnkit.scheduler.v1.Reuse
-	(*NodeList)(nil),         // 16: gnnkit.scheduler.v1.NodeList
-	(*Unit)(nil),             // 17: gnnkit.scheduler.v1.Unit
-	(*Task)(nil),             // 18: gnnkit.scheduler.v1.Task
-	(*Trace)(nil),            // 19: gnnkit.scheduler.v1.Trace
-	(*TraceEvent)(nil),       // 20: gnnkit.scheduler.v1.TraceEvent
-	(*ErrorDetail)(nil),      // 21: gnnkit.scheduler.v1.ErrorDetail
-	(*OutOfMemory)(nil),      // 22: gnnkit.scheduler.v1.OutOfMemory
-	nil,                      // 23: gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	nil,                      // 24: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 25: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	(*GroupInfo)(nil),        // 10: gnnkit.scheduler.v1.GroupInfo
+	(*Dims)(nil),             // 11: gnnkit.scheduler.v1.Dims
+	(*OpInfo)(nil),           // 12: gnnkit.scheduler.v1.OpInfo
+	(*Cost)(nil),             // 13: gnnkit.scheduler.v1.Cost
+	(*DeviceInfo)(nil),       // 14: gnnkit.scheduler.v1.DeviceInfo
+	(*Plan)(nil),             // 15: gnnkit.scheduler.v1.Plan
+	(*Reuse)(nil),            // 16: gnnkit.scheduler.v1.Reuse
+	(*NodeList)(nil),         // 17: gnnkit.scheduler.v1.NodeList
+	(*Unit)(nil),             // 18: gnnkit.scheduler.v1.Unit
+	(*Task)(nil),             // 19: gnnkit.scheduler.v1.Task
+	(*Trace)(nil),            // 20: gnnkit.scheduler.v1.Trace
+	(*TraceEvent)(nil),       // 21: gnnkit.scheduler.v1.TraceEvent
+	(*ErrorDetail)(nil),      // 22: gnnkit.scheduler.v1.ErrorDetail
+	(*OutOfMemory)(nil),      // 23: gnnkit.scheduler.v1.OutOfMemory
+	nil,                      // 24: gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	nil,                      // 25: gnnkit.scheduler.v1.Plan.MetricsEntry
+	nil,                      // 26: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
 	9,  // 1: gnnkit.scheduler.v1.ScheduleRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	14, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	15, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	9,  // 3: gnnkit.scheduler.v1.ObserveRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	19, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
-	14, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
-	11, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
-	10, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
-	13, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
-	0,  // 9: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
-	12, // 10: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
-	17, // 11: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
-	18, // 12: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
-	23, // 13: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	24, // 14: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
-	15, // 15: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
-	16, // 16: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
-	1,  // 17: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	20, // 18: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	25, // 19: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	22, // 20: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 21: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 22: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 23: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 24: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 25: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 26: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	24, // [24:27] is the sub-list for method output_type
-	21, // [21:24] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	20, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
+	15, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	12, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
+	11, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
+	14, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
+	10, // 9: gnnkit.scheduler.v1.Workload.groups:type_name -> gnnkit.scheduler.v1.GroupInfo
+	0,  // 10: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
+	13, // 11: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
+	18, // 12: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
+	19, // 13: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
+	24, // 14: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	25, // 15: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
+	16, // 16: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
+	17, // 17: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 18: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	21, // 19: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	26, // 20: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	23, // 21: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 22: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 23: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 24: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 25: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 26: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 27: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	25, // [25:28] is the sub-list for method output_type
+	22, // [22:25] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -1828,7 +1916,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   24,
+			NumMessages:   25,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
