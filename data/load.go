@@ -8,6 +8,7 @@ import (
 	"hash"
 	"io"
 	"io/fs"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
@@ -329,7 +330,9 @@ func (ld *loader) checkClassCounts(d *Dataset) error {
 	}
 	counts := classCounts(d.Labels, d.NumClasses)
 	file := ld.show(ld.m.labels)
-	for key, want := range ld.m.ClassCounts {
+	// Sorted keys: the first mismatch reported is the same on every run.
+	for _, key := range slices.Sorted(maps.Keys(ld.m.ClassCounts)) {
+		want := ld.m.ClassCounts[key]
 		c, err := strconv.Atoi(key)
 		if err != nil || c < 0 || c >= d.NumClasses {
 			return mismatch(ld.show("meta.json"), "class_counts key %q is not a class in [0,%d)", key, d.NumClasses)
