@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -225,7 +227,8 @@ func parseMeta(r io.Reader, file string) (*meta, error) {
 			return nil, bad("file name %q leaves the dataset folder", name)
 		}
 	}
-	for name, f := range m.Files {
+	for _, name := range slices.Sorted(maps.Keys(m.Files)) { // the same entry first on every run
+		f := m.Files[name]
 		if f.Bytes != nil && *f.Bytes < 0 {
 			return nil, bad("files[%q].bytes = %d", name, *f.Bytes)
 		}
