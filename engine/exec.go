@@ -108,6 +108,16 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for _, p := range t.model.Params {
 		isParam[p.Name] = true
 	}
+	// The batch inputs (features, edge weights) each device's ops read:
+	// only those stay resident there.
+	isInput := map[string]bool{}
+	for _, v := range t.model.Inputs {
+		isInput[v] = true
+	}
+	for _, gs := range t.model.Graphs {
+		isInput[gs.Name+".w"] = true
+	}
+	reads := map[core.DeviceID]map[string]bool{}
 	for _, task := range plan.Tasks {
 		if task.Kind != core.TaskForward {
 			continue
@@ -115,10 +125,16 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		if used[task.Device] == nil {
 			used[task.Device] = map[string]bool{}
 		}
+		if reads[task.Device] == nil {
+			reads[task.Device] = map[string]bool{}
+		}
 		for _, o := range task.OpIndices() {
 			for _, v := range t.model.Ops[o].Inputs() {
 				if isParam[v] {
 					used[task.Device][v] = true
+				}
+				if isInput[v] {
+					reads[task.Device][v] = true
 				}
 			}
 		}
@@ -133,7 +149,11 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		if err != nil {
 			return nil, err
 		}
+		r.setWant(reads[id])
 		if id != t.home {
+			if err := t.placeParams(r, used[id]); err != nil {
+				return nil, err
+			}
 			n, err := t.refresh(r, used[id])
 			if err != nil {
 				return nil, fmt.Errorf("engine: refreshing parameters on %s: %w", id, err)

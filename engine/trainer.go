@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -113,6 +114,28 @@ type replica struct {
 	// graph: its features (sampled batches) and edge weights.
 	batch  *Batch
 	inputs map[string]*core.Tensor
+	// want names the inputs the plan's ops on this device read (nil:
+	// all); wantKey is it as a string, for the inputs cache.
+	want    map[string]bool
+	wantKey string
+}
+
+// setWant records the inputs (features, edge weights) the current plan's
+// ops on r read; batch inputs are kept resident for those only.
+func (r *replica) setWant(names map[string]bool) {
+	keys := make([]string, 0, len(names))
+	for k := range names {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	key := strings.Join(keys, ",")
+	if names == nil {
+		key = "*"
+	}
+	if key != r.wantKey {
+		r.releaseInputs()
+	}
+	r.want, r.wantKey = names, key
 }
 
 // New prepares a trainer: graphs per the model's specs, parameters
@@ -183,8 +206,11 @@ func (t *Trainer) Model() *core.Model { return t.model }
 // Step is the number of optimizer steps taken.
 func (t *Trainer) Step() int { return t.step }
 
-// replicaOn returns dev's replica, creating it (and uploading the data and
-// the current parameters) on first use.
+// replicaOn returns dev's replica, creating it on first use. The first
+// replica is the home: it holds every parameter, its gradient accumulator
+// and the optimizer state. Other replicas hold only the parameters their
+// plan's ops read (placeParams), so a pipeline stage keeps its own
+// layers, not the whole model.
 func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 	if r := t.reps[id]; r != nil {
 		return r, nil
@@ -197,6 +223,10 @@ func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 	fail := func(what string, err error) (*replica, error) {
 		r.free()
 		return nil, fmt.Errorf("engine: %s on %s: %w", what, id, err)
+	}
+	if len(t.reps) > 0 {
+		t.reps[id] = r // parameters arrive with placeParams and refresh
+		return r, nil
 	}
 	for _, p := range t.model.Params {
 		pt, err := dev.Alloc(p.Shape...)
@@ -274,6 +304,7 @@ func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, er
 	if r.batch == b {
 		return r.inputs, nil
 	}
+	wants := func(name string) bool { return r.want == nil || r.want[name] }
 	for k, x := range r.inputs {
 		if x != r.x {
 			r.dev.Free(x)
@@ -281,13 +312,15 @@ func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, er
 		delete(r.inputs, k)
 	}
 	r.batch = nil
-	if b.Nodes == nil {
+	switch {
+	case !wants("x"):
+	case b.Nodes == nil:
 		x, err := t.features(r)
 		if err != nil {
 			return nil, err
 		}
 		r.inputs["x"] = x
-	} else {
+	default:
 		x, err := t.gatherFeatures(r.dev, nil, b, nil)
 		if err != nil {
 			return nil, err
@@ -295,6 +328,9 @@ func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, er
 		r.inputs["x"] = x
 	}
 	for name, w := range b.weights {
+		if !wants(name + ".w") {
+			continue
+		}
 		wt, err := r.dev.Alloc(len(w), 1)
 		if err != nil {
 			return nil, fmt.Errorf("engine: placing the edge weights of graph %s on %s: %w", name, r.dev.ID(), err)
@@ -453,6 +489,41 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 	return env, nil
 }
 
+// placeParams makes a non-home replica hold exactly the parameters in
+// names (with zeroed gradient accumulators): new ones are allocated and
+// left stale, for refresh to fill; ones no longer read are freed. Their
+// gradients were reduced into home by the previous iteration.
+func (t *Trainer) placeParams(r *replica, names map[string]bool) error {
+	r.gradMu.Lock()
+	defer r.gradMu.Unlock()
+	for name, pt := range r.params {
+		if !names[name] {
+			r.dev.Free(pt)
+			r.dev.Free(r.grads[name])
+			delete(r.params, name)
+			delete(r.grads, name)
+			delete(r.ver, name)
+		}
+	}
+	for _, p := range t.model.Params {
+		if !names[p.Name] || r.params[p.Name] != nil {
+			continue
+		}
+		pt, err := r.dev.Alloc(p.Shape...)
+		if err != nil {
+			return fmt.Errorf("engine: placing parameter %s on %s: %w", p.Name, r.dev.ID(), err)
+		}
+		gt, err := r.dev.Alloc(p.Shape...)
+		if err != nil {
+			r.dev.Free(pt)
+			return fmt.Errorf("engine: placing the gradient of %s on %s: %w", p.Name, r.dev.ID(), err)
+		}
+		r.params[p.Name], r.grads[p.Name] = pt, gt
+		delete(r.ver, p.Name)
+	}
+	return nil
+}
+
 // copyParamsBytes copies the parameters of src into dst (through the
 // host), only those in names when names is not nil, and returns the bytes
 // moved. dst then holds the current step's values of them.
@@ -462,7 +533,7 @@ func (t *Trainer) copyParamsBytes(src, dst *replica, names map[string]bool) (int
 		dst.ver = map[string]int{}
 	}
 	for _, p := range t.model.Params {
-		if names != nil && !names[p.Name] {
+		if (names != nil && !names[p.Name]) || dst.params[p.Name] == nil {
 			continue
 		}
 		dst.ver[p.Name] = t.step

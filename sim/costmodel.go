@@ -245,14 +245,18 @@ func (cm *CostModel) UsedBytes(ops []int) int64 {
 	return n
 }
 
-// Resident is the memory a device holds for the whole iteration:
-// parameters and gradient accumulators of the whole model on every
-// device (the executor keeps a full replica on each), the optimizer state
-// on home, and the batch inputs where whole-graph units run.
-func (cm *CostModel) Resident(home, wholeUnits bool) int64 {
-	r := 2 * cm.paramBytes
+// Resident is the memory a device holds for the whole iteration: on home
+// the parameters and gradient accumulators of the whole model and the
+// optimizer state; elsewhere the parameters (and accumulators) of used
+// bytes, those its ops read (the executor places only those there); and
+// the batch inputs where whole-graph units run.
+func (cm *CostModel) Resident(home, wholeUnits bool, used int64) int64 {
+	if cm.paramBytes > 0 {
+		used = min(used, cm.paramBytes) // shared parameters counted twice
+	}
+	r := 2 * used
 	if home {
-		r += cm.optBytes
+		r = 2*cm.paramBytes + cm.optBytes
 	}
 	if wholeUnits {
 		r += cm.residentIn

@@ -81,8 +81,11 @@ func TestCostModelPricesLikeSimulate(t *testing.T) {
 	if again.Iteration != res.Iteration {
 		t.Errorf("SimulateModel: %v, Simulate: %v", again.Iteration, res.Iteration)
 	}
-	if r := cm.Resident(true, false); r != 2*cm.ParamBytes()+2*cm.ParamBytes() {
+	if r := cm.Resident(true, false, 0); r != 2*cm.ParamBytes()+2*cm.ParamBytes() {
 		t.Errorf("home resident %d, want parameters, gradients and Adam's two moments", r)
+	}
+	if u := cm.ParamBytes() / 2; cm.Resident(false, false, u) != 2*u {
+		t.Errorf("resident off home with %d parameter bytes read: %d, want its parameters and gradients (%d)", u, cm.Resident(false, false, u), 2*u)
 	}
 }
 

@@ -565,8 +565,9 @@ func (s *sim) run() (*Result, error) {
 	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
 	s.present, s.inflight = map[[3]int]bool{}, map[*StageStat]int{}
 	s.mem, s.peak = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
-	// Resident memory: parameters and gradient accumulators on every
-	// device, optimizer state on home, batch inputs where whole-graph
+	// Resident memory: on home every parameter, its gradient accumulator
+	// and the optimizer state; elsewhere the parameters (and
+	// accumulators) the device's ops read; batch inputs where whole-graph
 	// units run.
 	wholeOn := map[core.DeviceID]bool{}
 	for k := range s.units {
@@ -574,8 +575,21 @@ func (s *sim) run() (*Result, error) {
 			wholeOn[k.d] = true
 		}
 	}
+	opsOn := map[core.DeviceID][]int{}
+	for _, t := range s.p.Tasks {
+		if t.Kind == core.TaskForward {
+			opsOn[t.Device] = append(opsOn[t.Device], t.OpIndices()...)
+		}
+	}
 	for _, d := range s.devs {
-		r := s.cm.Resident(d == s.p.Home, wholeOn[d])
+		seen, ops := map[int]bool{}, []int(nil)
+		for _, o := range opsOn[d] {
+			if !seen[o] {
+				seen[o] = true
+				ops = append(ops, o)
+			}
+		}
+		r := s.cm.Resident(d == s.p.Home, wholeOn[d], s.cm.UsedBytes(ops))
 		s.res.Resident[d] = r
 		s.alloc(d, r)
 	}

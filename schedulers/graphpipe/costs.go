@@ -103,7 +103,10 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int) 
 			c.maxCons[o] = max(c.maxCons[o], s)
 		}
 	}
-	c.resHome, c.resOther = float64(cm.Resident(true, false)), float64(cm.Resident(false, false))
+	// Off home a device holds only its stage's parameters; the DP prices
+	// every stage at the whole model's, an upper bound that keeps its
+	// memory check safe without tracking which stage reads what.
+	c.resHome, c.resOther = float64(cm.Resident(true, false, cm.ParamBytes())), float64(cm.Resident(false, false, cm.ParamBytes()))
 	cl := cm.Cluster()
 	c.sync = cl.SyncTransfers
 	c.hostScale = 1

@@ -1,0 +1,95 @@
+package engine_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/engine"
+)
+
+// TestStageHoldsOwnParams: in a two-stage pipeline the second device
+// holds only its stage's parameters (and gradients) and the inputs its
+// ops read, not a full replica, and training still matches the
+// one-device loss.
+func TestStageHoldsOwnParams(t *testing.T) {
+	for _, model := range []string{"gcn", "sage"} {
+		t.Run(model, func(t *testing.T) {
+			tr, devs, _ := setup(t, model, 0)
+			b := tr.FullBatch(batch(60))
+			w, err := tr.Workload(b, infos(devs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := schedtest.Stages{K: 2, Assign: schedtest.Halves}.Schedule(context.Background(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.Validate(w); err != nil {
+				t.Fatal(err)
+			}
+			var last float64
+			for range 3 {
+				res, err := tr.Run(context.Background(), p, b, engine.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				last = res.Loss
+			}
+			// The second device's share: parameters + gradients of what its ops read.
+			m := tr.Model()
+			stage2 := map[string]bool{}
+			for _, task := range p.Tasks {
+				if task.Kind == core.TaskForward && task.Device == devs[1].ID() {
+					for _, o := range task.OpIndices() {
+						for _, v := range m.Ops[o].Inputs() {
+							for _, ps := range m.Params {
+								if ps.Name == v {
+									stage2[v] = true
+								}
+							}
+						}
+					}
+				}
+			}
+			var want int64
+			for _, ps := range m.Params {
+				if stage2[ps.Name] {
+					want += 2 * 4 * int64(core.NumElems(ps.Shape))
+				}
+			}
+			if len(stage2) == 0 || len(stage2) == len(m.Params) {
+				t.Fatalf("stage 2 reads %d of %d parameters: not a split the test can use", len(stage2), len(m.Params))
+			}
+			// ... and the edge weights its aggregation reads, not the features.
+			want += 4 * w.Dims.Edges
+			if got := devs[1].Mem().Stats().Used; got != want {
+				t.Errorf("%s holds %d bytes between iterations, want %d (its stage's parameters, gradients and edge weights)", devs[1].ID(), got, want)
+			}
+
+			// The same three steps on one device give the same loss.
+			one, _, _ := setup(t, model, 0)
+			b1 := one.FullBatch(batch(60))
+			w1, err := one.Workload(b1, infos(devs[:1]))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p1, err := schedtest.Split{K: 2}.Schedule(context.Background(), w1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ref float64
+			for range 3 {
+				res, err := one.Run(context.Background(), p1, b1, engine.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ref = res.Loss
+			}
+			if d := (last - ref) / ref; d > 1e-5 || d < -1e-5 {
+				t.Errorf("loss after 3 steps %.9g, one device %.9g", last, ref)
+			}
+		})
+	}
+}
