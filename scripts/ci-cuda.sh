@@ -45,7 +45,21 @@ enable_nonfree() {
   fi
 }
 
+# need_cc installs a C compiler for cgo when there is none (as root with apt).
+need_cc() {
+  if command -v gcc >/dev/null 2>&1 || command -v cc >/dev/null 2>&1; then
+    return 0
+  fi
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+    echo "ci-cuda: installing gcc for the cgo (cuda-tagged) build"
+    DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends gcc libc6-dev >/tmp/ci-cuda-cc.log 2>&1 ||
+      { apt-get -o DPkg::Lock::Timeout=900 update -qq && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=900 install -y -qq --no-install-recommends gcc libc6-dev >>/tmp/ci-cuda-cc.log 2>&1; } ||
+      banner "could not install gcc; the cuda-tagged build will be SKIPPED"
+  fi
+}
+
 deps() {
+  need_cc
   if have_cuda && [ -z "${CI_CUDA_FORCE_INSTALL:-}" ]; then
     echo "ci-cuda: CUDA headers and libcuda.so present"
     return 0
