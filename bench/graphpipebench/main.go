@@ -10,6 +10,13 @@
 //	go run ./bench/graphpipebench                 # simulated pcie-a100 + measured cpu
 //	go run ./bench/graphpipebench -preset nvlink-h100 -measure=false
 //	go run ./bench/graphpipebench -m 8 -devices 4,8 -simulate 4
+//	go run ./bench/graphpipebench -capfrac 0    # the fixed-m table only
+//
+// Two simulated tables: every scheduler at the same fixed m (-m), on
+// the preset's devices; and memory-capped, where every scheduler searches
+// m (graphpipe.Scheduler with MicroBatches 0) and each device's memory
+// is the model's training state / -capfrac (default 0.75: the state
+// fills three quarters of a device, e.g. 30 GB of a 40 GB A100).
 package main
 
 import (
@@ -37,13 +44,21 @@ type model struct {
 	cfg      core.ModelConfig
 }
 
+type summary struct {
+	name          string
+	devices       int
+	vs1f1b, vsAll float64
+	ms            [3]int // micro-batches graphpipe, 1f1b and gpipe chose (0: no plan)
+}
+
 func main() {
 	preset := flag.String("preset", "pcie-a100", "simulated cluster preset")
-	m := flag.Int("m", 16, "micro-batches per iteration")
+	m := flag.Int("m", 16, "micro-batches per iteration (the fixed-m table)")
 	samples := flag.Int("samples", 8192, "samples (rows) per iteration")
 	measure := flag.Bool("measure", true, "also measure on 2 real logical CPU devices")
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
+	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory (0: no capped table)")
 	flag.Parse()
 	var devices []int
 	for _, f := range strings.Split(*devList, ",") {
@@ -53,55 +68,85 @@ func main() {
 		}
 		devices = append(devices, n)
 	}
+	if *capFrac < 0 || *capFrac > 1 {
+		check(fmt.Errorf("-capfrac %v: want a fraction in (0, 1], or 0 for no capped table", *capFrac))
+	}
 	models := []model{
 		{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
 		{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
 		{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
 	}
 	fmt.Printf("simulated: preset %s, %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", *preset, *samples, *m, time.Now().UTC().Format(time.DateOnly))
-	fmt.Println("| model | devices | scheduler | order | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
-	type summary struct {
-		name          string
-		devices       int
-		vs1f1b, vsAll float64
+	sums := table(models, devices, *preset, *samples, *m, *simulate, 0)
+	printSummary("GraphPipe's throughput over the chain baselines (simulated, fixed m):", sums, false)
+	if *capFrac > 0 {
+		fmt.Printf("\nsimulated, memory-capped: preset %s, %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state, what the home device holds) / %.2f; %s\n\n",
+			*preset, *samples, *capFrac, time.Now().UTC().Format(time.DateOnly))
+		sums = table(models, devices, *preset, *samples, 0, *simulate, *capFrac)
+		printSummary("GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", sums, true)
 	}
+	if *measure {
+		measured(*m)
+	}
+}
+
+// table simulates every model on every device count under the three
+// schedulers with m micro-batches (0: each scheduler searches m) and
+// prints one row per plan. capFrac > 0 caps every device's memory at the
+// model's training state (what home holds) / capFrac.
+func table(models []model, devices []int, preset string, samples, m, simulate int, capFrac float64) []summary {
+	fmt.Println("| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var sums []summary
 	for _, md := range models {
 		mod, err := core.BuildModel(md.name, md.cfg)
 		check(err)
-		g, _ := core.Undirected(*samples, nil, nil)
-		batch := make([]int32, *samples)
+		g, _ := core.Undirected(samples, nil, nil)
+		batch := make([]int32, samples)
 		for i := range batch {
 			batch[i] = int32(i)
 		}
 		for _, n := range devices {
-			cl, err := sim.Preset(*preset, n)
+			cl, err := sim.Preset(preset, n)
 			check(err)
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
 			check(err)
+			capStr := "device's"
+			if capFrac > 0 {
+				cm, err := sim.NewCostModel(w, prof, cl)
+				check(err)
+				limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / capFrac)
+				for i := range cl.Devices {
+					cl.Devices[i].MemBytes = limit
+				}
+				w = core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
+				capStr = core.FormatBytes(limit)
+			}
 			// Every scheduler plans with the cluster and profile the
 			// simulator then replays its plan on: one cost model.
 			scheds := []*graphpipe.Scheduler{
-				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: *m, Cluster: cl, Profile: prof, Simulate: *simulate},
-				{Kind: graphpipe.OneFOneB, MicroBatches: *m, Cluster: cl, Profile: prof, Simulate: *simulate},
-				{Kind: graphpipe.GPipe, MicroBatches: *m, Cluster: cl, Profile: prof, Simulate: *simulate},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
+				{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
+				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
 			}
 			type row struct {
 				name          string
 				order         string
-				used          int
+				m, used       int
 				stages, depth float64
 				pred          float64
 				iter          time.Duration
 				peak          int64
+				over          bool
+				err           error // no plan
 			}
 			var rows []row
-			for _, s := range scheds {
+			var chosen [3]int
+			for i, s := range scheds {
 				p, err := s.Schedule(context.Background(), w)
 				if err != nil {
-					fmt.Printf("| %s-%d | %d | %s | - | - | - | - | - | - | - | - | %v |\n", md.name, md.branches, n, s.Name(), err)
+					rows = append(rows, row{name: s.Name(), err: err})
 					continue
 				}
 				check(p.Validate(w))
@@ -115,10 +160,14 @@ func main() {
 				if p.Metrics["gpipe_order"] == 1 || p.Metrics["fallback_gpipe"] == 1 || s.Kind == graphpipe.GPipe {
 					order = "gpipe"
 				}
-				rows = append(rows, row{s.Name(), order, len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak})
+				chosen[i] = int(p.Metrics["micro_batches"])
+				rows = append(rows, row{s.Name(), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, len(res.OverCap) > 0, nil})
 			}
 			var chain1, bestChain time.Duration
 			for _, r := range rows {
+				if r.err != nil {
+					continue
+				}
 				if r.name == "1f1b" {
 					chain1 = r.iter
 				}
@@ -126,24 +175,68 @@ func main() {
 					bestChain = r.iter
 				}
 			}
+			ratio := func(base, x time.Duration) string {
+				if base == 0 {
+					return "-"
+				}
+				return fmt.Sprintf("%.2fx", float64(base)/float64(x))
+			}
 			for _, r := range rows {
-				fmt.Printf("| %s-%d | %d | %s | %s | %d | %.0f | %.0f | %.2f | %.2f | %.2fx | %.2fx | %s |\n", md.name, md.branches, n, r.name, r.order, r.used, r.stages, r.depth,
-					r.pred, float64(r.iter)/1e6, float64(chain1)/float64(r.iter), float64(bestChain)/float64(r.iter), core.FormatBytes(r.peak))
+				if r.err != nil {
+					fmt.Printf("| %s-%d | %d | %s | %s | - | - | - | - | - | - | - | - | - | %v |\n", md.name, md.branches, n, capStr, r.name, r.err)
+					continue
+				}
+				peak := core.FormatBytes(r.peak)
+				if r.over {
+					peak += " (over cap)"
+				}
+				fmt.Printf("| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %.2f | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
+					r.pred, float64(r.iter)/1e6, ratio(chain1, r.iter), ratio(bestChain, r.iter), peak)
 				if r.name == "graphpipe" {
-					sums = append(sums, summary{fmt.Sprintf("%s-%d", md.name, md.branches), n, float64(chain1) / float64(r.iter), float64(bestChain) / float64(r.iter)})
+					sm := summary{name: fmt.Sprintf("%s-%d", md.name, md.branches), devices: n, ms: chosen}
+					if chain1 > 0 {
+						sm.vs1f1b = float64(chain1) / float64(r.iter)
+					}
+					if bestChain > 0 {
+						sm.vsAll = float64(bestChain) / float64(r.iter)
+					}
+					sums = append(sums, sm)
 				}
 			}
 		}
 	}
-	fmt.Println("\nGraphPipe's throughput over the chain baselines (simulated):")
+	return sums
+}
+
+func printSummary(title string, sums []summary, withM bool) {
 	fmt.Println()
-	fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) |")
-	fmt.Println("|---|---|---|---|")
-	for _, s := range sums {
-		fmt.Printf("| %s | %d | %.2fx | %.2fx |\n", s.name, s.devices, s.vs1f1b, s.vsAll)
+	fmt.Println(title)
+	fmt.Println()
+	if withM {
+		fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | m: graphpipe / 1f1b / gpipe |")
+		fmt.Println("|---|---|---|---|---|")
+	} else {
+		fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) |")
+		fmt.Println("|---|---|---|---|")
 	}
-	if *measure {
-		measured(*m)
+	r := func(x float64) string {
+		if x == 0 {
+			return "- (no chain plan fits)"
+		}
+		return fmt.Sprintf("%.2fx", x)
+	}
+	mm := func(x int) string {
+		if x == 0 {
+			return "-"
+		}
+		return strconv.Itoa(x)
+	}
+	for _, s := range sums {
+		if withM {
+			fmt.Printf("| %s | %d | %s | %s | %s / %s / %s |\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), mm(s.ms[0]), mm(s.ms[1]), mm(s.ms[2]))
+		} else {
+			fmt.Printf("| %s | %d | %s | %s |\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll))
+		}
 	}
 }
 

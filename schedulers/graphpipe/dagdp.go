@@ -690,9 +690,15 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 	return part
 }
 
-// noFit is the error for a model no partition fits.
-func noFit(w *core.Workload, c *costs, D int) error {
+// noFit is the error for a model no partition fits. The smallest memory
+// it reports is under 1F1B (the DAG DP's memory model); GPipe keeps every
+// micro-batch in flight, so it may need more.
+func noFit(w *core.Workload, c *costs, D int, kind Kind) error {
 	root, _ := Decompose(w)
-	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits is about %s (raise the devices' memory or add devices)",
-		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), core.FormatBytes(minMemory(root, c, D)))
+	under := ""
+	if kind == GPipe {
+		under = " under 1F1B (GPipe keeps every micro-batch in flight: it needs more)"
+	}
+	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
+		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(minMemory(root, c, D)))
 }

@@ -83,14 +83,19 @@ func init() {
 // and GraphPipe weighs the 1F1B chain's candidates too, so it is never
 // slower than that baseline in the simulator. The plan's metrics report
 // the estimate (predicted_iteration_ms) and the simulation
-// (simulated_iteration_ms) of the chosen candidate.
+// (simulated_iteration_ms) of the chosen candidate. Without MicroBatches
+// every scheduler also searches the micro-batch count the same way
+// (searchM) and reports the chosen count as micro_batches.
 type Scheduler struct {
 	// Graph selects GraphPipe's DAG partitioner; false is the chain
 	// (PipeDream) baseline.
 	Graph bool
 	// Kind is the micro-batch schedule.
 	Kind Kind
-	// MicroBatches per iteration (default 4).
+	// MicroBatches per iteration; 0: searched (searchM: a walk over 1,
+	// 2, 4, … up to min(samples, 64), keeping the count whose best
+	// candidates are fastest and fit every device's memory; the same
+	// search for every scheduler). Registry option: m=N or microbatches=N.
 	MicroBatches int
 	// Cluster is the machine to plan for; nil: sim.ClusterFor(the
 	// workload's devices). Its device ids must be the workload's.
@@ -107,13 +112,6 @@ type Scheduler struct {
 	// MaxReplicas caps the devices of one stage (0: no cap). Registry
 	// option: replicas=N.
 	MaxReplicas int
-}
-
-func (s *Scheduler) micro() int {
-	if s.MicroBatches == 0 {
-		return 4
-	}
-	return s.MicroBatches
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the
@@ -178,8 +176,7 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			return nil, fmt.Errorf("%s: the cluster %q has no device %s of the workload", s.Name(), cl.Name, d)
 		}
 	}
-	c := newCosts(cm, w, devs, s.micro())
-	p, err := s.search(ctx, w, cm, c, devs)
+	p, err := s.search(ctx, w, cm, devs)
 	if err != nil {
 		return nil, err
 	}

@@ -196,6 +196,59 @@ func TestPartitionSearchTime(t *testing.T) {
 	if el > 5*time.Second {
 		t.Errorf("search took %v, want <= 5s", el)
 	}
+	// The same with the micro-batch count searched (m unset).
+	start = time.Now()
+	p, err = (&graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB}).Schedule(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	el = time.Since(start)
+	t.Logf("m searched: m = %v (%v counts tried), %d stages, searched in %v", p.Metrics["micro_batches"], p.Metrics["micro_batch_counts_tried"], int(p.Metrics["stages"]), el)
+	if el > 5*time.Second {
+		t.Errorf("search with m searched took %v, want <= 5s", el)
+	}
+}
+
+// TestMicroBatchSearch: with m unset every scheduler searches the
+// micro-batch count (a power of two, at most the samples), with m set it
+// keeps it; under a memory cap the searched plan fits.
+func TestMicroBatchSearch(t *testing.T) {
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 4, Branches: 4, Layers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := core.Undirected(512, nil, nil)
+	batch := make([]int32, 512)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	w := core.NewWorkload(m, g, 256, batch, fakeDevices(4), 1)
+	for _, s := range []*graphpipe.Scheduler{
+		{Graph: true, Kind: graphpipe.OneFOneB},
+		{Kind: graphpipe.OneFOneB},
+		{Kind: graphpipe.GPipe},
+	} {
+		p, err := s.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		mb := int(p.Metrics["micro_batches"])
+		if mb < 1 || mb > 64 || mb&(mb-1) != 0 || p.Metrics["micro_batch_counts_tried"] < 2 {
+			t.Errorf("%s: searched m = %d after %v counts", s.Name(), mb, p.Metrics["micro_batch_counts_tried"])
+		}
+		if err := p.Validate(w); err != nil {
+			t.Errorf("%s: %v", s.Name(), err)
+		}
+		again, err := s.Schedule(t.Context(), w)
+		if err != nil || again.Metrics["micro_batches"] != p.Metrics["micro_batches"] || again.Metrics["stages"] != p.Metrics["stages"] {
+			t.Errorf("%s: the m search is not deterministic", s.Name())
+		}
+		s.MicroBatches = 3
+		p, err = s.Schedule(t.Context(), w)
+		if err != nil || p.Metrics["micro_batches"] != 3 || p.Metrics["micro_batch_counts_tried"] != 1 {
+			t.Errorf("%s: explicit m=3: %v, m = %v", s.Name(), err, p.Metrics["micro_batches"])
+		}
+	}
 }
 
 func TestBadInput(t *testing.T) {

@@ -19,6 +19,8 @@ type candidate struct {
 	kind Kind
 	from string // "dag", "chain", "chain as dag"
 	pred prediction
+	m    int // micro-batches per iteration
+	cap  int // the replica cap the partitioner ran at
 	plan *core.Plan
 	res  *sim.Result
 }
@@ -63,10 +65,21 @@ func signature(p Partition, kind Kind) string {
 // worse than it) and the DAG family: the DAG DP's answers at every
 // replica cap and target it tried, and the chain answers as stage DAGs
 // (a chain is a degenerate DAG).
-func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs []core.DeviceID) ([][]*candidate, error) {
+//
+// only, when not nil, restricts the replica caps to those it holds.
+func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs []core.DeviceID, only map[int]bool) ([][]*candidate, error) {
 	D := len(devs)
 	n := len(w.Ops)
 	caps := replicaCaps(D, s.MaxReplicas)
+	if only != nil {
+		var keep []int
+		for _, r := range caps {
+			if only[r] {
+				keep = append(keep, r)
+			}
+		}
+		caps = keep
+	}
 	kind := s.Kind
 	if s.Graph {
 		kind = OneFOneB
@@ -103,48 +116,210 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		return nil, err
 	}
 	seen := map[string]bool{}
-	add := func(pool *[]*candidate, p Partition, from string) {
+	add := func(pool *[]*candidate, p Partition, from string, r int) {
 		key := signature(p, kind)
 		if seen[key] {
 			return
 		}
 		seen[key] = true
-		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, pred: c.estimate(p, kind)})
+		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind)})
 	}
 	var chain, dag []*candidate
-	for _, best := range tables {
+	for i, best := range tables {
 		for u := 1; u <= D; u++ {
 			p, ok := chainFrom(best, n, u, devs)
 			if !ok {
 				continue
 			}
-			add(&chain, p, "chain")
+			add(&chain, p, "chain", caps[i])
 			if s.Graph {
 				q := p
 				q.Chain = false
-				add(&dag, q, "chain as dag")
+				add(&dag, q, "chain as dag", caps[i])
 			}
 		}
 	}
 	if !s.Graph {
 		return [][]*candidate{chain}, nil
 	}
-	for _, g := range graphs {
+	for i, g := range graphs {
 		for _, sp := range g {
-			add(&dag, partitionOf(n, sp, devs), "dag")
+			add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
 		}
 	}
 	return [][]*candidate{dag, chain}, nil
 }
 
-// search picks the plan: every candidate estimated, the best few of each
-// family simulated with the executor's semantics (sim.Simulate on the
-// same cluster and profile), the fastest that fits kept. It reports the
-// estimate and the simulation in the plan's metrics.
-func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostModel, c *costs, devs []core.DeviceID) (*core.Plan, error) {
-	pools, err := s.pools(ctx, w, c, devs)
+// maxSearchM caps the micro-batch counts the m search tries (at most
+// this many, and at most one sample per micro-batch).
+const maxSearchM = 64
+
+// mLadder is the micro-batch counts the m search may try for a batch of
+// samples targets: 1, 2, 4, … up to min(samples, maxSearchM).
+func mLadder(samples int) []int {
+	top := max(1, min(samples, maxSearchM))
+	var ms []int
+	for m := 1; m <= top; m *= 2 {
+		ms = append(ms, m)
+	}
+	return ms
+}
+
+// mStart is where the m search starts on the ladder: the largest count
+// not above 16, the fixed-m benchmarks' setting.
+func mStart(ladder []int) int {
+	i := 0
+	for j, m := range ladder {
+		if m <= 16 {
+			i = j
+		}
+	}
+	return i
+}
+
+// mEval is one micro-batch count's candidates: the pools the
+// partitioners produce with the costs at that count.
+type mEval struct {
+	m     int
+	c     *costs
+	pools [][]*candidate
+	score float64 // the best estimated iteration among fitting candidates (+Inf: none fits)
+}
+
+// evalM prices the ops for m micro-batches and runs the partitioners.
+func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID, m int, only map[int]bool) (*mEval, error) {
+	c := newCosts(cm, w, devs, m)
+	pools, err := s.pools(ctx, w, c, devs, only)
 	if err != nil {
 		return nil, err
+	}
+	e := &mEval{m: c.m, c: c, pools: pools, score: math.Inf(1)}
+	for _, pool := range pools {
+		for _, cd := range pool {
+			cd.m = c.m
+			if cd.pred.fits && cd.pred.iter < e.score {
+				e.score = cd.pred.iter
+			}
+		}
+	}
+	return e, nil
+}
+
+// capsPerFamily is how many of each family's best-estimated fitting
+// candidates at the walk's first count lend their replica caps to the
+// other counts the walk tries.
+const capsPerFamily = 3
+
+// bestCaps is the replica caps of each family's capsPerFamily
+// best-estimated fitting candidates of e; nil (every cap) when nothing
+// fits.
+func bestCaps(e *mEval) map[int]bool {
+	var only map[int]bool
+	for _, pool := range e.pools {
+		var fit []*candidate
+		for _, cd := range pool {
+			if cd.pred.fits {
+				fit = append(fit, cd)
+			}
+		}
+		sort.SliceStable(fit, func(i, j int) bool { return fit[i].pred.iter < fit[j].pred.iter })
+		for _, cd := range fit[:min(len(fit), capsPerFamily)] {
+			if only == nil {
+				only = map[int]bool{}
+			}
+			only[cd.cap] = true
+		}
+	}
+	return only
+}
+
+// searchM chooses the micro-batch counts whose candidates the search
+// weighs. With MicroBatches set, that count alone. Otherwise a walk on
+// the ladder 1, 2, 4, … (mLadder), the same for every scheduler: start
+// at mStart and its two neighbours, then keep stepping from the best
+// count towards the better neighbour while the best estimated iteration
+// among fitting candidates (mEval.score) improves; while nothing fits,
+// step towards more (smaller) micro-batches, which under 1F1B hold less.
+// Every count it evaluated contributes its candidates. The partitioners
+// run at every replica cap at the first count only; the other counts run
+// them at the caps of each family's best few fitting candidates there
+// (bestCaps; every cap if none fits). Both bound the search (usually 3-4
+// counts, at most the ladder's 7, and most of them at one to a few caps)
+// where an exhaustive sweep would run every cap at every count.
+func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID) ([]*mEval, error) {
+	if s.MicroBatches > 0 {
+		e, err := s.evalM(ctx, w, cm, devs, s.MicroBatches, nil)
+		if err != nil {
+			return nil, err
+		}
+		return []*mEval{e}, nil
+	}
+	ladder := mLadder(len(w.Batch))
+	evals := make([]*mEval, len(ladder))
+	var only map[int]bool // the replica caps the walk's other counts run at
+	get := func(i int) (float64, error) {
+		if evals[i] == nil {
+			e, err := s.evalM(ctx, w, cm, devs, ladder[i], only)
+			if err != nil {
+				return 0, err
+			}
+			evals[i] = e
+		}
+		return evals[i].score, nil
+	}
+	cur := mStart(ladder)
+	sc, err := get(cur)
+	if err != nil {
+		return nil, err
+	}
+	only = bestCaps(evals[cur])
+	for {
+		next, nsc := -1, sc
+		for _, j := range []int{cur - 1, cur + 1} {
+			if j < 0 || j >= len(ladder) {
+				continue
+			}
+			x, err := get(j)
+			if err != nil {
+				return nil, err
+			}
+			if x < nsc {
+				next, nsc = j, x
+			}
+		}
+		if next < 0 && math.IsInf(sc, 1) && cur+1 < len(ladder) {
+			next = cur + 1 // nothing fits yet: more micro-batches hold less
+		}
+		if next < 0 {
+			break
+		}
+		cur, sc = next, evals[next].score
+	}
+	var out []*mEval
+	for _, e := range evals {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out, nil
+}
+
+// search picks the plan: every candidate at every micro-batch count
+// searchM tried estimated, per family the best few by estimate (and the
+// best of each count) simulated with the executor's semantics
+// (sim.Simulate on the same cluster and profile), the fastest that fits
+// kept. It reports the estimate and the simulation in the plan's metrics.
+func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID) (*core.Plan, error) {
+	evals, err := s.searchM(ctx, w, cm, devs)
+	if err != nil {
+		return nil, err
+	}
+	// The families' pools, merged over the counts.
+	pools := make([][]*candidate, len(evals[0].pools))
+	for _, e := range evals {
+		for f, pool := range e.pools {
+			pools[f] = append(pools[f], pool...)
+		}
 	}
 	k := s.Simulate
 	if k == 0 {
@@ -168,7 +343,26 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		} else {
 			n = min(n, 1)
 		}
-		top := fit[:n]
+		top := fit[:n:n]
+		if k > 0 && len(evals) > 1 {
+			// The best-estimated candidate of every count too, so the
+			// simulator, not the estimate alone, weighs the counts.
+			in := map[*candidate]bool{}
+			for _, cd := range top {
+				in[cd] = true
+			}
+			for _, e := range evals {
+				for _, cd := range fit {
+					if cd.m == e.m {
+						if !in[cd] {
+							in[cd] = true
+							top = append(top, cd)
+						}
+						break
+					}
+				}
+			}
+		}
 		for _, cd := range top {
 			if cd.plan, err = s.build(w, cd); err != nil {
 				return nil, err
@@ -212,7 +406,8 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		}
 	}
 	if fitting == 0 {
-		return nil, noFit(w, c, len(devs))
+		// The most micro-batches tried hold the least under 1F1B.
+		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.Kind)
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
@@ -220,6 +415,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	p := best.plan
 	p.Metrics["candidates"] = float64(total)
 	p.Metrics["simulated_candidates"] = float64(simulated)
+	p.Metrics["micro_batch_counts_tried"] = float64(len(evals))
 	p.Metrics["predicted_iteration_ms"] = best.pred.iter * 1e3
 	p.Metrics["predicted_flush_ms"] = best.pred.tail * 1e3
 	p.Metrics["predicted_peak_bytes"] = best.pred.peak
@@ -265,13 +461,13 @@ func peakOf(r *sim.Result) int64 {
 // round-robin can leave a cycle between a replica's queue and its
 // neighbours') is replaced by GPipe's, which cannot deadlock.
 func (s *Scheduler) build(w *core.Workload, cd *candidate) (*core.Plan, error) {
-	p, err := BuildPlan(w, cd.part, s.micro(), cd.kind, s.Name())
+	p, err := BuildPlan(w, cd.part, cd.m, cd.kind, s.Name())
 	if err != nil {
 		return nil, err
 	}
 	if cd.kind == OneFOneB {
 		if verr := p.Validate(w); verr != nil && strings.Contains(verr.Error(), "deadlock") {
-			if p, err = BuildPlan(w, cd.part, s.micro(), GPipe, s.Name()); err != nil {
+			if p, err = BuildPlan(w, cd.part, cd.m, GPipe, s.Name()); err != nil {
 				return nil, err
 			}
 			p.Metrics["fallback_gpipe"] = 1
