@@ -61,8 +61,9 @@ type RemoteSpec struct {
 type Slice struct {
 	// Step is the host's optimizer step count; dropout masks derive from it.
 	Step int
-	// Params are the current master parameters, all of them; nil when they
-	// have not changed since the previous slice that succeeded.
+	// Params are the current master values of the parameters the slice's
+	// ops read; nil when they have not changed since the previous slice
+	// that succeeded.
 	Params map[string][]float32
 	// Batch is the iteration's batch; the same pointer as in the previous
 	// slice while the batch has not changed, so a Remote may send it once.
@@ -101,6 +102,9 @@ type remoteState struct {
 	ids    []core.DeviceID
 	loaded bool
 	sent   int // the step whose parameters the worker holds; -1: none
+	// sentNames are the parameters sent at step sent (what the worker's
+	// slices have read); a slice reading another one gets it sent.
+	sentNames map[string]bool
 
 	// The last plan sliced for this Remote and its slice.
 	plan  *core.Plan
@@ -282,10 +286,27 @@ func (t *Trainer) slicePlan(rs *remoteState, plan *core.Plan) error {
 func (ex *execution) startRemote(ctx context.Context, wg *sync.WaitGroup, cancel context.CancelFunc) error {
 	rx, t := ex.remote, ex.t
 	for _, run := range rx.runs {
-		if run.rs.sent != t.step {
+		// Only what the worker's ops read crosses the process boundary,
+		// once per step.
+		need := map[string]bool{}
+		for _, id := range run.rs.ids {
+			for name := range ex.used[id] {
+				need[name] = true
+			}
+		}
+		missing := run.rs.sent != t.step
+		for name := range need {
+			missing = missing || !run.rs.sentNames[name]
+		}
+		if missing {
 			p, err := t.Params()
 			if err != nil {
 				return fmt.Errorf("engine: reading the parameters for worker %s: %w", run.rs.r.Name(), err)
+			}
+			for name := range p {
+				if !need[name] {
+					delete(p, name)
+				}
 			}
 			run.params = p
 		}
@@ -310,6 +331,14 @@ func (ex *execution) startRemote(ctx context.Context, wg *sync.WaitGroup, cancel
 				ex.fail(run.err)
 				cancel()
 				return
+			}
+			if run.params != nil {
+				if rs.sent != step || rs.sentNames == nil {
+					rs.sentNames = map[string]bool{}
+				}
+				for name := range run.params {
+					rs.sentNames[name] = true
+				}
 			}
 			rs.sent = step
 			run.res = res
