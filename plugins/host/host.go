@@ -6,18 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"os/exec"
-	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/plugins/internal/proc"
 	"github.com/gnnkit/gnnkit/plugins/internal/wire"
 	pb "github.com/gnnkit/gnnkit/plugins/proto/scheduler/v1"
 )
@@ -83,7 +80,7 @@ type Plugin struct {
 	client *plugin.Client
 	sched  core.Scheduler
 	info   Info
-	tail   *tailWriter
+	tail   *proc.Tail
 
 	mu   sync.Mutex
 	dead error // why the plugin can no longer be called; nil while it can
@@ -111,7 +108,7 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 	launchErr := func(err error) error {
 		return &hostError{msg: fmt.Sprintf("host: plugin %s: %v", path, err), errs: []error{ErrLaunch, err}}
 	}
-	abs, err := executable(path)
+	abs, err := proc.Executable(path, "plugin")
 	if err != nil {
 		return nil, launchErr(err)
 	}
@@ -124,7 +121,7 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < o.StartTimeout {
 		o.StartTimeout = max(time.Until(dl), time.Millisecond)
 	}
-	p := &Plugin{path: path, tail: &tailWriter{max: 8 << 10}}
+	p := &Plugin{path: path, tail: &proc.Tail{Max: 8 << 10}}
 	p.cmd = exec.Command(abs, o.Args...)
 	p.cmd.Env = append([]string(nil), o.Env...)
 	var out io.Writer = p.tail
@@ -141,7 +138,7 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 		Stderr:           out,
 		SyncStdout:       out,
 		SyncStderr:       out,
-		Logger:           logger(),
+		Logger:           proc.Logger("gnnkit-plugin"),
 		GRPCDialOptions:  wire.DialOptions(),
 	}
 	if len(o.SHA256) > 0 {
@@ -233,7 +230,7 @@ func (p *Plugin) alive() error {
 		return dead
 	}
 	if p.client.Exited() {
-		p.setDead(&hostError{msg: fmt.Sprintf("the plugin process exited earlier (%s)%s", p.exitStatus(), p.tail.lastLines()), errs: []error{ErrExited}})
+		p.setDead(&hostError{msg: fmt.Sprintf("the plugin process exited earlier (%s)%s", p.exitStatus(), p.tail.LastLines()), errs: []error{ErrExited}})
 		return p.alive()
 	}
 	return nil
@@ -257,8 +254,8 @@ func (p *Plugin) broken(err error) error {
 		what = "the plugin was killed"
 	}
 	p.kill()
-	p.setDead(&hostError{msg: what + " earlier" + p.tail.lastLines(), errs: []error{ErrExited}})
-	return &hostError{msg: err.Error() + "; " + what + p.tail.lastLines(), errs: []error{err, ErrExited}}
+	p.setDead(&hostError{msg: what + " earlier" + p.tail.LastLines(), errs: []error{ErrExited}})
+	return &hostError{msg: err.Error() + "; " + what + p.tail.LastLines(), errs: []error{err, ErrExited}}
 }
 
 // exitStatus describes how the process ended; call after Exited.
@@ -274,7 +271,7 @@ func (p *Plugin) exitStatus() string {
 func (p *Plugin) startErr(err error, o Options) error {
 	msg := err.Error()
 	wrap := func(sentinel error, format string, a ...any) error {
-		return &hostError{msg: fmt.Sprintf("host: plugin %s: ", p.path) + fmt.Sprintf(format, a...) + p.tail.lastLines(),
+		return &hostError{msg: fmt.Sprintf("host: plugin %s: ", p.path) + fmt.Sprintf(format, a...) + p.tail.LastLines(),
 			errs: []error{ErrLaunch, sentinel}}
 	}
 	switch {
@@ -318,71 +315,4 @@ func (p *Plugin) exitStatusAfterKill() string {
 		return "killed"
 	}
 	return p.exitStatus()
-}
-
-// executable checks that path is an executable file and returns its
-// absolute path (so a bare name is not looked up in $PATH).
-func executable(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", err
-	}
-	if st.IsDir() {
-		return "", fmt.Errorf("%s is a folder, not a plugin binary", path)
-	}
-	if st.Mode().Perm()&0o111 == 0 && runtime.GOOS != "windows" {
-		return "", fmt.Errorf("%s is not executable (chmod +x?)", path)
-	}
-	return filepath.Abs(path)
-}
-
-func logger() hclog.Logger {
-	level := hclog.LevelFromString(os.Getenv("GNNKIT_PLUGIN_LOG"))
-	if level == hclog.NoLevel {
-		return hclog.NewNullLogger()
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "gnnkit-plugin", Level: level, Output: os.Stderr})
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-// lastLines returns "; its stderr ended with: a | b | c" for the last few
-// non-empty lines (from a Go panic's first line, if there is one), or "".
-func (t *tailWriter) lastLines() string {
-	t.mu.Lock()
-	s := string(t.buf)
-	t.mu.Unlock()
-	var lines []string
-	for _, l := range strings.Split(s, "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	if len(lines) == 0 {
-		return ""
-	}
-	from := max(len(lines)-4, 0)
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasPrefix(lines[i], "panic: ") || strings.HasPrefix(lines[i], "fatal error: ") {
-			from = i // the panic and the top of its stack
-			break
-		}
-	}
-	lines = lines[from:min(from+4, len(lines))]
-	return "; its stderr ended with: " + strings.Join(lines, " | ")
 }

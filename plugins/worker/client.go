@@ -6,16 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/go-plugin"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -24,6 +21,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/plugins/internal/fromproto"
+	"github.com/gnnkit/gnnkit/plugins/internal/proc"
 	"github.com/gnnkit/gnnkit/plugins/internal/toproto"
 	pb "github.com/gnnkit/gnnkit/plugins/proto/backend/v1"
 )
@@ -71,7 +69,7 @@ type Worker struct {
 	cmd     *exec.Cmd
 	client  *plugin.Client
 	rpc     pb.BackendClient
-	tail    *tailWriter
+	tail    *proc.Tail
 	backend string
 	version string
 	pid     int
@@ -123,7 +121,7 @@ func Start(ctx context.Context, path string, o Options) (*Worker, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, fail(err.Error(), err)
 	}
-	abs, err := executable(path)
+	abs, err := proc.Executable(path, "worker")
 	if err != nil {
 		return nil, fail(err.Error(), err)
 	}
@@ -146,7 +144,7 @@ func Start(ctx context.Context, path string, o Options) (*Worker, error) {
 	if err != nil {
 		return nil, fail(err.Error(), err)
 	}
-	w := &Worker{path: path, opts: o, tail: &tailWriter{max: 8 << 10}}
+	w := &Worker{path: path, opts: o, tail: &proc.Tail{Max: 8 << 10}}
 	w.cmd = exec.Command(abs, o.Args...)
 	w.cmd.Env = append(append([]string(nil), o.Env...), OptionsEnv+"="+string(bo))
 	var out io.Writer = w.tail
@@ -163,7 +161,7 @@ func Start(ctx context.Context, path string, o Options) (*Worker, error) {
 		Stderr:           out,
 		SyncStdout:       out,
 		SyncStderr:       out,
-		Logger:           logger(),
+		Logger:           proc.Logger("gnnkit-worker"),
 		GRPCDialOptions:  dialOptions(),
 	})
 	rpc, err := w.client.Client()
@@ -194,7 +192,7 @@ func Start(ctx context.Context, path string, o Options) (*Worker, error) {
 			reason = fmt.Sprintf("no answer to Devices within %v", o.StartTimeout)
 			err = context.DeadlineExceeded
 		}
-		return nil, fail(reason+w.tail.lastLines(), err)
+		return nil, fail(reason+w.tail.LastLines(), err)
 	}
 	var devs []core.DeviceInfo
 	for _, d := range resp.GetDevices() {
@@ -409,7 +407,7 @@ func (w *Worker) setDead(err error) {
 // alive returns why the worker can no longer be called, or nil.
 func (w *Worker) alive() error {
 	if w.client.Exited() {
-		w.setDead(&workerError{msg: fmt.Sprintf("the worker process exited earlier (%s)%s", w.exitStatus(), w.tail.lastLines()), errs: []error{ErrExited}})
+		w.setDead(&workerError{msg: fmt.Sprintf("the worker process exited earlier (%s)%s", w.exitStatus(), w.tail.LastLines()), errs: []error{ErrExited}})
 	}
 	w.deadMu.Lock()
 	defer w.deadMu.Unlock()
@@ -431,8 +429,8 @@ func (w *Worker) broken(err error) error {
 		what = fmt.Sprintf("the worker process exited (%s)", w.exitStatus())
 	}
 	w.kill()
-	w.setDead(&workerError{msg: what + " earlier" + w.tail.lastLines(), errs: []error{ErrExited}})
-	return &workerError{msg: err.Error() + "; " + what + w.tail.lastLines(), errs: []error{err, ErrExited}}
+	w.setDead(&workerError{msg: what + " earlier" + w.tail.LastLines(), errs: []error{ErrExited}})
+	return &workerError{msg: err.Error() + "; " + what + w.tail.LastLines(), errs: []error{err, ErrExited}}
 }
 
 // kill ends the process at once and waits for go-plugin to reap it.
@@ -464,7 +462,7 @@ func (w *Worker) startErr(err error) error {
 	if exited {
 		status = w.exitStatus()
 	}
-	out := w.tail.lines()
+	out := w.tail.Lines()
 	// go-plugin reads the handshake from stdout: a worker whose library
 	// init printed there and exited (gorgonia.org/cu without a GPU) shows
 	// up as an unrecognised message, and go-plugin kills it at once, so
@@ -511,79 +509,3 @@ type workerError struct {
 
 func (e *workerError) Error() string   { return e.msg }
 func (e *workerError) Unwrap() []error { return e.errs }
-
-// executable checks that path is an executable file and returns its
-// absolute path (so a bare name is not looked up in $PATH).
-func executable(path string) (string, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) {
-			return "", fmt.Errorf("%s does not exist: %w", path, fs.ErrNotExist)
-		}
-		return "", err
-	}
-	if st.IsDir() {
-		return "", fmt.Errorf("%s is a folder, not a worker binary", path)
-	}
-	if st.Mode().Perm()&0o111 == 0 && runtime.GOOS != "windows" {
-		return "", fmt.Errorf("%s is not executable (chmod +x?)", path)
-	}
-	return filepath.Abs(path)
-}
-
-func logger() hclog.Logger {
-	level := hclog.LevelFromString(os.Getenv("GNNKIT_PLUGIN_LOG"))
-	if level == hclog.NoLevel {
-		return hclog.NewNullLogger()
-	}
-	return hclog.New(&hclog.LoggerOptions{Name: "gnnkit-worker", Level: level, Output: os.Stderr})
-}
-
-// tailWriter keeps the last max bytes written to it.
-type tailWriter struct {
-	mu  sync.Mutex
-	max int
-	buf []byte
-}
-
-func (t *tailWriter) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.max; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return len(b), nil
-}
-
-// lines returns the non-empty lines kept, from a Go panic's first line when
-// there is one, without go-plugin's JSON log lines.
-func (t *tailWriter) lines() []string {
-	t.mu.Lock()
-	s := string(t.buf)
-	t.mu.Unlock()
-	var lines []string
-	for _, l := range strings.Split(s, "\n") {
-		l = strings.TrimSpace(l)
-		if l == "" || (strings.HasPrefix(l, "{") && strings.Contains(l, `"@level"`)) {
-			continue
-		}
-		lines = append(lines, l)
-	}
-	for i := len(lines) - 1; i >= 0; i-- {
-		if strings.HasPrefix(lines[i], "panic: ") || strings.HasPrefix(lines[i], "fatal error: ") {
-			return lines[i:min(i+4, len(lines))] // the panic and the top of its stack
-		}
-	}
-	return lines
-}
-
-// lastLines returns "; its stderr ended with: a | b | c" for the last few
-// lines, or "".
-func (t *tailWriter) lastLines() string {
-	l := t.lines()
-	if len(l) == 0 {
-		return ""
-	}
-	return "; its output ended with: " + strings.Join(last(l, 4), " | ")
-}
