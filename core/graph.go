@@ -364,6 +364,20 @@ func (g *Graph) DstPrefix(dst, src int) (*Graph, error) {
 	return p, nil
 }
 
+// BindHopBlocks puts into graphs, for every hop h from from up to the
+// last, the layer block of g whose output rows lie within h hops when
+// rows[h] rows do: g.DstPrefix(rows[h], rows[h+1]) under AtHop(name, h).
+func (g *Graph) BindHopBlocks(graphs map[string]*Graph, name string, rows []int, from int) error {
+	for h := from; h+1 < len(rows); h++ {
+		blk, err := g.DstPrefix(rows[h], rows[h+1])
+		if err != nil {
+			return err
+		}
+		graphs[AtHop(name, h)] = blk
+	}
+	return nil
+}
+
 // AtHop names the graph a layer reads when rows are trimmed to those
 // within hop hops of the targets (see Env.HopRows).
 func AtHop(name string, hop int) string { return fmt.Sprintf("%s@%d", name, hop) }

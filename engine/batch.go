@@ -285,7 +285,7 @@ func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops, shift int) (*unitIn
 		for h := range shift {
 			rows[h] = ks.HopEnds[0]
 		}
-		if err := trimBlocks(in.graphs, first, rows, shift); err != nil {
+		if err := in.graphs[first].BindHopBlocks(in.graphs, first, rows, shift); err != nil {
 			return nil, fmt.Errorf("engine: unit %d: %w", u.ID, err)
 		}
 		in.hopRows = rows
@@ -301,21 +301,6 @@ func (t *Trainer) buildViewHops(b *Batch, u core.Unit, hops, shift int) (*unitIn
 		in.targets[i] = int32(i)
 	}
 	return in, nil
-}
-
-// trimBlocks binds, for every hop h >= from below the last, the block of
-// graph name whose output rows lie within h hops: the first rows[h] rows,
-// reading the first rows[h+1] (core.AtHop(name, h)).
-func trimBlocks(graphs map[string]*core.Graph, name string, rows []int, from int) error {
-	g := graphs[name]
-	for h := from; h+1 < len(rows); h++ {
-		blk, err := g.DstPrefix(rows[h], rows[h+1])
-		if err != nil {
-			return err
-		}
-		graphs[core.AtHop(name, h)] = blk
-	}
-	return nil
 }
 
 // prepareHops checks a batch's HopEnds and builds the layer blocks its
@@ -340,7 +325,7 @@ func (t *Trainer) prepareHops(b *Batch) error {
 		}
 	}
 	name := t.model.Graphs[0].Name
-	if err := trimBlocks(b.prep, name, ends, 0); err != nil {
+	if err := b.prep[name].BindHopBlocks(b.prep, name, ends, 0); err != nil {
 		return fmt.Errorf("engine: batch graph is not in the hop order its HopEnds state: %w", err)
 	}
 	b.hopRows = ends

@@ -114,15 +114,9 @@ func (t *Trainer) Estimate(b *Batch, units []core.Unit, dev core.DeviceInfo) (re
 	if err := t.prepare(b); err != nil {
 		return 0, 0, err
 	}
-	md := newMeta(dev.ID)
-	r := &replica{dev: md, params: map[string]*core.Tensor{}, grads: map[string]*core.Tensor{}, inputs: map[string]*core.Tensor{}}
-	for _, p := range t.model.Params {
-		if r.params[p.Name], err = md.Alloc(p.Shape...); err != nil {
-			return 0, 0, err
-		}
-		if r.grads[p.Name], err = md.Alloc(p.Shape...); err != nil {
-			return 0, 0, err
-		}
+	md, r, err := t.metaReplica(dev.ID)
+	if err != nil {
+		return 0, 0, err
 	}
 	for _, u := range units {
 		if !u.Subgraph {
@@ -151,6 +145,23 @@ func (t *Trainer) Estimate(b *Batch, units []core.Unit, dev core.DeviceInfo) (re
 		unitPeak = max(unitPeak, md.mem.Stats().Peak-base)
 	}
 	return resident, unitPeak, nil
+}
+
+// metaReplica is a replica of every parameter and gradient accumulator on
+// a new meta device: the home's resident state, for estimates.
+func (t *Trainer) metaReplica(id core.DeviceID) (*metaDevice, *replica, error) {
+	md := newMeta(id)
+	r := &replica{dev: md, params: map[string]*core.Tensor{}, grads: map[string]*core.Tensor{}, inputs: map[string]*core.Tensor{}}
+	for _, p := range t.model.Params {
+		var err error
+		if r.params[p.Name], err = md.Alloc(p.Shape...); err != nil {
+			return nil, nil, err
+		}
+		if r.grads[p.Name], err = md.Alloc(p.Shape...); err != nil {
+			return nil, nil, err
+		}
+	}
+	return md, r, nil
 }
 
 // optimizerStateBytes is the memory the optimizer keeps per parameter set.

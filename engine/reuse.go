@@ -464,15 +464,9 @@ func (t *Trainer) EstimatePlan(b *Batch, plan *core.Plan, dev core.DeviceInfo) (
 	if err != nil {
 		return 0, err
 	}
-	md := newMeta(dev.ID)
-	r := &replica{dev: md, params: map[string]*core.Tensor{}, grads: map[string]*core.Tensor{}, inputs: map[string]*core.Tensor{}}
-	for _, p := range t.model.Params {
-		if r.params[p.Name], err = md.Alloc(p.Shape...); err != nil {
-			return 0, err
-		}
-		if r.grads[p.Name], err = md.Alloc(p.Shape...); err != nil {
-			return 0, err
-		}
+	md, r, err := t.metaReplica(dev.ID)
+	if err != nil {
+		return 0, err
 	}
 	if _, err := t.runReuse(context.Background(), r, b, lay, plan.Reuse.Keep, nil); err != nil {
 		return 0, fmt.Errorf("engine: estimate: %w", err)

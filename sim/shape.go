@@ -51,12 +51,8 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		}
 	}
 	if len(hopEnds) == m.Config.Layers+1 && len(m.Graphs) == 1 && hopEnds[len(hopEnds)-1] == n {
-		for h := 0; h+1 < len(hopEnds); h++ {
-			blk, err := g.DstPrefix(hopEnds[h], hopEnds[h+1])
-			if err != nil {
-				return nil, fmt.Errorf("sim: shape pass: %w", err)
-			}
-			env.Graphs[core.AtHop(m.Graphs[0].Name, h)] = blk
+		if err := g.BindHopBlocks(env.Graphs, m.Graphs[0].Name, hopEnds, 0); err != nil {
+			return nil, fmt.Errorf("sim: shape pass: %w", err)
 		}
 		env.HopRows = hopEnds
 	}

@@ -333,11 +333,16 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	if err := core.CheckEdgeSoftmax(g, s, out); err != nil {
 		return wrap(err)
 	}
+	return d.launchRowHeads(op, "edge_softmax", g, s.Cols(), sb, ob)
+}
+
+// launchRowHeads runs an edge-softmax kernel of g, one warp per (row,
+// head), on the given buffers (after its arguments were checked).
+func (d *Device) launchRowHeads(op, kernel string, g *core.Graph, heads int, bufs ...any) error {
 	gb, err := d.graph(op, g, false)
 	if err != nil {
 		return err
 	}
-	heads := s.Cols()
 	if g.NumDst == 0 || heads == 0 {
 		return nil
 	}
@@ -346,8 +351,9 @@ func (k *Kernels) EdgeSoftmax(g *core.Graph, s, out *core.Tensor) error {
 	}
 	defer runtime.KeepAlive(g) // see spmm
 	n := int64(g.NumDst) * int64(heads)
+	args := append([]any{n, int32(heads), gb.off.ptr, gb.eid.ptr}, bufs...)
 	return d.w.do(func() error {
-		return d.launch("edge_softmax", d.warps(n), n, int32(heads), gb.off.ptr, gb.eid.ptr, sb, ob)
+		return d.launch(kernel, d.warps(n), args...)
 	})
 }
 
@@ -374,22 +380,7 @@ func (k *Kernels) EdgeSoftmaxBackward(g *core.Graph, y, dy, dx *core.Tensor) err
 	if err := core.CheckEdgeSoftmaxBackward(g, y, dy, dx); err != nil {
 		return wrap(err)
 	}
-	gb, err := d.graph(op, g, false)
-	if err != nil {
-		return err
-	}
-	heads := y.Cols()
-	if g.NumDst == 0 || heads == 0 {
-		return nil
-	}
-	if !fitsInt32(heads) {
-		return fmt.Errorf("cuda: %s: %d heads exceed the kernels' int32 range: %w", op, heads, core.ErrUnsupported)
-	}
-	defer runtime.KeepAlive(g) // see spmm
-	n := int64(g.NumDst) * int64(heads)
-	return d.w.do(func() error {
-		return d.launch("edge_softmax_backward", d.warps(n), n, int32(heads), gb.off.ptr, gb.eid.ptr, yb, dyb, dxb)
-	})
+	return d.launchRowHeads(op, "edge_softmax_backward", g, y.Cols(), yb, dyb, dxb)
 }
 
 // Gather sets out[k,:] = x[idx[k],:]; idx is checked, then uploaded for

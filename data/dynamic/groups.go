@@ -275,6 +275,11 @@ func b2i(b bool) int32 {
 
 // PairGraph builds the n x n CSR whose edge id k is src[k] -> dst[k].
 func PairGraph(n int, src, dst []int32) (*core.Graph, error) {
+	return RectPairGraph(n, n, src, dst)
+}
+
+// RectPairGraph is PairGraph for numDst destinations and numSrc sources.
+func RectPairGraph(numDst, numSrc int, src, dst []int32) (*core.Graph, error) {
 	if len(src) != len(dst) {
 		return nil, errf("%d sources for %d destinations", len(src), len(dst))
 	}
@@ -288,19 +293,19 @@ func PairGraph(n int, src, dst []int32) (*core.Graph, error) {
 		}
 		return int(src[a]) - int(src[b])
 	})
-	off := make([]int64, n+1)
+	off := make([]int64, numDst+1)
 	idx := make([]int32, len(src))
 	for e, k := range ord {
-		if dst[k] < 0 || int(dst[k]) >= n || src[k] < 0 || int(src[k]) >= n {
-			return nil, errf("pair %d -> %d outside [0,%d)", src[k], dst[k], n)
+		if dst[k] < 0 || int(dst[k]) >= numDst || src[k] < 0 || int(src[k]) >= numSrc {
+			return nil, errf("pair %d -> %d outside [0,%d) x [0,%d)", src[k], dst[k], numSrc, numDst)
 		}
 		off[dst[k]+1]++
 		idx[e] = src[k]
 	}
-	for i := 0; i < n; i++ {
+	for i := 0; i < numDst; i++ {
 		off[i+1] += off[i]
 	}
-	g, err := core.NewGraph(n, n, off, idx, ord)
+	g, err := core.NewGraph(numDst, numSrc, off, idx, ord)
 	if err != nil {
 		return nil, errf("pairs: %v", err)
 	}

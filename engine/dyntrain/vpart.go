@@ -240,7 +240,7 @@ func partition(g *dynamic.Group, P int) (*Partition, error) {
 			// A dummy pair keeps the tensors non-empty; no logit reads it.
 			dst, src = []int32{0}, []int32{int32(extRows(p) - 1)}
 		}
-		gr, err = rectPairs(len(own), extRows(p), src, dst)
+		gr, err = dynamic.RectPairGraph(len(own), extRows(p), src, dst)
 		if err := add(mdyn.VP.Pairs(p), gr, err); err != nil {
 			return nil, err
 		}
@@ -290,31 +290,6 @@ func partition(g *dynamic.Group, P int) (*Partition, error) {
 		}
 	}
 	return pt, nil
-}
-
-// rectPairs is dynamic.PairGraph for a numDst x numSrc pair graph: edge
-// id k is src[k] -> dst[k].
-func rectPairs(numDst, numSrc int, src, dst []int32) (*core.Graph, error) {
-	ord := make([]int32, len(src))
-	for i := range ord {
-		ord[i] = int32(i)
-	}
-	slices.SortStableFunc(ord, func(a, b int32) int {
-		if dst[a] != dst[b] {
-			return int(dst[a]) - int(dst[b])
-		}
-		return int(src[a]) - int(src[b])
-	})
-	off := make([]int64, numDst+1)
-	idx := make([]int32, len(src))
-	for e, k := range ord {
-		off[dst[k]+1]++
-		idx[e] = src[k]
-	}
-	for i := range numDst {
-		off[i+1] += off[i]
-	}
-	return core.NewGraph(numDst, numSrc, off, idx, ord)
 }
 
 // VertexBatch is the engine batch of group g for TGCNVertex with parts

@@ -365,26 +365,13 @@ func (w *Worker) call(ctx context.Context, name string, timeout time.Duration, f
 	if err := w.alive(); err != nil {
 		return fmt.Errorf("%s: %s: %w", label, name, err)
 	}
-	ours := time.Now().Add(timeout)
-	callerDL, hasDL := ctx.Deadline()
-	oursBinds := !hasDL || ours.Before(callerDL)
-	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
-	defer cancel()
-	err := f(cctx)
-	if err == nil {
-		return nil
-	}
-	now := time.Now()
-	timedOut := oursBinds && (errors.Is(context.Cause(cctx), errCallTimeout) || !now.Before(ours))
-	callerDone := ctx.Err() != nil || (hasDL && !now.Before(callerDL))
+	out, err := proc.Call(ctx, timeout, f)
 	switch {
-	case callerDone && !timedOut: // the caller gave up; the worker saw its context end
-		cerr := ctx.Err()
-		if cerr == nil {
-			cerr = context.DeadlineExceeded
-		}
-		return fmt.Errorf("%s: %s: %w", label, name, cerr)
-	case timedOut:
+	case out == proc.OK:
+		return nil
+	case out == proc.CallerDone: // the caller gave up; the worker saw its context end
+		return fmt.Errorf("%s: %s: %w", label, name, err)
+	case out == proc.TimedOut:
 		err = fmt.Errorf("%s: %s did not answer within %v: %w", label, name, timeout, context.DeadlineExceeded)
 	case status.Code(err) == codes.Unavailable || w.client.Exited():
 		err = fmt.Errorf("%s: %s: lost the connection to the worker (%s)", label, name, status.Convert(err).Message())
@@ -393,8 +380,6 @@ func (w *Worker) call(ctx context.Context, name string, timeout time.Duration, f
 	}
 	return w.broken(err)
 }
-
-var errCallTimeout = errors.New("worker call timed out")
 
 func (w *Worker) setDead(err error) {
 	w.deadMu.Lock()

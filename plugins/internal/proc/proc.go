@@ -5,6 +5,7 @@
 package proc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -13,6 +14,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -96,4 +98,52 @@ func (t *Tail) LastLines() string {
 		return ""
 	}
 	return "; its stderr ended with: " + strings.Join(l[max(0, len(l)-4):], " | ")
+}
+
+// Outcome says how a call under Call ended.
+type Outcome int
+
+const (
+	// OK: the call succeeded.
+	OK Outcome = iota
+	// CallerDone: the caller's context ended (cancelled or its own
+	// deadline) before the call's timeout.
+	CallerDone
+	// TimedOut: the call's own timeout ended it.
+	TimedOut
+	// Failed: the call failed on its own account.
+	Failed
+)
+
+var errCallTimeout = errors.New("call timed out")
+
+// Call runs f under a context that ends after timeout or when ctx does,
+// and says whose deadline ended a failed call. The server enforces the
+// propagated deadline too, so its reset can arrive a moment before the
+// local timer fires: deadlines are judged by the clock, not only by which
+// context has ended. The error is ctx's (CallerDone) or f's.
+func Call(ctx context.Context, timeout time.Duration, f func(context.Context) error) (Outcome, error) {
+	ours := time.Now().Add(timeout)
+	callerDL, hasDL := ctx.Deadline()
+	oursBinds := !hasDL || ours.Before(callerDL)
+	cctx, cancel := context.WithTimeoutCause(ctx, timeout, errCallTimeout)
+	defer cancel()
+	err := f(cctx)
+	if err == nil {
+		return OK, nil
+	}
+	now := time.Now()
+	timedOut := oursBinds && (errors.Is(context.Cause(cctx), errCallTimeout) || !now.Before(ours))
+	callerDone := ctx.Err() != nil || (hasDL && !now.Before(callerDL))
+	switch {
+	case callerDone && !timedOut:
+		cerr := ctx.Err()
+		if cerr == nil {
+			cerr = context.DeadlineExceeded
+		}
+		return CallerDone, cerr
+	case timedOut:
+		return TimedOut, err
+	}
+	return Failed, err
 }

@@ -1,12 +1,14 @@
 package proc
 
 import (
+	"context"
 	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestTail(t *testing.T) {
@@ -54,5 +56,39 @@ func TestExecutable(t *testing.T) {
 	}
 	if _, err := Executable(filepath.Join(dir, "missing"), "plugin"); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("missing binary: %v, want fs.ErrNotExist", err)
+	}
+}
+
+func TestCall(t *testing.T) {
+	bg := context.Background()
+	boom := errors.New("boom")
+	wait := func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() }
+	cancelled, cancel := context.WithCancel(bg)
+	cancel()
+	short, stop := context.WithTimeout(bg, 10*time.Millisecond)
+	defer stop()
+	cases := []struct {
+		name    string
+		ctx     context.Context
+		timeout time.Duration
+		f       func(context.Context) error
+		want    Outcome
+	}{
+		{"ok", bg, time.Second, func(context.Context) error { return nil }, OK},
+		{"failed", bg, time.Second, func(context.Context) error { return boom }, Failed},
+		{"our timeout", bg, 10 * time.Millisecond, wait, TimedOut},
+		{"caller cancelled", cancelled, time.Second, wait, CallerDone},
+		{"caller's deadline first", short, time.Second, wait, CallerDone},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := Call(c.ctx, c.timeout, c.f)
+			if got != c.want {
+				t.Errorf("outcome %d (%v), want %d", got, err, c.want)
+			}
+			if c.want == Failed && !errors.Is(err, boom) {
+				t.Errorf("err %v, want f's error", err)
+			}
+		})
 	}
 }

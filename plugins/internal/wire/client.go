@@ -2,7 +2,6 @@ package wire
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -11,6 +10,7 @@ import (
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/plugins/internal/fromproto"
+	"github.com/gnnkit/gnnkit/plugins/internal/proc"
 	"github.com/gnnkit/gnnkit/plugins/internal/toproto"
 	pb "github.com/gnnkit/gnnkit/plugins/proto/scheduler/v1"
 )
@@ -60,8 +60,6 @@ var (
 	_ core.Scheduler             = (*Remote)(nil)
 	_ core.SchedulerWithFeedback = feedbackRemote{}
 )
-
-var errCallTimeout = errors.New("plugin call timed out")
 
 // Connect asks the plugin for its name and capabilities and returns the
 // scheduler: a core.SchedulerWithFeedback when the plugin has Observe.
@@ -154,29 +152,13 @@ func (r *Remote) call(ctx context.Context, name string, f func(context.Context) 
 			return fmt.Errorf("%s: %s: %w", r.label(), name, err)
 		}
 	}
-	ours := time.Now().Add(r.cfg.Timeout)
-	callerDL, hasDL := ctx.Deadline()
-	oursBinds := !hasDL || ours.Before(callerDL)
-	cctx, cancel := context.WithTimeoutCause(ctx, r.cfg.Timeout, errCallTimeout)
-	defer cancel()
-	err := f(cctx)
-	if err == nil {
-		return nil
-	}
-	// The server enforces the propagated deadline too, so its RST_STREAM
-	// can arrive a moment before the local timer fires: judge deadlines
-	// by the clock, not only by which context has ended.
-	now := time.Now()
-	timedOut := oursBinds && (errors.Is(context.Cause(cctx), errCallTimeout) || !now.Before(ours))
-	callerDone := ctx.Err() != nil || (hasDL && !now.Before(callerDL))
+	out, err := proc.Call(ctx, r.cfg.Timeout, f)
 	switch {
-	case callerDone && !timedOut: // the caller gave up; the plugin saw its context end
-		cerr := ctx.Err()
-		if cerr == nil {
-			cerr = context.DeadlineExceeded
-		}
-		return fmt.Errorf("%s: %s: %w", r.label(), name, cerr)
-	case timedOut:
+	case out == proc.OK:
+		return nil
+	case out == proc.CallerDone: // the caller gave up; the plugin saw its context end
+		return fmt.Errorf("%s: %s: %w", r.label(), name, err)
+	case out == proc.TimedOut:
 		err = fmt.Errorf("%s: %s did not answer within %v: %w", r.label(), name, r.cfg.Timeout, context.DeadlineExceeded)
 	case status.Code(err) == codes.Unavailable:
 		err = fmt.Errorf("%s: %s: lost the connection to the plugin (%s)", r.label(), name, status.Convert(err).Message())
