@@ -20,9 +20,12 @@ const (
 	// parameter gradients into its device's accumulators.
 	TaskBackward
 	// TaskReduceGrads adds device From's gradient accumulators into the
-	// task's device (the plan's Home) and clears From's.
+	// task's device (the plan's Home) and clears From's; with
+	// Plan.StepOwners, only those of the parameters the task's device owns.
 	TaskReduceGrads
-	// TaskStep applies the optimizer on Home and refreshes the replicas.
+	// TaskStep applies the optimizer on Home and refreshes the replicas;
+	// with Plan.StepOwners, on its device to the parameters that device
+	// owns, then sends their new values to the plan's other readers.
 	TaskStep
 )
 
@@ -115,6 +118,10 @@ type Plan struct {
 	// Reuse, when set, asks the executor to compute each shared activation
 	// once per iteration (cache-and-accumulate) instead of once per unit.
 	Reuse *Reuse `json:"reuse,omitempty"`
+	// StepOwners, when set, steps every parameter on its owner (see
+	// StepOwners) instead of on Home: one Step per owner, and gradients
+	// reduced from each reader into the owner, not into Home.
+	StepOwners bool `json:"step_owners,omitempty"`
 }
 
 // Reuse describes activation reuse across the subgraph units of a
@@ -275,11 +282,14 @@ func (p *Plan) Validate(w *Workload) error {
 			if _, ok := known[t.From]; !ok {
 				fail("task %d reduces gradients from unknown device %q", i, t.From)
 			}
-			if t.Device != p.Home {
+			if p.StepOwners && t.From == t.Device {
+				fail("task %d reduces gradients from %s into itself", i, t.From)
+			}
+			if !p.StepOwners && t.Device != p.Home {
 				fail("task %d reduces gradients into %s, not the home device %s", i, t.Device, p.Home)
 			}
 		case TaskStep:
-			if t.Device != p.Home {
+			if !p.StepOwners && t.Device != p.Home {
 				fail("task %d steps the optimizer on %s, not the home device %s", i, t.Device, p.Home)
 			}
 		default:
@@ -352,45 +362,49 @@ func (p *Plan) Validate(w *Workload) error {
 		}
 	}
 	// Gradient reduction and the step.
-	var steps []int
-	reduces := map[DeviceID][]int{}
-	for i, t := range p.Tasks {
-		switch t.Kind {
-		case TaskStep:
-			steps = append(steps, i)
-		case TaskReduceGrads:
-			reduces[t.From] = append(reduces[t.From], i)
-		}
-	}
-	if len(steps) != 1 {
-		fail("plan has %d optimizer steps, want exactly 1", len(steps))
+	if p.StepOwners {
+		p.validateOwnerSteps(w, reach, backwardOn, fail)
 	} else {
-		s := steps[0]
-		for _, b := range bwdTasks {
-			if !reach(s, b) && len(errs) < maxErrs {
-				fail("the step (task %d) does not wait for backward task %d (unit %d)", s, b, p.Tasks[b].Unit)
+		var steps []int
+		reduces := map[DeviceID][]int{}
+		for i, t := range p.Tasks {
+			switch t.Kind {
+			case TaskStep:
+				steps = append(steps, i)
+			case TaskReduceGrads:
+				reduces[t.From] = append(reduces[t.From], i)
 			}
 		}
-		devs := make([]DeviceID, 0, len(backwardOn))
-		for d := range backwardOn {
-			devs = append(devs, d)
-		}
-		sort.Slice(devs, func(i, j int) bool { return devs[i] < devs[j] })
-		for _, d := range devs {
-			if d == p.Home {
-				continue
+		if len(steps) != 1 {
+			fail("plan has %d optimizer steps, want exactly 1", len(steps))
+		} else {
+			s := steps[0]
+			for _, b := range bwdTasks {
+				if !reach(s, b) && len(errs) < maxErrs {
+					fail("the step (task %d) does not wait for backward task %d (unit %d)", s, b, p.Tasks[b].Unit)
+				}
 			}
-			r := reduces[d]
-			if len(r) != 1 {
-				fail("device %s runs backward work but has %d gradient reductions into %s, want 1", d, len(r), p.Home)
-				continue
+			devs := make([]DeviceID, 0, len(backwardOn))
+			for d := range backwardOn {
+				devs = append(devs, d)
 			}
-			if !reach(s, r[0]) {
-				fail("the step does not wait for the gradient reduction from %s (task %d)", d, r[0])
-			}
-			for _, b := range backwardOn[d] {
-				if !reach(r[0], b) && len(errs) < maxErrs {
-					fail("the gradient reduction from %s (task %d) does not wait for backward task %d", d, r[0], b)
+			sort.Slice(devs, func(i, j int) bool { return devs[i] < devs[j] })
+			for _, d := range devs {
+				if d == p.Home {
+					continue
+				}
+				r := reduces[d]
+				if len(r) != 1 {
+					fail("device %s runs backward work but has %d gradient reductions into %s, want 1", d, len(r), p.Home)
+					continue
+				}
+				if !reach(s, r[0]) {
+					fail("the step does not wait for the gradient reduction from %s (task %d)", d, r[0])
+				}
+				for _, b := range backwardOn[d] {
+					if !reach(r[0], b) && len(errs) < maxErrs {
+						fail("the gradient reduction from %s (task %d) does not wait for backward task %d", d, r[0], b)
+					}
 				}
 			}
 		}

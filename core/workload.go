@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"slices"
+)
 
 // OpInfo is the plain-data view of one op that schedulers reason over.
 type OpInfo struct {
@@ -9,6 +12,16 @@ type OpInfo struct {
 	Kind  OpKind `json:"kind"`
 	Deps  []int  `json:"deps,omitempty"` // indices of ops whose outputs it reads
 	Cost  Cost   `json:"cost"`           // at the workload's full-graph dims
+	// Params are the parameters the op reads (a parameter shared by
+	// several ops is listed by each); with Plan.StepOwners they decide
+	// where each parameter is stepped (StepOwners).
+	Params []ParamRef `json:"params,omitempty"`
+}
+
+// ParamRef names one parameter and its size.
+type ParamRef struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
 }
 
 // Workload is what a scheduler sees: the op DAG with costs, the data sizes,
@@ -66,8 +79,18 @@ func NewWorkload(m *Model, g *Graph, featureDim int, batch []int32, devs []Devic
 	w := &Workload{ModelName: m.Name, ParamBytes: m.ParamBytes(), Dims: d, FeatureDim: featureDim,
 		Batch: batch, Devices: devs, Seed: seed, Model: m, Graph: g}
 	deps := m.OpDeps()
+	size := map[string]int64{}
+	for _, p := range m.Params {
+		size[p.Name] = int64(NumElems(p.Shape)) * 4
+	}
 	for i, op := range m.Ops {
-		w.Ops = append(w.Ops, OpInfo{Index: i, Name: op.Name(), Kind: op.Kind(), Deps: deps[i], Cost: op.Cost(d)})
+		o := OpInfo{Index: i, Name: op.Name(), Kind: op.Kind(), Deps: deps[i], Cost: op.Cost(d)}
+		for _, v := range op.Inputs() {
+			if b, ok := size[v]; ok && !slices.ContainsFunc(o.Params, func(r ParamRef) bool { return r.Name == v }) {
+				o.Params = append(o.Params, ParamRef{Name: v, Bytes: b})
+			}
+		}
+		w.Ops = append(w.Ops, o)
 	}
 	return w
 }

@@ -20,6 +20,9 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	if len(t.reps) == 0 {
 		return nil, errors.New("engine: predict before the first iteration")
 	}
+	if _, err := t.syncHome(); err != nil {
+		return nil, err
+	}
 	r := t.reps[t.home]
 	preds := make([]int32, len(nodes))
 	err := t.predictChunk(ctx, r, core.Unit{Targets: nodes}, preds)

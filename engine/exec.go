@@ -97,6 +97,11 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	if t.homeFor(plan.Home) != t.home {
 		return nil, fmt.Errorf("engine: plan's home device %s differs from the trainer's %s", plan.Home, t.home)
 	}
+	if plan.StepOwners && (plan.Reuse != nil || opts.Groups != nil || t.usesRemote(plan)) {
+		// Workers get their parameters from home, and activation reuse
+		// and group units run on home: step there.
+		plan = t.homeStep(plan)
+	}
 	rx, err := t.planRemote(ctx, plan, opts) // nil: nothing runs on a worker
 	if err != nil {
 		return nil, err
@@ -141,6 +146,34 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	var refreshed int64
 	t0 := time.Now()
+	var owners map[string]core.DeviceID
+	t.gradAt = nil
+	if plan.StepOwners {
+		owners = core.StepOwners(plan.Tasks, t.opParams)
+		// Home keeps every parameter (its copy may go stale) but only the
+		// gradients of those its ops read.
+		homeUsed := used[t.home]
+		if homeUsed == nil {
+			homeUsed = map[string]bool{}
+		}
+		if err := t.setHomeGrads(homeUsed); err != nil {
+			return nil, err
+		}
+		n, err := t.refreshHome(used[t.home])
+		if err != nil {
+			return nil, err
+		}
+		refreshed += n
+	} else {
+		n, err := t.syncHome()
+		if err != nil {
+			return nil, err
+		}
+		refreshed += n
+		if err := t.setHomeGrads(nil); err != nil {
+			return nil, err
+		}
+	}
 	for _, id := range plan.Devices() {
 		if t.isRemote(id) {
 			continue // a worker's device: its replica lives there
@@ -179,6 +212,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: t0, envs: map[envKey]*core.Env{}, used: used,
+		owners: owners, stepNo: t.step + 1,
 		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}},
 		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}, remote: rx}
 	for u := range plan.Units {
@@ -257,6 +291,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 		return nil, ex.err
 	}
+	if owners != nil && !opts.SkipStep {
+		t.step = ex.stepNo
+	}
 	return &Result{Loss: ex.loss, Trace: ex.trace}, nil
 }
 
@@ -269,6 +306,10 @@ type execution struct {
 	done  []chan struct{}
 	opDev [][]core.DeviceID // unit, op -> device running it
 	used  map[core.DeviceID]map[string]bool
+	// owners are the parameters' owners of a StepOwners plan (nil: the
+	// plan steps on home); stepNo is the optimizer step owners apply.
+	owners map[string]core.DeviceID
+	stepNo int
 
 	mu      sync.Mutex
 	envs    map[envKey]*core.Env
@@ -522,6 +563,9 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		ev.Name, ev.Bytes = "reduce grads from "+string(task.From), n
 	case core.TaskStep:
+		if ex.owners != nil {
+			return ex.ownerStep(task, t0)
+		}
 		if err := ex.beforeStep(ctx, task); err != nil {
 			return err
 		}

@@ -397,6 +397,15 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 			return ex.addRemote(ctx, run)
 		}
 	}
+	if ex.owners != nil {
+		names := map[string]bool{}
+		for p := range ex.used[task.From] {
+			if ex.owners[p] == task.Device {
+				names[p] = true
+			}
+		}
+		return t.reduceGrads(task.From, task.Device, names)
+	}
 	if task.From == t.home {
 		return 0, nil // the home's stand-in computed too: its gradients are there already
 	}

@@ -139,6 +139,9 @@ func TestRemoteExact(t *testing.T) {
 		{"sequential-on-worker", &sequential.Scheduler{}, []core.DeviceID{"cpu:2"}, nil},
 		{"pipeline-inside-worker", schedtest.Stages{K: 2, Assign: schedtest.Halves}, []core.DeviceID{"cpu:2", "cpu:3"}, nil},
 		{"sampled-batch", schedtest.Split{K: 3}, []core.DeviceID{"cpu:1", "cpu:2", "cpu:3"}, []int{4, 3}},
+		// Owner-stepped plans touching a worker run as home-step plans.
+		{"owners-split-host-and-worker", schedtest.Owners{S: schedtest.Split{K: 4}}, []core.DeviceID{"cpu:0", "cpu:2", "cpu:1", "cpu:3"}, nil},
+		{"owners-pipeline-inside-worker", schedtest.Owners{S: schedtest.Stages{K: 2, Assign: schedtest.Halves}}, []core.DeviceID{"cpu:2", "cpu:3"}, nil},
 	}
 	for _, model := range []string{"gcn", "gat"} {
 		for _, c := range cases {

@@ -94,9 +94,25 @@ type Trainer struct {
 	// batch graph (whose inputs then stay resident between iterations).
 	wholeUnits bool
 	reps       map[core.DeviceID]*replica
-	moment     map[string][2]*core.Tensor // optimizer state on home
+	moment     map[string][2]*core.Tensor // optimizer state, on momentDev[p]
 	step       int
-	remote     *remoteInfo // Config.Remote (host) or the last slice (worker); see remote.go
+	// stateMu guards momentDev, newest and gradAt, and replicas' ver maps,
+	// which owner steps on several devices update concurrently.
+	stateMu sync.Mutex
+	// momentDev[p] is the device holding p's optimizer state (home's
+	// until an owner-stepped plan moves it).
+	momentDev map[string]core.DeviceID
+	// newest[p], when set, is the device whose replica holds p's current
+	// value while home's copy is stale (owner-stepped plans); syncHome
+	// brings home up to date.
+	newest map[string]core.DeviceID
+	// gradAt[p], when set, is where the last owner-stepped iteration run
+	// with SkipStep left p's summed gradient (Grads reads it there).
+	gradAt map[string]core.DeviceID
+	// homeStepFrom/To cache the last owner-stepped plan rewritten to a
+	// home step (Plan.HomeStep).
+	homeStepFrom, homeStepTo *core.Plan
+	remote                   *remoteInfo // Config.Remote (host) or the last slice (worker); see remote.go
 }
 
 // replica is one device's copy of the parameters, its gradient
@@ -170,7 +186,8 @@ func New(cfg Config) (*Trainer, error) {
 	}
 	t := &Trainer{model: cfg.Model, data: d, opt: cfg.Optimizer, seed: cfg.Seed, trim: !cfg.NoTrim,
 		devs: map[core.DeviceID]core.Device{}, needGrad: cfg.Model.NeedsGrad(), specs: map[string]core.ParamSpec{},
-		reps: map[core.DeviceID]*replica{}, moment: map[string][2]*core.Tensor{}}
+		reps: map[core.DeviceID]*replica{}, moment: map[string][2]*core.Tensor{}, momentDev: map[string]core.DeviceID{},
+		newest: map[string]core.DeviceID{}}
 	for _, dev := range cfg.Devices {
 		t.devs[dev.ID()] = dev
 	}
@@ -498,6 +515,13 @@ func (t *Trainer) placeParams(r *replica, names map[string]bool) error {
 	defer r.gradMu.Unlock()
 	for name, pt := range r.params {
 		if !names[name] {
+			if d, ok := t.newest[name]; ok && d == r.dev.ID() {
+				// r holds the only current value: home gets it first.
+				if _, err := t.copyParamsBytes(r, t.reps[t.home], map[string]bool{name: true}); err != nil {
+					return fmt.Errorf("engine: saving %s from %s to home: %w", name, r.dev.ID(), err)
+				}
+				delete(t.newest, name)
+			}
 			r.dev.Free(pt)
 			r.dev.Free(r.grads[name])
 			delete(r.params, name)
@@ -528,15 +552,22 @@ func (t *Trainer) placeParams(r *replica, names map[string]bool) error {
 // host), only those in names when names is not nil, and returns the bytes
 // moved. dst then holds the current step's values of them.
 func (t *Trainer) copyParamsBytes(src, dst *replica, names map[string]bool) (int64, error) {
+	return t.copyParams(src, dst, names, t.step)
+}
+
+// copyParams is copyParamsBytes recording the values as those of step ver.
+func (t *Trainer) copyParams(src, dst *replica, names map[string]bool, ver int) (int64, error) {
 	var moved int64
-	if dst.ver == nil {
-		dst.ver = map[string]int{}
-	}
 	for _, p := range t.model.Params {
 		if (names != nil && !names[p.Name]) || dst.params[p.Name] == nil {
 			continue
 		}
-		dst.ver[p.Name] = t.step
+		t.stateMu.Lock()
+		if dst.ver == nil {
+			dst.ver = map[string]int{}
+		}
+		dst.ver[p.Name] = ver
+		t.stateMu.Unlock()
 		buf := make([]float32, core.NumElems(p.Shape))
 		if err := src.dev.Download(buf, src.params[p.Name]); err != nil {
 			return moved, err
@@ -556,23 +587,48 @@ func (t *Trainer) Close() {
 		delete(t.reps, id)
 	}
 	for k, m := range t.moment {
-		if hd := t.devs[t.home]; hd != nil {
+		d := t.momentDev[k]
+		if d == "" {
+			d = t.home
+		}
+		if hd := t.devs[d]; hd != nil {
 			hd.Free(m[0])
 			hd.Free(m[1])
 		}
 		delete(t.moment, k)
+		delete(t.momentDev, k)
 	}
 }
 
-// Params downloads the master parameters.
+// Params downloads the master parameters (bringing home's copy up to
+// date first).
 func (t *Trainer) Params() (map[string][]float32, error) {
+	if _, err := t.syncHome(); err != nil {
+		return nil, err
+	}
 	return t.download(func(r *replica) map[string]*core.Tensor { return r.params })
 }
 
-// Grads downloads the home device's gradient accumulators (after an
-// iteration run with a plan whose step was skipped, see RunOptions).
+// Grads downloads the summed gradients after an iteration run with a plan
+// whose step was skipped (see RunOptions): home's accumulators, or, for
+// an owner-stepped plan, each parameter's owner's.
 func (t *Trainer) Grads() (map[string][]float32, error) {
-	return t.download(func(r *replica) map[string]*core.Tensor { return r.grads })
+	out, err := t.download(func(r *replica) map[string]*core.Tensor { return r.grads })
+	if err != nil {
+		return nil, err
+	}
+	for name, d := range t.gradAt {
+		r := t.reps[d]
+		if r == nil || r.grads[name] == nil {
+			return nil, fmt.Errorf("engine: the gradient of %s is not on %s any more", name, d)
+		}
+		buf := make([]float32, r.grads[name].Len())
+		if err := r.dev.Download(buf, r.grads[name]); err != nil {
+			return nil, err
+		}
+		out[name] = buf
+	}
+	return out, nil
 }
 
 func (t *Trainer) download(pick func(*replica) map[string]*core.Tensor) (map[string][]float32, error) {
@@ -599,10 +655,15 @@ func (t *Trainer) download(pick func(*replica) map[string]*core.Tensor) (map[str
 // when names is nil) into into's and clears them.
 func (t *Trainer) reduceGrads(from, into core.DeviceID, names map[string]bool) (int64, error) {
 	src, dst := t.reps[from], t.reps[into]
-	src.gradMu.Lock()
-	defer src.gradMu.Unlock()
-	dst.gradMu.Lock()
-	defer dst.gradMu.Unlock()
+	// Lock in device order: owners may reduce into each other at once.
+	first, second := src, dst
+	if into < from {
+		first, second = dst, src
+	}
+	first.gradMu.Lock()
+	defer first.gradMu.Unlock()
+	second.gradMu.Lock()
+	defer second.gradMu.Unlock()
 	var moved int64
 	for _, p := range t.model.Params {
 		if names != nil && !names[p.Name] {
@@ -628,7 +689,10 @@ func (t *Trainer) reduceGrads(from, into core.DeviceID, names map[string]bool) (
 		}
 		moved += int64(n) * 4
 	}
-	return moved, t.zeroGrads(src)
+	if names == nil {
+		return moved, t.zeroGrads(src)
+	}
+	return moved, t.zeroGradsOf(src, names)
 }
 
 func (t *Trainer) zeroGrads(r *replica) error {
@@ -641,44 +705,30 @@ func (t *Trainer) zeroGrads(r *replica) error {
 	return nil
 }
 
+// zeroGradsOf clears r's gradient accumulators of the named params.
+func (t *Trainer) zeroGradsOf(r *replica, names map[string]bool) error {
+	k := r.dev.Kernels()
+	for name := range names {
+		if g := r.grads[name]; g != nil {
+			if err := k.Map(core.MapFill, nil, nil, 0, g); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 func (t *Trainer) applyStep() error {
 	r := t.reps[t.home]
 	k := r.dev.Kernels()
 	t.step++
 	for _, p := range t.model.Params {
-		wd := float32(0)
-		if p.WeightDecay {
-			wd = t.opt.WeightDecay
-		}
-		pt, gt := r.params[p.Name], r.grads[p.Name]
-		st, ok := t.moment[p.Name]
-		if !ok {
-			m, err := r.dev.Alloc(p.Shape...)
-			if err != nil {
-				return fmt.Errorf("engine: optimizer state for %s: %w", p.Name, err)
-			}
-			v, err := r.dev.Alloc(p.Shape...)
-			if err != nil {
-				r.dev.Free(m)
-				return fmt.Errorf("engine: optimizer state for %s: %w", p.Name, err)
-			}
-			st = [2]*core.Tensor{m, v}
-			t.moment[p.Name] = st
-		}
-		var err error
-		switch t.opt.Kind {
-		case "adam":
-			err = k.Adam(pt, gt, st[0], st[1], core.AdamParams{LR: t.opt.LR, Beta1: t.opt.Beta1, Beta2: t.opt.Beta2,
-				Eps: t.opt.Eps, WeightDecay: wd, Step: t.step})
-		case "sgd":
-			var mom *core.Tensor
-			if t.opt.Momentum != 0 {
-				mom = st[0]
-			}
-			err = k.SGD(pt, gt, mom, core.SGDParams{LR: t.opt.LR, Momentum: t.opt.Momentum, WeightDecay: wd, Step: t.step})
-		}
+		st, err := t.momentOn(r, p)
 		if err != nil {
-			return fmt.Errorf("engine: optimizer step for %s: %w", p.Name, err)
+			return err
+		}
+		if err := t.update(k, p, r.params[p.Name], r.grads[p.Name], st, t.step); err != nil {
+			return err
 		}
 	}
 	return t.zeroGrads(r)
@@ -708,18 +758,204 @@ func (t *Trainer) broadcast(used map[core.DeviceID]map[string]bool) (int64, erro
 	return moved, nil
 }
 
-// refresh brings the params in names up to the current step on replica r.
+// refresh brings the params in names up to the current step on replica r,
+// each from the replica holding its newest value (home's, unless an
+// owner-stepped plan left it elsewhere).
 func (t *Trainer) refresh(r *replica, names map[string]bool) (int64, error) {
-	stale := map[string]bool{}
+	from := map[core.DeviceID]map[string]bool{}
 	for p := range names {
-		if v, ok := r.ver[p]; !ok || v != t.step {
-			stale[p] = true
+		if v, ok := r.ver[p]; ok && v == t.step {
+			continue
+		}
+		src := t.home
+		if d, ok := t.newest[p]; ok {
+			src = d
+		}
+		if src == r.dev.ID() {
+			continue
+		}
+		if from[src] == nil {
+			from[src] = map[string]bool{}
+		}
+		from[src][p] = true
+	}
+	var moved int64
+	for _, src := range sortedIDs(from) {
+		n, err := t.copyParamsBytes(t.reps[src], r, from[src])
+		moved += n
+		if err != nil {
+			return moved, err
 		}
 	}
-	if len(stale) == 0 {
+	return moved, nil
+}
+
+// syncHome copies into home's replica the current value of every
+// parameter an owner-stepped plan left newer elsewhere, and returns the
+// bytes moved.
+func (t *Trainer) syncHome() (int64, error) {
+	if len(t.newest) == 0 {
 		return 0, nil
 	}
-	return t.copyParamsBytes(t.reps[t.home], r, stale)
+	home := t.reps[t.home]
+	from := map[core.DeviceID]map[string]bool{}
+	for p, d := range t.newest {
+		if from[d] == nil {
+			from[d] = map[string]bool{}
+		}
+		from[d][p] = true
+	}
+	var moved int64
+	for _, d := range sortedIDs(from) {
+		n, err := t.copyParamsBytes(t.reps[d], home, from[d])
+		moved += n
+		if err != nil {
+			return moved, fmt.Errorf("engine: bringing home's parameters up to date from %s: %w", d, err)
+		}
+		for p := range from[d] {
+			delete(t.newest, p)
+		}
+	}
+	return moved, nil
+}
+
+// setHomeGrads makes home's replica hold gradient accumulators for
+// exactly the named params (all when names is nil), zeroed when new.
+func (t *Trainer) setHomeGrads(names map[string]bool) error {
+	r := t.reps[t.home]
+	r.gradMu.Lock()
+	defer r.gradMu.Unlock()
+	for _, p := range t.model.Params {
+		want := names == nil || names[p.Name]
+		g := r.grads[p.Name]
+		switch {
+		case want && g == nil:
+			gt, err := r.dev.Alloc(p.Shape...)
+			if err != nil {
+				return fmt.Errorf("engine: placing the gradient of %s on %s: %w", p.Name, t.home, err)
+			}
+			if err := r.dev.Kernels().Map(core.MapFill, nil, nil, 0, gt); err != nil {
+				r.dev.Free(gt)
+				return err
+			}
+			r.grads[p.Name] = gt
+		case !want && g != nil:
+			r.dev.Free(g)
+			delete(r.grads, p.Name)
+		}
+	}
+	return nil
+}
+
+// stepOwned applies the optimizer, as step number stepNo, to the params
+// in names on replica r (their owner), moving their optimizer state there
+// first if it lives elsewhere, and clears their gradients there.
+func (t *Trainer) stepOwned(r *replica, names map[string]bool, stepNo int) error {
+	k := r.dev.Kernels()
+	r.gradMu.Lock()
+	defer r.gradMu.Unlock()
+	for _, p := range t.model.Params {
+		if !names[p.Name] {
+			continue
+		}
+		st, err := t.momentOn(r, p)
+		if err != nil {
+			return err
+		}
+		if err := t.update(k, p, r.params[p.Name], r.grads[p.Name], st, stepNo); err != nil {
+			return err
+		}
+		if err := k.Map(core.MapFill, nil, nil, 0, r.grads[p.Name]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// momentOn returns p's optimizer state on r's device, allocating it there
+// or moving it from the device that held it.
+func (t *Trainer) momentOn(r *replica, p core.ParamSpec) ([2]*core.Tensor, error) {
+	id := r.dev.ID()
+	t.stateMu.Lock()
+	st, ok := t.moment[p.Name]
+	at := t.momentDev[p.Name]
+	t.stateMu.Unlock()
+	if ok && (at == id || at == "" && id == t.home) {
+		return st, nil
+	}
+	m, err := r.dev.Alloc(p.Shape...)
+	if err != nil {
+		return st, fmt.Errorf("engine: optimizer state for %s on %s: %w", p.Name, id, err)
+	}
+	v, err := r.dev.Alloc(p.Shape...)
+	if err != nil {
+		r.dev.Free(m)
+		return st, fmt.Errorf("engine: optimizer state for %s on %s: %w", p.Name, id, err)
+	}
+	if ok { // move it
+		if at == "" {
+			at = t.home
+		}
+		src := t.devs[at]
+		buf := make([]float32, core.NumElems(p.Shape))
+		for i, x := range []*core.Tensor{m, v} {
+			if err := src.Download(buf, st[i]); err == nil {
+				err = r.dev.Upload(x, buf)
+			}
+			if err != nil {
+				r.dev.Free(m)
+				r.dev.Free(v)
+				return st, fmt.Errorf("engine: moving the optimizer state of %s from %s to %s: %w", p.Name, at, id, err)
+			}
+		}
+		src.Free(st[0])
+		src.Free(st[1])
+	} else {
+		k := r.dev.Kernels()
+		for _, x := range []*core.Tensor{m, v} {
+			if err := k.Map(core.MapFill, nil, nil, 0, x); err != nil {
+				return st, err
+			}
+		}
+	}
+	st = [2]*core.Tensor{m, v}
+	t.stateMu.Lock()
+	t.moment[p.Name], t.momentDev[p.Name] = st, id
+	t.stateMu.Unlock()
+	return st, nil
+}
+
+// update applies one optimizer step to parameter p.
+func (t *Trainer) update(k core.Kernels, p core.ParamSpec, pt, gt *core.Tensor, st [2]*core.Tensor, stepNo int) error {
+	wd := float32(0)
+	if p.WeightDecay {
+		wd = t.opt.WeightDecay
+	}
+	var err error
+	switch t.opt.Kind {
+	case "adam":
+		err = k.Adam(pt, gt, st[0], st[1], core.AdamParams{LR: t.opt.LR, Beta1: t.opt.Beta1, Beta2: t.opt.Beta2,
+			Eps: t.opt.Eps, WeightDecay: wd, Step: stepNo})
+	case "sgd":
+		var mom *core.Tensor
+		if t.opt.Momentum != 0 {
+			mom = st[0]
+		}
+		err = k.SGD(pt, gt, mom, core.SGDParams{LR: t.opt.LR, Momentum: t.opt.Momentum, WeightDecay: wd, Step: stepNo})
+	}
+	if err != nil {
+		return fmt.Errorf("engine: optimizer step for %s: %w", p.Name, err)
+	}
+	return nil
+}
+
+func sortedIDs[V any](m map[core.DeviceID]V) []core.DeviceID {
+	ids := make([]core.DeviceID, 0, len(m))
+	for id := range m {
+		ids = append(ids, id)
+	}
+	sort.Slice(ids, func(i, j int) bool { return ids[i] < ids[j] })
+	return ids
 }
 
 func mix(a, b uint64) uint64 {

@@ -192,3 +192,19 @@ func Halves(o, nOps, nDev int) int { return min(nDev-1, o*nDev/nOps) }
 
 // Alternate puts op o on device o mod nDev: every edge crosses devices.
 func Alternate(o, _, nDev int) int { return o % nDev }
+
+// Owners wraps a scheduler to step each parameter on its owner: its plan
+// rewritten by core.Plan.OwnerStep.
+type Owners struct{ S core.Scheduler }
+
+// Name returns the wrapped scheduler's name with "+owners".
+func (o Owners) Name() string { return o.S.Name() + "+owners" }
+
+// Schedule plans with the wrapped scheduler and rewrites the flush.
+func (o Owners) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
+	p, err := o.S.Schedule(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	return p.OwnerStep(w), nil
+}

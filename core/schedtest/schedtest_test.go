@@ -46,3 +46,28 @@ func TestOraclePipelines(t *testing.T) {
 		})
 	}
 }
+
+// TestOracleOwnerSteps: the same plans with every parameter stepped on
+// its owner (core.Plan.StepOwners): the summed gradients, read from the
+// owners, are exact; with alternating ops both devices own parameters and
+// reduce into each other.
+func TestOracleOwnerSteps(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		sched core.Scheduler
+	}{
+		{"split", schedtest.Split{K: 3}},
+		{"halves", schedtest.Stages{K: 3, Assign: schedtest.Halves}},
+		{"alternate", schedtest.Stages{K: 3, Assign: schedtest.Alternate}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			schedtest.Oracle(t, schedtest.Owners{S: c.sched}, schedtest.OracleOptions{Devices: 2})
+		})
+	}
+}
+
+func TestOwnersConform(t *testing.T) {
+	schedtest.Run(t, func(t *testing.T) core.Scheduler {
+		return schedtest.Owners{S: schedtest.Stages{K: 2, Assign: schedtest.Alternate}}
+	})
+}

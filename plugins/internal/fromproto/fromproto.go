@@ -48,6 +48,12 @@ func Workload(m *pb.Workload) (*core.Workload, error) {
 		if o.Deps, err = ints("op deps", op.GetDeps()); err != nil {
 			return nil, err
 		}
+		for _, r := range op.GetParams() {
+			if r.GetName() == "" || r.GetBytes() < 0 {
+				return nil, fmt.Errorf("fromproto: op %d names a parameter %q of %d bytes", i, r.GetName(), r.GetBytes())
+			}
+			o.Params = append(o.Params, core.ParamRef{Name: r.GetName(), Bytes: r.GetBytes()})
+		}
 		w.Ops[i] = o
 	}
 	if len(m.GetDevices()) > 0 {
@@ -100,7 +106,7 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 	if m == nil {
 		return nil, fmt.Errorf("%w: no plan in the response", core.ErrInvalidPlan)
 	}
-	p := &core.Plan{Scheduler: m.GetScheduler(), Home: core.DeviceID(m.GetHome())}
+	p := &core.Plan{Scheduler: m.GetScheduler(), Home: core.DeviceID(m.GetHome()), StepOwners: m.GetStepOwners()}
 	var err error
 	if len(m.GetUnits()) > 0 {
 		p.Units = make([]core.Unit, len(m.GetUnits()))

@@ -35,6 +35,9 @@ func Workload(w *core.Workload) *pb.Workload {
 			Cost: &pb.Cost{Flops: op.Cost.FLOPs, BytesMoved: op.Cost.BytesMoved,
 				ActivationBytes: op.Cost.ActivationBytes, WeightBytes: op.Cost.WeightBytes},
 		}
+		for _, r := range op.Params {
+			out.Ops[i].Params = append(out.Ops[i].Params, &pb.ParamRef{Name: r.Name, Bytes: r.Bytes})
+		}
 	}
 	for i, d := range w.Devices {
 		out.Devices[i] = DeviceInfo(d)
@@ -67,10 +70,11 @@ func Plan(p *core.Plan) *pb.Plan {
 		return nil
 	}
 	out := &pb.Plan{
-		Scheduler: p.Scheduler,
-		Home:      string(p.Home),
-		Units:     make([]*pb.Unit, len(p.Units)),
-		Tasks:     make([]*pb.Task, len(p.Tasks)),
+		Scheduler:  p.Scheduler,
+		Home:       string(p.Home),
+		StepOwners: p.StepOwners,
+		Units:      make([]*pb.Unit, len(p.Units)),
+		Tasks:      make([]*pb.Task, len(p.Tasks)),
 	}
 	for i, u := range p.Units {
 		out.Units[i] = &pb.Unit{Id: int64(u.ID), Targets: u.Targets, LossWeight: u.LossWeight, Subgraph: u.Subgraph}

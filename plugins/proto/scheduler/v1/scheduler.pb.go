@@ -714,12 +714,14 @@ func (x *Dims) GetEdges() int64 {
 }
 
 type OpInfo struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Index         int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
-	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
-	Kind          OpKind                 `protobuf:"varint,3,opt,name=kind,proto3,enum=gnnkit.scheduler.v1.OpKind" json:"kind,omitempty"`
-	Deps          []int64                `protobuf:"varint,4,rep,packed,name=deps,proto3" json:"deps,omitempty"`
-	Cost          *Cost                  `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Index int64                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Kind  OpKind                 `protobuf:"varint,3,opt,name=kind,proto3,enum=gnnkit.scheduler.v1.OpKind" json:"kind,omitempty"`
+	Deps  []int64                `protobuf:"varint,4,rep,packed,name=deps,proto3" json:"deps,omitempty"`
+	Cost  *Cost                  `protobuf:"bytes,5,opt,name=cost,proto3" json:"cost,omitempty"`
+	// The parameters the op reads (core.OpInfo.Params).
+	Params        []*ParamRef `protobuf:"bytes,6,rep,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +791,66 @@ func (x *OpInfo) GetCost() *Cost {
 	return nil
 }
 
+func (x *OpInfo) GetParams() []*ParamRef {
+	if x != nil {
+		return x.Params
+	}
+	return nil
+}
+
+// ParamRef is core.ParamRef: one parameter's name and size.
+type ParamRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Bytes         int64                  `protobuf:"varint,2,opt,name=bytes,proto3" json:"bytes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ParamRef) Reset() {
+	*x = ParamRef{}
+	mi := &file_scheduler_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ParamRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ParamRef) ProtoMessage() {}
+
+func (x *ParamRef) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ParamRef.ProtoReflect.Descriptor instead.
+func (*ParamRef) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *ParamRef) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ParamRef) GetBytes() int64 {
+	if x != nil {
+		return x.Bytes
+	}
+	return 0
+}
+
 type Cost struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
 	Flops           int64                  `protobuf:"varint,1,opt,name=flops,proto3" json:"flops,omitempty"`
@@ -801,7 +863,7 @@ type Cost struct {
 
 func (x *Cost) Reset() {
 	*x = Cost{}
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -813,7 +875,7 @@ func (x *Cost) String() string {
 func (*Cost) ProtoMessage() {}
 
 func (x *Cost) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -826,7 +888,7 @@ func (x *Cost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cost.ProtoReflect.Descriptor instead.
 func (*Cost) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Cost) GetFlops() int64 {
@@ -875,7 +937,7 @@ type DeviceInfo struct {
 
 func (x *DeviceInfo) Reset() {
 	*x = DeviceInfo{}
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -887,7 +949,7 @@ func (x *DeviceInfo) String() string {
 func (*DeviceInfo) ProtoMessage() {}
 
 func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -900,7 +962,7 @@ func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceInfo.ProtoReflect.Descriptor instead.
 func (*DeviceInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeviceInfo) GetId() string {
@@ -985,14 +1047,16 @@ type Plan struct {
 	Metrics map[string]float64 `protobuf:"bytes,6,rep,name=metrics,proto3" json:"metrics,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
 	// Activation reuse across the units of a single-device plan (core.Reuse);
 	// absent: none.
-	Reuse         *Reuse `protobuf:"bytes,7,opt,name=reuse,proto3" json:"reuse,omitempty"`
+	Reuse *Reuse `protobuf:"bytes,7,opt,name=reuse,proto3" json:"reuse,omitempty"`
+	// Step each parameter on its owner, not on home (core.Plan.StepOwners).
+	StepOwners    bool `protobuf:"varint,8,opt,name=step_owners,json=stepOwners,proto3" json:"step_owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1068,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1081,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Plan) GetScheduler() string {
@@ -1069,6 +1133,13 @@ func (x *Plan) GetReuse() *Reuse {
 	return nil
 }
 
+func (x *Plan) GetStepOwners() bool {
+	if x != nil {
+		return x.StepOwners
+	}
+	return false
+}
+
 // Reuse is core.Reuse: compute each shared activation once per iteration.
 type Reuse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1081,7 +1152,7 @@ type Reuse struct {
 
 func (x *Reuse) Reset() {
 	*x = Reuse{}
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1093,7 +1164,7 @@ func (x *Reuse) String() string {
 func (*Reuse) ProtoMessage() {}
 
 func (x *Reuse) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1106,7 +1177,7 @@ func (x *Reuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reuse.ProtoReflect.Descriptor instead.
 func (*Reuse) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Reuse) GetBoundary() string {
@@ -1140,7 +1211,7 @@ type NodeList struct {
 
 func (x *NodeList) Reset() {
 	*x = NodeList{}
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1152,7 +1223,7 @@ func (x *NodeList) String() string {
 func (*NodeList) ProtoMessage() {}
 
 func (x *NodeList) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1165,7 +1236,7 @@ func (x *NodeList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeList.ProtoReflect.Descriptor instead.
 func (*NodeList) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *NodeList) GetNodes() []int32 {
@@ -1188,7 +1259,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1200,7 +1271,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1213,7 +1284,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Unit) GetId() int64 {
@@ -1265,7 +1336,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1348,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1361,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Task) GetId() int64 {
@@ -1376,7 +1447,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1388,7 +1459,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1401,7 +1472,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Trace) GetEvents() []*TraceEvent {
@@ -1448,7 +1519,7 @@ type TraceEvent struct {
 
 func (x *TraceEvent) Reset() {
 	*x = TraceEvent{}
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1460,7 +1531,7 @@ func (x *TraceEvent) String() string {
 func (*TraceEvent) ProtoMessage() {}
 
 func (x *TraceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1473,7 +1544,7 @@ func (x *TraceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEvent.ProtoReflect.Descriptor instead.
 func (*TraceEvent) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TraceEvent) GetName() string {
@@ -1548,7 +1619,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1560,7 +1631,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1573,7 +1644,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *ErrorDetail) GetSentinel() string {
@@ -1604,7 +1675,7 @@ type OutOfMemory struct {
 
 func (x *OutOfMemory) Reset() {
 	*x = OutOfMemory{}
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1616,7 +1687,7 @@ func (x *OutOfMemory) String() string {
 func (*OutOfMemory) ProtoMessage() {}
 
 func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1629,7 +1700,7 @@ func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutOfMemory.ProtoReflect.Descriptor instead.
 func (*OutOfMemory) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *OutOfMemory) GetDevice() string {
@@ -1715,13 +1786,17 @@ const file_scheduler_proto_rawDesc = "" +
 	"\asamples\x18\x04 \x01(\x03R\asamples\"2\n" +
 	"\x04Dims\x12\x14\n" +
 	"\x05nodes\x18\x01 \x01(\x03R\x05nodes\x12\x14\n" +
-	"\x05edges\x18\x02 \x01(\x03R\x05edges\"\xa6\x01\n" +
+	"\x05edges\x18\x02 \x01(\x03R\x05edges\"\xdd\x01\n" +
 	"\x06OpInfo\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x03R\x05index\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
 	"\x04kind\x18\x03 \x01(\x0e2\x1b.gnnkit.scheduler.v1.OpKindR\x04kind\x12\x12\n" +
 	"\x04deps\x18\x04 \x03(\x03R\x04deps\x12-\n" +
-	"\x04cost\x18\x05 \x01(\v2\x19.gnnkit.scheduler.v1.CostR\x04cost\"\x8b\x01\n" +
+	"\x04cost\x18\x05 \x01(\v2\x19.gnnkit.scheduler.v1.CostR\x04cost\x125\n" +
+	"\x06params\x18\x06 \x03(\v2\x1d.gnnkit.scheduler.v1.ParamRefR\x06params\"4\n" +
+	"\bParamRef\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\x8b\x01\n" +
 	"\x04Cost\x12\x14\n" +
 	"\x05flops\x18\x01 \x01(\x03R\x05flops\x12\x1f\n" +
 	"\vbytes_moved\x18\x02 \x01(\x03R\n" +
@@ -1740,7 +1815,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x0ekernel_variant\x18\b \x01(\tR\rkernelVariant\x12\x16\n" +
 	"\x06gflops\x18\t \x01(\x01R\x06gflops\x12\x19\n" +
 	"\bmem_gbps\x18\n" +
-	" \x01(\x01R\amemGbps\"\xd9\x03\n" +
+	" \x01(\x01R\amemGbps\"\xfa\x03\n" +
 	"\x04Plan\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12\x12\n" +
 	"\x04home\x18\x02 \x01(\tR\x04home\x12/\n" +
@@ -1748,7 +1823,9 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x05tasks\x18\x04 \x03(\v2\x19.gnnkit.scheduler.v1.TaskR\x05tasks\x12M\n" +
 	"\fmem_estimate\x18\x05 \x03(\v2*.gnnkit.scheduler.v1.Plan.MemEstimateEntryR\vmemEstimate\x12@\n" +
 	"\ametrics\x18\x06 \x03(\v2&.gnnkit.scheduler.v1.Plan.MetricsEntryR\ametrics\x120\n" +
-	"\x05reuse\x18\a \x01(\v2\x1a.gnnkit.scheduler.v1.ReuseR\x05reuse\x1a>\n" +
+	"\x05reuse\x18\a \x01(\v2\x1a.gnnkit.scheduler.v1.ReuseR\x05reuse\x12\x1f\n" +
+	"\vstep_owners\x18\b \x01(\bR\n" +
+	"stepOwners\x1a>\n" +
 	"\x10MemEstimateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
@@ -1839,7 +1916,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -1854,55 +1931,57 @@ var file_scheduler_proto_goTypes = []any{
 	(*GroupInfo)(nil),        // 10: gnnkit.scheduler.v1.GroupInfo
 	(*Dims)(nil),             // 11: gnnkit.scheduler.v1.Dims
 	(*OpInfo)(nil),           // 12: gnnkit.scheduler.v1.OpInfo
-	(*Cost)(nil),             // 13: gnnkit.scheduler.v1.Cost
-	(*DeviceInfo)(nil),       // 14: gnnkit.scheduler.v1.DeviceInfo
-	(*Plan)(nil),             // 15: gnnkit.scheduler.v1.Plan
-	(*Reuse)(nil),            // 16: gnnkit.scheduler.v1.Reuse
-	(*NodeList)(nil),         // 17: gnnkit.scheduler.v1.NodeList
-	(*Unit)(nil),             // 18: gnnkit.scheduler.v1.Unit
-	(*Task)(nil),             // 19: gnnkit.scheduler.v1.Task
-	(*Trace)(nil),            // 20: gnnkit.scheduler.v1.Trace
-	(*TraceEvent)(nil),       // 21: gnnkit.scheduler.v1.TraceEvent
-	(*ErrorDetail)(nil),      // 22: gnnkit.scheduler.v1.ErrorDetail
-	(*OutOfMemory)(nil),      // 23: gnnkit.scheduler.v1.OutOfMemory
-	nil,                      // 24: gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	nil,                      // 25: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 26: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	(*ParamRef)(nil),         // 13: gnnkit.scheduler.v1.ParamRef
+	(*Cost)(nil),             // 14: gnnkit.scheduler.v1.Cost
+	(*DeviceInfo)(nil),       // 15: gnnkit.scheduler.v1.DeviceInfo
+	(*Plan)(nil),             // 16: gnnkit.scheduler.v1.Plan
+	(*Reuse)(nil),            // 17: gnnkit.scheduler.v1.Reuse
+	(*NodeList)(nil),         // 18: gnnkit.scheduler.v1.NodeList
+	(*Unit)(nil),             // 19: gnnkit.scheduler.v1.Unit
+	(*Task)(nil),             // 20: gnnkit.scheduler.v1.Task
+	(*Trace)(nil),            // 21: gnnkit.scheduler.v1.Trace
+	(*TraceEvent)(nil),       // 22: gnnkit.scheduler.v1.TraceEvent
+	(*ErrorDetail)(nil),      // 23: gnnkit.scheduler.v1.ErrorDetail
+	(*OutOfMemory)(nil),      // 24: gnnkit.scheduler.v1.OutOfMemory
+	nil,                      // 25: gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	nil,                      // 26: gnnkit.scheduler.v1.Plan.MetricsEntry
+	nil,                      // 27: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
 	9,  // 1: gnnkit.scheduler.v1.ScheduleRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	15, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	16, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	9,  // 3: gnnkit.scheduler.v1.ObserveRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	20, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
-	15, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	21, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
+	16, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	12, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
 	11, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
-	14, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
+	15, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
 	10, // 9: gnnkit.scheduler.v1.Workload.groups:type_name -> gnnkit.scheduler.v1.GroupInfo
 	0,  // 10: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
-	13, // 11: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
-	18, // 12: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
-	19, // 13: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
-	24, // 14: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	25, // 15: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
-	16, // 16: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
-	17, // 17: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
-	1,  // 18: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	21, // 19: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	26, // 20: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	23, // 21: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 22: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 23: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 24: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 25: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 26: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 27: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	25, // [25:28] is the sub-list for method output_type
-	22, // [22:25] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	14, // 11: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
+	13, // 12: gnnkit.scheduler.v1.OpInfo.params:type_name -> gnnkit.scheduler.v1.ParamRef
+	19, // 13: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
+	20, // 14: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
+	25, // 15: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	26, // 16: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
+	17, // 17: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
+	18, // 18: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 19: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	22, // 20: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	27, // 21: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	24, // 22: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 23: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 24: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 25: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 26: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 27: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 28: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	26, // [26:29] is the sub-list for method output_type
+	23, // [23:26] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -1916,7 +1995,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   25,
+			NumMessages:   26,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

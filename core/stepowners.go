@@ -1,0 +1,300 @@
+package core
+
+import "sort"
+
+// StepOwners returns each parameter's owner under Plan.StepOwners: the
+// device of the first forward task, in plan order, whose ops read it.
+// opParams(o) names the parameters op o reads. Parameters no forward task
+// reads have no owner.
+func StepOwners(tasks []Task, opParams func(op int) []string) map[string]DeviceID {
+	own := map[string]DeviceID{}
+	for _, t := range tasks {
+		if t.Kind != TaskForward {
+			continue
+		}
+		for _, o := range t.OpIndices() {
+			for _, p := range opParams(o) {
+				if _, ok := own[p]; !ok {
+					own[p] = t.Device
+				}
+			}
+		}
+	}
+	return own
+}
+
+// ParamReaders returns the parameters each device's forward tasks read.
+func ParamReaders(tasks []Task, opParams func(op int) []string) map[DeviceID]map[string]bool {
+	out := map[DeviceID]map[string]bool{}
+	for _, t := range tasks {
+		if t.Kind != TaskForward {
+			continue
+		}
+		for _, o := range t.OpIndices() {
+			for _, p := range opParams(o) {
+				if out[t.Device] == nil {
+					out[t.Device] = map[string]bool{}
+				}
+				out[t.Device][p] = true
+			}
+		}
+	}
+	return out
+}
+
+// OpParams returns a lookup of the parameter names each of w's ops reads
+// (OpInfo.Params), for StepOwners and ParamReaders.
+func (w *Workload) OpParams() func(op int) []string {
+	names := make([][]string, len(w.Ops))
+	for i, o := range w.Ops {
+		for _, r := range o.Params {
+			names[i] = append(names[i], r.Name)
+		}
+	}
+	return func(op int) []string {
+		if op < 0 || op >= len(names) {
+			return nil
+		}
+		return names[op]
+	}
+}
+
+// HomeStep returns p rewritten to step every parameter on Home: its
+// ReduceGrads and Step tasks are replaced by one reduction into Home from
+// every other device that runs backward work (after all of that device's
+// backward tasks) and one Step on Home after them and Home's backward
+// tasks. A plan without StepOwners is returned as is.
+func (p *Plan) HomeStep() *Plan {
+	if !p.StepOwners {
+		return p
+	}
+	q, bwdOn, stream := p.withoutFlush()
+	q.StepOwners = false
+	var stepDeps []int
+	for _, d := range sortedDevs(bwdOn) {
+		if d == p.Home {
+			stepDeps = append(stepDeps, bwdOn[d]...)
+			continue
+		}
+		id := len(q.Tasks)
+		q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: p.Home, Stream: stream[p.Home], From: d, Deps: bwdOn[d]})
+		stepDeps = append(stepDeps, id)
+	}
+	q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: p.Home, Stream: stream[p.Home], Deps: stepDeps})
+	return q
+}
+
+// OwnerStep returns p rewritten to step each parameter on its owner
+// (StepOwners, with w's OpInfo.Params): its ReduceGrads and Step tasks are
+// replaced by one reduction from each device into each other owner of
+// parameters it reads (after all of that device's backward tasks) and one
+// Step per owner (after its backward tasks and the reductions into it),
+// each on a stream of its own on its device.
+func (p *Plan) OwnerStep(w *Workload) *Plan {
+	q, bwdOn, stream := p.withoutFlush()
+	q.StepOwners = true
+	op := w.OpParams()
+	owner := StepOwners(q.Tasks, op)
+	readers := ParamReaders(q.Tasks, op)
+	stepDeps := map[DeviceID][]int{}
+	for _, d := range sortedDevs(bwdOn) {
+		stepDeps[d] = append(stepDeps[d], bwdOn[d]...)
+	}
+	for _, e := range sortedDevs(readers) {
+		into := map[DeviceID]bool{}
+		for name := range readers[e] {
+			if o := owner[name]; o != e {
+				into[o] = true
+			}
+		}
+		for _, o := range sortedDevs(into) {
+			id := len(q.Tasks)
+			q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: o, Stream: stream[o], From: e, Deps: bwdOn[e]})
+			stepDeps[o] = append(stepDeps[o], id)
+		}
+	}
+	owns := map[DeviceID]bool{}
+	for _, d := range owner {
+		owns[d] = true
+	}
+	for _, d := range sortedDevs(owns) {
+		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: d, Stream: stream[d], Deps: stepDeps[d]})
+	}
+	return q
+}
+
+// withoutFlush returns a copy of p without its ReduceGrads and Step tasks
+// (tasks that depended on one depend on its own dependencies instead),
+// the backward tasks on each device, and per device a stream number no
+// remaining task of it uses.
+func (p *Plan) withoutFlush() (*Plan, map[DeviceID][]int, map[DeviceID]int) {
+	q := *p
+	q.Tasks = nil
+	newID := make([]int, len(p.Tasks))
+	for i, t := range p.Tasks {
+		newID[i] = -1
+		if t.Kind == TaskForward || t.Kind == TaskBackward {
+			newID[i] = len(q.Tasks)
+			q.Tasks = append(q.Tasks, t)
+		}
+	}
+	var resolve func(i int, seen map[int]bool) []int
+	resolve = func(i int, seen map[int]bool) []int {
+		if newID[i] >= 0 {
+			return []int{newID[i]}
+		}
+		if seen[i] {
+			return nil
+		}
+		seen[i] = true
+		var out []int
+		for _, d := range p.Tasks[i].Deps {
+			if d >= 0 && d < len(p.Tasks) {
+				out = append(out, resolve(d, seen)...)
+			}
+		}
+		return out
+	}
+	bwdOn := map[DeviceID][]int{}
+	stream := map[DeviceID]int{}
+	for i := range q.Tasks {
+		t := &q.Tasks[i]
+		old := t.Deps
+		t.ID, t.Deps = i, nil
+		seen := map[int]bool{}
+		for _, d := range old {
+			if d < 0 || d >= len(p.Tasks) {
+				continue
+			}
+			for _, n := range resolve(d, map[int]bool{}) {
+				if !seen[n] {
+					seen[n] = true
+					t.Deps = append(t.Deps, n)
+				}
+			}
+		}
+		sort.Ints(t.Deps)
+		stream[t.Device] = max(stream[t.Device], t.Stream+1)
+		if t.Kind == TaskBackward {
+			bwdOn[t.Device] = append(bwdOn[t.Device], i)
+		}
+	}
+	if _, ok := stream[p.Home]; !ok {
+		stream[p.Home] = 0
+	}
+	return &q, bwdOn, stream
+}
+
+func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
+	out := make([]DeviceID, 0, len(m))
+	for d := range m {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// validateOwnerSteps checks a StepOwners plan's reductions and steps: one
+// Step per owner, after the owner's backward tasks and every reduction
+// into it; one reduction from each device into each other owner of
+// parameters it reads, after all of that device's backward tasks; no
+// other reductions or steps.
+func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, backwardOn map[DeviceID][]int, fail func(string, ...any)) {
+	named := false
+	for _, o := range w.Ops {
+		named = named || len(o.Params) > 0
+	}
+	if !named {
+		fail("the plan steps parameters on their owners (step_owners) but the workload names no op's parameters")
+		return
+	}
+	op := w.OpParams()
+	owner := StepOwners(p.Tasks, op)
+	readers := ParamReaders(p.Tasks, op)
+	owns := map[DeviceID]bool{}
+	for _, d := range owner {
+		owns[d] = true
+	}
+	steps := map[DeviceID][]int{}
+	type pair struct{ from, into DeviceID }
+	reduces := map[pair][]int{}
+	for i, t := range p.Tasks {
+		switch t.Kind {
+		case TaskStep:
+			steps[t.Device] = append(steps[t.Device], i)
+		case TaskReduceGrads:
+			reduces[pair{t.From, t.Device}] = append(reduces[pair{t.From, t.Device}], i)
+		}
+	}
+	all := map[DeviceID]bool{}
+	for d := range steps {
+		all[d] = true
+	}
+	for d := range owns {
+		all[d] = true
+	}
+	for _, d := range sortedDevs(all) {
+		switch n := len(steps[d]); {
+		case owns[d] && n != 1:
+			fail("device %s owns parameters but has %d optimizer steps, want 1", d, n)
+		case !owns[d] && n > 0:
+			fail("device %s steps the optimizer but owns no parameter (the first forward task reading a parameter owns it)", d)
+		}
+	}
+	// The reductions each device owes.
+	want := map[pair]bool{}
+	for e, ps := range readers {
+		for name := range ps {
+			if o := owner[name]; o != e {
+				want[pair{e, o}] = true
+			}
+		}
+	}
+	var pairs []pair
+	for k := range reduces {
+		pairs = append(pairs, k)
+	}
+	for k := range want {
+		if reduces[k] == nil {
+			pairs = append(pairs, k)
+		}
+	}
+	sort.Slice(pairs, func(i, j int) bool {
+		if pairs[i].from != pairs[j].from {
+			return pairs[i].from < pairs[j].from
+		}
+		return pairs[i].into < pairs[j].into
+	})
+	for _, k := range pairs {
+		r := reduces[k]
+		switch {
+		case !want[k]:
+			fail("gradients are reduced from %s into %s, which owns none of the parameters %s reads", k.from, k.into, k.from)
+			continue
+		case len(r) != 1:
+			fail("device %s reads parameters %s owns but has %d gradient reductions into it, want 1", k.from, k.into, len(r))
+			continue
+		}
+		for _, b := range backwardOn[k.from] {
+			if !reach(r[0], b) {
+				fail("the gradient reduction from %s into %s (task %d) does not wait for backward task %d", k.from, k.into, r[0], b)
+				break
+			}
+		}
+		if s := steps[k.into]; len(s) == 1 && !reach(s[0], r[0]) {
+			fail("the step on %s (task %d) does not wait for the gradient reduction from %s (task %d)", k.into, s[0], k.from, r[0])
+		}
+	}
+	for _, d := range sortedDevs(owns) {
+		s := steps[d]
+		if len(s) != 1 {
+			continue
+		}
+		for _, b := range backwardOn[d] {
+			if !reach(s[0], b) {
+				fail("the step on %s (task %d) does not wait for its backward task %d", d, s[0], b)
+				break
+			}
+		}
+	}
+}

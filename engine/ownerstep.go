@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// Owner-stepped plans (core.Plan.StepOwners): each parameter is stepped on
+// its owner, which then sends the new value to the plan's other readers;
+// home's copy is brought up to date only when something needs it
+// (syncHome). See docs/design.md §3, "Owner-stepped optimizer".
+
+// opParams names the parameters op o reads, as core.NewWorkload lists them
+// in OpInfo.Params.
+func (t *Trainer) opParams(o int) []string {
+	if o < 0 || o >= len(t.model.Ops) {
+		return nil
+	}
+	var out []string
+	for _, v := range t.model.Ops[o].Inputs() {
+		if _, ok := t.specs[v]; ok {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// usesRemote reports whether the plan puts work on a worker's device.
+func (t *Trainer) usesRemote(p *core.Plan) bool {
+	if t.remote == nil {
+		return false
+	}
+	for _, id := range p.Devices() {
+		if t.isRemote(id) {
+			return true
+		}
+	}
+	return false
+}
+
+// homeStep returns p rewritten to step on home, cached for the last plan
+// (a worker's slices are cut per plan).
+func (t *Trainer) homeStep(p *core.Plan) *core.Plan {
+	if t.homeStepFrom != p {
+		t.homeStepFrom, t.homeStepTo = p, p.HomeStep()
+	}
+	return t.homeStepTo
+}
+
+// refreshHome brings the named parameters of home's copy up to date from
+// the replicas an owner-stepped plan left their newest values on.
+func (t *Trainer) refreshHome(names map[string]bool) (int64, error) {
+	home := t.reps[t.home]
+	from := map[core.DeviceID]map[string]bool{}
+	for p := range names {
+		if d, ok := t.newest[p]; ok {
+			if from[d] == nil {
+				from[d] = map[string]bool{}
+			}
+			from[d][p] = true
+		}
+	}
+	var moved int64
+	for _, d := range sortedIDs(from) {
+		n, err := t.copyParamsBytes(t.reps[d], home, from[d])
+		moved += n
+		if err != nil {
+			return moved, err
+		}
+		for p := range from[d] {
+			delete(t.newest, p)
+		}
+	}
+	return moved, nil
+}
+
+// ownerStep runs a StepOwners plan's Step task: the optimizer on the
+// parameters the task's device owns, then their new values to the other
+// devices whose ops read them. With SkipStep it only records where the
+// summed gradients are (Grads reads them there).
+func (ex *execution) ownerStep(task core.Task, t0 time.Time) error {
+	t := ex.t
+	owned := map[string]bool{}
+	for p, d := range ex.owners {
+		if d == task.Device {
+			owned[p] = true
+		}
+	}
+	if ex.opts.SkipStep {
+		t.stateMu.Lock()
+		if t.gradAt == nil {
+			t.gradAt = map[string]core.DeviceID{}
+		}
+		for p := range owned {
+			if task.Device != t.home {
+				t.gradAt[p] = task.Device
+			}
+		}
+		t.stateMu.Unlock()
+		ex.record(core.TraceEvent{Name: "optimizer step (skipped)", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
+		return nil
+	}
+	r := t.reps[task.Device]
+	if err := t.stepOwned(r, owned, ex.stepNo); err != nil {
+		return err
+	}
+	t.stateMu.Lock()
+	for p := range owned {
+		if task.Device == t.home {
+			delete(t.newest, p)
+		} else {
+			t.newest[p] = task.Device
+			if r.ver == nil {
+				r.ver = map[string]int{}
+			}
+			r.ver[p] = ex.stepNo
+		}
+	}
+	t.stateMu.Unlock()
+	ex.record(core.TraceEvent{Name: "optimizer step", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
+	t1 := time.Now()
+	var moved int64
+	for _, id := range sortedIDs(ex.used) {
+		if id == task.Device {
+			continue
+		}
+		names := map[string]bool{}
+		for p := range ex.used[id] {
+			if owned[p] {
+				names[p] = true
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		n, err := t.copyParams(r, t.reps[id], names, ex.stepNo)
+		moved += n
+		if err != nil {
+			return err
+		}
+		if id == t.home {
+			t.stateMu.Lock()
+			for p := range names {
+				delete(t.newest, p)
+			}
+			t.stateMu.Unlock()
+		}
+	}
+	if moved > 0 {
+		ex.record(core.TraceEvent{Name: "broadcast params", Cat: "transfer", Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: moved}, t1)
+	}
+	return nil
+}

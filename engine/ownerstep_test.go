@@ -1,0 +1,203 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/engine"
+)
+
+// TestOwnerStepMatchesHomeStep: stepping each parameter on its owner
+// (core.Plan.StepOwners) trains exactly as stepping everything on home —
+// same parameters (to rounding) after several steps, same summed gradients
+// with SkipStep, same predictions — for a two-stage pipeline (stage 2's
+// parameters owned off home) and data parallelism (every parameter read
+// on both devices, reduced into its owner), also when owner and home
+// plans alternate (optimizer state moves between devices). Off home, the
+// home device holds only the gradients its ops read and the optimizer
+// state of what it owns.
+func TestOwnerStepMatchesHomeStep(t *testing.T) {
+	ctx := context.Background()
+	scheds := map[string]core.Scheduler{
+		"pipeline": schedtest.Stages{K: 2, Assign: schedtest.Halves},
+		"data":     schedtest.Split{K: 3},
+	}
+	for _, model := range []string{"gcn", "sage"} {
+		for _, sname := range []string{"pipeline", "data"} {
+			t.Run(model+"/"+sname, func(t *testing.T) {
+				ref, rdevs, _ := setup(t, model, 0)
+				own, odevs, _ := setup(t, model, 0)
+				plans := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, *core.Plan, *core.Plan) {
+					b := tr.FullBatch(batch(60))
+					w, err := tr.Workload(b, infos(devs))
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := scheds[sname].Schedule(ctx, w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					op := p.OwnerStep(w)
+					if err := op.Validate(w); err != nil {
+						t.Fatal(err)
+					}
+					return b, p, op
+				}
+				rb, rp, _ := plans(ref, rdevs)
+				ob, op, oo := plans(own, odevs)
+				// Alternate: owner, owner, home, owner against home only.
+				for i, useOwner := range []bool{true, true, false, true} {
+					want, err := ref.Run(ctx, rp, rb, engine.RunOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p := op
+					if useOwner {
+						p = oo
+					}
+					got, err := own.Run(ctx, p, ob, engine.RunOptions{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					if math.Abs(got.Loss-want.Loss) > 1e-6*math.Abs(want.Loss) {
+						t.Errorf("step %d: loss %.9g, home-step %.9g", i, got.Loss, want.Loss)
+					}
+				}
+				if own.Step() != ref.Step() {
+					t.Errorf("step count %d, want %d", own.Step(), ref.Step())
+				}
+				equalParams(t, "after 4 steps", own, ref)
+				if sname == "pipeline" {
+					checkOwnerMemory(t, own, odevs, rdevs, oo)
+				}
+				// Summed gradients with the step skipped.
+				if _, err := ref.Run(ctx, rp, rb, engine.RunOptions{SkipStep: true}); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := own.Run(ctx, oo, ob, engine.RunOptions{SkipStep: true}); err != nil {
+					t.Fatal(err)
+				}
+				rg, err := ref.Grads()
+				if err != nil {
+					t.Fatal(err)
+				}
+				og, err := own.Grads()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name, g := range rg {
+					// The reference's reduction into home races home's own
+					// backward (schedtest.Split), so the last bits may differ.
+					if d := relL2(og[name], g); d > 1e-6 {
+						t.Errorf("gradient of %s differs from the home-step run's: relative L2 %.3g", name, d)
+					}
+				}
+				// Predictions use home's copy, brought up to date.
+				nodes := batch(100)
+				rpred, err := ref.Predict(ctx, nodes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opred, err := own.Predict(ctx, nodes)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fmt.Sprint(rpred) != fmt.Sprint(opred) {
+					t.Error("predictions differ from the home-step run's")
+				}
+			})
+		}
+	}
+}
+
+func equalParams(t *testing.T, when string, got, want *engine.Trainer) {
+	t.Helper()
+	gp, err := got.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wp, err := want.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, v := range wp {
+		if d := relL2(gp[name], v); d > 1e-6 {
+			t.Errorf("%s: parameter %s differs from the home-step run's: relative L2 %.3g", when, name, d)
+		}
+	}
+}
+
+func relL2(a, b []float32) float64 {
+	if len(a) != len(b) {
+		return math.Inf(1)
+	}
+	var num, den float64
+	for i := range a {
+		d := float64(a[i]) - float64(b[i])
+		num += d * d
+		den += float64(b[i]) * float64(b[i])
+	}
+	if den == 0 {
+		return math.Sqrt(num)
+	}
+	return math.Sqrt(num / den)
+}
+
+// checkOwnerMemory: after an owner-stepped iteration p of the two-stage
+// pipeline, the second device holds its stage's parameters, gradients and
+// optimizer state (Adam: 2 tensors), and the edge weights it reads; home
+// (the first device) holds every parameter but, compared with the
+// home-step run's home (refDevs[0]: all gradients and all Adam state),
+// only the gradients its ops read and the state of what it owns.
+func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Device, p *core.Plan) {
+	t.Helper()
+	w, err := tr.Workload(tr.FullBatch(batch(60)), infos(devs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := w.OpParams()
+	owner := core.StepOwners(p.Tasks, op)
+	read := core.ParamReaders(p.Tasks, op)
+	size := map[string]int64{}
+	for _, o := range w.Ops {
+		for _, r := range o.Params {
+			size[r.Name] = r.Bytes
+		}
+	}
+	d1 := devs[1].ID()
+	var want int64
+	for name := range read[d1] {
+		want += 2 * size[name]
+		if owner[name] == d1 {
+			want += 2 * size[name]
+		}
+	}
+	if len(read[d1]) == 0 {
+		t.Fatal("the second stage reads no parameter")
+	}
+	want += 4 * w.Dims.Edges
+	if got := devs[1].Mem().Stats().Used; got != want {
+		t.Errorf("%s holds %d bytes between iterations, want %d (its stage's parameters, gradients, Adam state and edge weights)", d1, got, want)
+	}
+	d0 := devs[0].ID()
+	var saved int64
+	for name, b := range size {
+		if !read[d0][name] {
+			saved += b // its gradient
+		}
+		if owner[name] != d0 {
+			saved += 2 * b // its Adam state
+		}
+	}
+	if saved == 0 {
+		t.Fatal("home reads and owns every parameter")
+	}
+	if got, ref := devs[0].Mem().Stats().Used, refDevs[0].Mem().Stats().Used; got != ref-saved {
+		t.Errorf("home holds %d bytes between iterations, want %d (the home-step run's %d less %d of gradients and Adam state it neither reads nor owns)",
+			got, ref-saved, ref, saved)
+	}
+}
