@@ -212,21 +212,33 @@ func (cm *CostModel) MemTime(d core.DeviceID, bytes int64) time.Duration {
 	return time.Duration(math.Round(float64(bytes) / m.MemGBps))
 }
 
-// ReduceSum is the time home takes to add a replica's gradients of nb
+// ReduceSum is the time device into (home, or with core.Plan.StepOwners
+// the parameters' owner) takes to add a replica's gradients of nb
 // parameter bytes into its own (after they arrived: Transfer).
-func (cm *CostModel) ReduceSum(home core.DeviceID, nb int64) time.Duration {
-	return cm.MemTime(home, 4*nb) // add into home, clear the source
+func (cm *CostModel) ReduceSum(into core.DeviceID, nb int64) time.Duration {
+	return cm.MemTime(into, 4*nb) // add into the target, clear the source
 }
 
-// Step is the optimizer step on home: the profile's measured step, else
-// Adam's traffic (read p, g, m, v; write p, m, v; clear g) at memory
-// bandwidth.
+// Step is the optimizer step on home over the whole model:
+// StepBytes(home, ParamBytes()).
 func (cm *CostModel) Step(home core.DeviceID) time.Duration {
-	dp := cm.dev(home)
+	return cm.StepBytes(home, cm.paramBytes)
+}
+
+// StepBytes is the optimizer step on device d over nb parameter bytes
+// (with Plan.StepOwners, those d owns): the profile's measured step
+// scaled to nb of the model's bytes, else Adam's traffic (read p, g, m,
+// v; write p, m, v; clear g) at memory bandwidth.
+func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
+	dp := cm.dev(d)
 	if dp.p.Step > 0 {
-		return dp.t(dp.p.Step)
+		step := dp.t(dp.p.Step)
+		if nb == cm.paramBytes || cm.paramBytes <= 0 {
+			return step
+		}
+		return time.Duration(math.Round(float64(step) * float64(nb) / float64(cm.paramBytes)))
 	}
-	return cm.MemTime(home, 8*cm.paramBytes)
+	return cm.MemTime(d, 8*nb)
 }
 
 // ParamBytes is the model's parameter bytes.
@@ -262,6 +274,58 @@ func (cm *CostModel) Resident(home, wholeUnits bool, used int64) int64 {
 		r += cm.residentIn
 	}
 	return r
+}
+
+// ResidentOwned is Resident for a plan that steps every parameter on its
+// owner (core.Plan.StepOwners): used are the parameter bytes the device's
+// ops read, owned those it owns (ParamBytesRead over OpInfo.Params, a
+// parameter counted once). Home holds every parameter (the master copy),
+// the gradients of the parameters it reads and the optimizer state of
+// those it owns; any other device the parameters it reads and their
+// gradients and the optimizer state of those it owns. The optimizer
+// state of owned bytes is the model's (OptStateBytes) in proportion.
+func (cm *CostModel) ResidentOwned(home, wholeUnits bool, used, owned int64) int64 {
+	r := 2*used + cm.OptStateBytes(owned)
+	if home {
+		r = cm.paramBytes + used + cm.OptStateBytes(owned)
+	}
+	if wholeUnits {
+		r += cm.residentIn
+	}
+	return r
+}
+
+// OptStateBytes is the optimizer state of nb parameter bytes: the
+// model's (the profile's, else Cluster.OptStateFactor × its parameters,
+// Adam's 2 by default) in proportion.
+func (cm *CostModel) OptStateBytes(nb int64) int64 {
+	switch {
+	case nb == cm.paramBytes:
+		return cm.optBytes
+	case cm.paramBytes <= 0:
+		return 2 * nb
+	case cm.optBytes == 2*cm.paramBytes:
+		return 2 * nb
+	}
+	return int64(math.Round(float64(cm.optBytes) * float64(nb) / float64(cm.paramBytes)))
+}
+
+// ParamBytesRead is the bytes of the distinct parameters the given ops
+// read by their OpInfo.Params (a parameter several ops read counted
+// once): what a device running them holds and reduces under
+// core.Plan.StepOwners. 0 when the workload names no op's parameters.
+func (cm *CostModel) ParamBytesRead(ops []int) int64 {
+	seen := map[string]bool{}
+	var n int64
+	for _, o := range ops {
+		for _, r := range cm.w.Ops[o].Params {
+			if !seen[r.Name] {
+				seen[r.Name] = true
+				n += r.Bytes
+			}
+		}
+	}
+	return n
 }
 
 // Capacity is device d's memory (0: unlimited).

@@ -49,7 +49,8 @@
 // NewCostModel(workload, profile, cluster) is the simulator's pricing on
 // its own: an op's cost at a unit's size on a device, a unit's setup, the
 // size Simulate gives a unit, transfers over links, the gradient sum and
-// the optimizer step on home, the resident memory. Simulate runs on one
+// the optimizer step (on home, or over the bytes an owner owns), the
+// resident memory. Simulate runs on one
 // (SimulateModel reuses one; Clone gives a goroutine its own caches), and
 // partitioners plan with the same one (schedulers/graphpipe), so what
 // they predict and what Simulate reports differ only by the schedule's
@@ -101,11 +102,19 @@
 // and sums them there (4 × parameter bytes at memory bandwidth); the Step
 // runs the measured optimizer time (or 8 × parameter bytes at memory
 // bandwidth, Adam's traffic) and then sends the parameters to every other
-// device of the plan.
+// device of the plan. A plan with core.Plan.StepOwners steps each
+// parameter on its owner (core.StepOwners; sizes from the workload's
+// OpInfo.Params, each parameter once): ReduceGrads{From: E, Device: O}
+// moves and sums only the bytes of the parameters E reads and O owns, and
+// O's Step costs the step over the bytes O owns (CostModel.StepBytes)
+// and sends each other device the bytes it reads and O owns.
 //
 // Memory per device is the resident part — parameters and gradient
-// accumulators on every device, optimizer state on home, the batch inputs
-// where whole-graph units run — plus, per unit on the device, from its
+// accumulators on every device, optimizer state on home (with StepOwners:
+// all parameters but only the accumulators of those its ops read on home,
+// and the optimizer state of what each device owns on that device;
+// CostModel.ResidentOwned), the batch inputs where whole-graph units
+// run — plus, per unit on the device, from its
 // first task there to the end of its last backward there: its inputs (a
 // subgraph unit's features and edge weights), what its forward ops hold
 // and the values it received; a backward task adds its transient memory

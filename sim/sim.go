@@ -213,6 +213,13 @@ type sim struct {
 	// usedBytes[d] are the parameter bytes the plan's ops on d read: the
 	// executor reduces and refreshes only those on a replica.
 	usedBytes map[core.DeviceID]int64
+	// With Plan.StepOwners (owners): readBytes[d] and ownBytes[d] are the
+	// bytes of the parameters d's forward tasks read and of those d owns
+	// (core.StepOwners), and share[{e, o}] the bytes of those e reads and
+	// o owns: what e reduces into o and o's step sends back to e.
+	owners              bool
+	readBytes, ownBytes map[core.DeviceID]int64
+	share               map[[2]core.DeviceID]int64
 
 	// dynamic state
 	q          eventQ
@@ -316,6 +323,11 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	}
 	for d, ops := range opsOn {
 		s.usedBytes[d] = cm.UsedBytes(ops)
+	}
+	if p.StepOwners {
+		if err := s.ownerBytes(); err != nil {
+			return nil, err
+		}
 	}
 	// Op graph.
 	s.consumers = make([][]int, s.nOps)
@@ -504,6 +516,47 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	return s, nil
 }
 
+// ownerBytes fills readBytes, ownBytes and share for a StepOwners plan
+// from the workload's OpInfo.Params, each parameter counted once.
+func (s *sim) ownerBytes() error {
+	size := map[string]int64{}
+	for _, op := range s.w.Ops {
+		for _, r := range op.Params {
+			size[r.Name] = r.Bytes
+		}
+	}
+	if len(size) == 0 {
+		return fmt.Errorf("sim: the plan steps parameters on their owners (step_owners) but the workload names no op's parameters")
+	}
+	opParams := s.w.OpParams()
+	owner := core.StepOwners(s.p.Tasks, opParams)
+	s.owners = true
+	s.readBytes, s.ownBytes = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
+	s.share = map[[2]core.DeviceID]int64{}
+	for name, d := range owner {
+		s.ownBytes[d] += size[name]
+	}
+	for d, ps := range core.ParamReaders(s.p.Tasks, opParams) {
+		for name := range ps {
+			s.readBytes[d] += size[name]
+			if o := owner[name]; o != d {
+				s.share[[2]core.DeviceID{d, o}] += size[name]
+			}
+		}
+	}
+	return nil
+}
+
+// reduceBytes is what ReduceGrads task t moves: the gradients of the
+// parameters its source reads (into home), or with StepOwners of those
+// it reads and the task's device owns.
+func (s *sim) reduceBytes(t core.Task) int64 {
+	if s.owners {
+		return s.share[[2]core.DeviceID{t.From, t.Device}]
+	}
+	return s.usedBytes[t.From]
+}
+
 // receptive counts the nodes within k hops of seeds (toward them, as a
 // k-layer GNN reads) and the edges among them, marking visited nodes with
 // stamp in mark.
@@ -568,7 +621,9 @@ func (s *sim) run() (*Result, error) {
 	// Resident memory: on home every parameter, its gradient accumulator
 	// and the optimizer state; elsewhere the parameters (and
 	// accumulators) the device's ops read; batch inputs where whole-graph
-	// units run.
+	// units run. With StepOwners, home keeps only the gradients of the
+	// parameters it reads, and each device the optimizer state of those it
+	// owns (CostModel.ResidentOwned).
 	wholeOn := map[core.DeviceID]bool{}
 	for k := range s.units {
 		if s.whole[k.u] {
@@ -590,6 +645,9 @@ func (s *sim) run() (*Result, error) {
 			}
 		}
 		r := s.cm.Resident(d == s.p.Home, wholeOn[d], s.cm.UsedBytes(ops))
+		if s.owners {
+			r = s.cm.ResidentOwned(d == s.p.Home, wholeOn[d], s.readBytes[d], s.ownBytes[d])
+		}
 		s.res.Resident[d] = r
 		s.alloc(d, r)
 	}
@@ -725,10 +783,11 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 		if !s.c.SyncTransfers {
 			// The copy engine moves the gradients as soon as they are final.
 			l := [2]core.DeviceID{t.From, t.Device}
+			nb := s.reduceBytes(t)
 			st := max(now, s.linkFree[l])
-			en := st + s.cm.Transfer(t.From, t.Device, s.usedBytes[t.From])
+			en := st + s.cm.Transfer(t.From, t.Device, nb)
 			s.linkFree[l] = en
-			s.linkEvent(l, "reduce grads", -1, s.usedBytes[t.From], st, en)
+			s.linkEvent(l, "reduce grads", -1, nb, st, en)
 			at = en
 		}
 	}
@@ -903,7 +962,7 @@ func (s *sim) start(i int, now time.Duration) {
 			run.name = fmt.Sprintf("bwd u%d %s", u, opSpan(t.OpIndices()))
 		}
 	case core.TaskReduceGrads:
-		nb := s.usedBytes[t.From]
+		nb := s.reduceBytes(t)
 		run.name, run.bytes = "reduce grads from "+string(t.From), nb
 		run.transient = nb
 		s.alloc(d, run.transient)
@@ -913,7 +972,12 @@ func (s *sim) start(i int, now time.Duration) {
 		run.work = s.cm.ReduceSum(d, nb)
 	case core.TaskStep:
 		run.name = "optimizer step"
-		run.work = s.cm.Step(d)
+		if s.owners {
+			run.work = s.cm.StepBytes(d, s.ownBytes[d])
+			run.bytes = s.ownBytes[d]
+		} else {
+			run.work = s.cm.Step(d)
+		}
 	}
 	if t.Kind == core.TaskForward || t.Kind == core.TaskBackward {
 		// Memory-bound (graph, gather, elementwise ops) or compute-bound
@@ -1051,10 +1115,14 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	cur := ce
 	engineFree, finish := cur, cur
 	if t.Kind == core.TaskStep {
-		// Refresh every other replica with the new values of the params its ops read.
+		// Refresh every other replica with the new values of the params
+		// its ops read (with StepOwners: those of them this device owns).
 		var moved int64
 		for _, o := range s.devs {
 			nb := s.usedBytes[o]
+			if s.owners {
+				nb = s.share[[2]core.DeviceID{o, d}]
+			}
 			if o == d || nb == 0 {
 				continue
 			}

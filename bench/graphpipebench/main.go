@@ -80,7 +80,7 @@ func main() {
 	sums := table(models, devices, *preset, *samples, *m, *simulate, 0)
 	printSummary("GraphPipe's throughput over the chain baselines (simulated, fixed m):", sums, false)
 	if *capFrac > 0 {
-		fmt.Printf("\nsimulated, memory-capped: preset %s, %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state, what the home device holds) / %.2f; %s\n\n",
+		fmt.Printf("\nsimulated, memory-capped: preset %s, %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
 			*preset, *samples, *capFrac, time.Now().UTC().Format(time.DateOnly))
 		sums = table(models, devices, *preset, *samples, 0, *simulate, *capFrac)
 		printSummary("GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", sums, true)
@@ -93,7 +93,7 @@ func main() {
 // table simulates every model on every device count under the three
 // schedulers with m micro-batches (0: each scheduler searches m) and
 // prints one row per plan. capFrac > 0 caps every device's memory at the
-// model's training state (what home holds) / capFrac.
+// model's training state (what a home-step plan's home holds) / capFrac.
 func table(models []model, devices []int, preset string, samples, m, simulate int, capFrac float64) []summary {
 	fmt.Println("| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")

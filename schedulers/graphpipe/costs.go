@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -11,8 +12,8 @@ import (
 // costs are what the partitioners weigh, per op and per micro-batch, all
 // read from the simulator's cost model (sim.CostModel): the op times,
 // memory and output sizes at the sizes the simulator gives this plan's
-// micro-batches, the links, the gradient reduction into home, the
-// optimizer step and the resident memory. There is no other cost model:
+// micro-batches, the links, the gradient reductions (into home, or into
+// each parameter's owner), the optimizer steps and the resident memory. There is no other cost model:
 // what the partitioners add is the pipeline arithmetic (stage rates,
 // in-flight counts, the flush), which estimate spells out and the
 // simulator checks.
@@ -34,9 +35,21 @@ type costs struct {
 	hostScale                float64 // >1: the devices share fewer host cores
 	memCap                   float64 // smallest device memory (0: unlimited)
 	resHome, resOther        float64 // resident bytes on home and elsewhere (sim.CostModel.Resident)
-	last                     int     // the loss op: its stage holds home
-	succ                     [][]int
-	maxCons                  []int // each op's last consumer (-1: none)
+	// owners: the plans step each parameter on its owner
+	// (core.Plan.StepOwners); the flush and the resident memory follow
+	// the parameters (opPar: each op's, by index into parBytes; pbyte:
+	// each op's bytes).
+	owners   bool
+	opPar    [][]int32
+	parBytes []float64
+	pbyte    []float64
+	parSeen  []int32 // stamps, as mark
+	// With owners, sim.CostModel.ResidentOwned's terms: the model's
+	// parameter bytes and optimizer-state bytes per parameter byte.
+	paramBytes, optPer float64
+	last               int // the loss op: its stage holds home
+	succ               [][]int
+	maxCons            []int // each op's last consumer (-1: none)
 	// link is the typical stage-to-stage transfer (devs[0] -> devs[1]).
 	link func(bytes float64) float64
 	// mark and seen (with stamp) flag a priced set's ops and the outside
@@ -66,11 +79,12 @@ func microUnits(w *core.Workload, m int) []core.Unit {
 	return units
 }
 
-// newCosts prices w's ops for m micro-batches on devs with cm.
-func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int) *costs {
+// newCosts prices w's ops for m micro-batches on devs with cm, for plans
+// stepped under mode step.
+func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, step StepMode) *costs {
 	n := len(w.Ops)
 	units := microUnits(w, m)
-	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1,
+	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1, owners: step.owners(w),
 		fwd: make([]float64, n), bwd: make([]float64, n), time: make([]float64, n),
 		held: make([]float64, n), temp: make([]float64, n), out: make([]float64, n), wbyte: make([]float64, n),
 		succ: make([][]int, n), maxCons: make([]int, n), mark: make([]int32, n), seen: make([]int32, n)}
@@ -103,9 +117,36 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int) 
 			c.maxCons[o] = max(c.maxCons[o], s)
 		}
 	}
-	// Off home a device holds only its stage's parameters; the DP prices
-	// every stage at the whole model's, an upper bound that keeps its
-	// memory check safe without tracking which stage reads what.
+	if c.owners {
+		idx := map[string]int32{}
+		c.opPar, c.pbyte = make([][]int32, n), make([]float64, n)
+		for o, op := range w.Ops {
+			for _, r := range op.Params {
+				i, ok := idx[r.Name]
+				if !ok {
+					i = int32(len(c.parBytes))
+					idx[r.Name] = i
+					c.parBytes = append(c.parBytes, float64(r.Bytes))
+				}
+				if !slices.Contains(c.opPar[o], i) {
+					c.opPar[o] = append(c.opPar[o], i)
+					c.pbyte[o] += float64(r.Bytes)
+				}
+			}
+		}
+		c.parSeen = make([]int32, len(c.parBytes))
+		c.paramBytes = float64(cm.ParamBytes())
+		c.optPer = 2
+		if c.paramBytes > 0 {
+			c.optPer = float64(cm.OptStateBytes(cm.ParamBytes())) / c.paramBytes
+		}
+	}
+	// Home-step plans: off home a device holds only its stage's
+	// parameters; the DP prices every stage at the whole model's, an
+	// upper bound that keeps its memory check safe without tracking which
+	// stage reads what. (Owner-step plans price each stage's own, see
+	// resident; resHome, the whole training state, still bounds every
+	// device's resident part in memoryFree.)
 	c.resHome, c.resOther = float64(cm.Resident(true, false, cm.ParamBytes())), float64(cm.Resident(false, false, cm.ParamBytes()))
 	cl := cm.Cluster()
 	c.sync = cl.SyncTransfers
@@ -142,7 +183,8 @@ type stageStat struct {
 	f, b  float64 // forward and backward seconds, setup and synchronous copies included
 	held  float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
 	trans float64 // backward transient bytes: temporaries and the gradients received
-	w     float64 // parameter bytes its ops read
+	w     float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
+	pw    float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	in    float64 // activation bytes received per micro-batch
 	gin   float64 // gradient bytes received per micro-batch
 	home  bool    // holds the loss op (the plan's home, with the optimizer state)
@@ -156,6 +198,7 @@ func (c *costs) stat(ops []int) stageStat {
 	if c.stamp == math.MaxInt32 {
 		clear(c.mark)
 		clear(c.seen)
+		clear(c.parSeen)
 		c.stamp = 1
 	}
 	for _, o := range ops {
@@ -163,6 +206,14 @@ func (c *costs) stat(ops []int) stageStat {
 	}
 	var s stageStat
 	for _, o := range ops {
+		if c.owners {
+			for _, p := range c.opPar[o] {
+				if c.parSeen[p] != c.stamp {
+					c.parSeen[p] = c.stamp
+					s.pw += c.parBytes[p]
+				}
+			}
+		}
 		s.f += c.fwd[o]
 		s.b += c.bwd[o]
 		s.held += c.held[o]
@@ -213,14 +264,45 @@ func (c *costs) inFlight(kind Kind, W, d int) int {
 	return min((W+d-1)/d, per)
 }
 
-// peak is a replica's predicted peak memory: the resident part (the
-// whole model's parameters and gradients, the optimizer state on home)
-// plus its in-flight micro-batches and one backward's transients.
-func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
-	r := c.resOther
-	if s.home {
-		r = c.resHome
+// resident is the resident part of the memory of a replica of a stage,
+// as the simulator counts it (sim.CostModel). Home-step plans: the whole
+// model's parameters, gradients and optimizer state on home, and (an
+// upper bound: the DP does not track which stage reads what) the whole
+// model's parameters and gradients elsewhere. Owner-step plans: the
+// stage's parameters and gradients, and as if the replica owned every
+// parameter its stage reads, their optimizer state (exact for a stage's
+// first replica unless an earlier stage reads some of them too; an upper
+// bound otherwise), and on home all the parameters instead of only the
+// stage's.
+func (c *costs) resident(s stageStat) float64 {
+	if c.owners {
+		return c.residentOwned(s.home, s.pw, s.pw)
 	}
+	if s.home {
+		return c.resHome
+	}
+	return c.resOther
+}
+
+// residentOwned is sim.CostModel.ResidentOwned (to its rounding; the
+// DP calls it in its inner loops): a device reading used parameter bytes
+// and owning owned of them.
+func (c *costs) residentOwned(home bool, used, owned float64) float64 {
+	if home {
+		return c.paramBytes + used + c.optPer*owned
+	}
+	return 2*used + c.optPer*owned
+}
+
+// peak is a replica's predicted peak memory: the resident part (see
+// resident) plus its in-flight micro-batches and one backward's
+// transients.
+func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
+	return c.peakWith(c.resident(s), s, kind, W, d)
+}
+
+// peakWith is peak with the resident part r.
+func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
 	return r + float64(c.inFlight(kind, W, d))*s.held + s.trans
 }
 
@@ -230,10 +312,7 @@ func (c *costs) slack(s stageStat, W, d int) int {
 	if c.memCap <= 0 {
 		return unlimited
 	}
-	r := c.resOther
-	if s.home {
-		r = c.resHome
-	}
+	r := c.resident(s)
 	room := c.memCap - r - s.trans
 	per := (c.m + d - 1) / d
 	if s.held <= 0 || room >= float64(per)*s.held {
@@ -259,10 +338,7 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 	if c.memCap <= 0 {
 		return d
 	}
-	r := c.resOther
-	if s.home {
-		r = c.resHome
-	}
+	r := c.resident(s)
 	room := c.memCap - r - s.trans
 	if room < 0 || (room < s.held && s.held > 0) {
 		return math.MaxInt32 // not even one micro-batch fits

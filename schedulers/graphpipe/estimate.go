@@ -2,6 +2,8 @@ package graphpipe
 
 import (
 	"math"
+
+	"github.com/gnnkit/gnnkit/core"
 )
 
 // prediction is what estimate expects the simulator to report for a
@@ -9,7 +11,7 @@ import (
 type prediction struct {
 	iter  float64 // seconds per iteration
 	pipe  float64 // of which the pipeline (first forward to last backward)
-	tail  float64 // and the flush: gradients into home, the step, the refresh
+	tail  float64 // and the flush: the gradient reductions, the steps, the refresh
 	peak  float64 // the largest per-device peak, bytes
 	fits  bool    // every device within its memory
 	depth int
@@ -30,20 +32,25 @@ type prediction struct {
 //     has made the round trip r_s to the sink and back (w_s its warm-up,
 //     Warmup), which costs (ceil(ceil(m/d_s)/w_s) − 1)·r_s when that is
 //     more, and a link that moves more per micro-batch than any stage
-//     computes counts as a stage;
+//     computes counts as a stage (a link between two replicas carries
+//     every lcm(d_s, d_q)-th micro-batch);
 //     GPipe: the same for all forwards, then for all backwards;
-//   - the flush, as the executor does it: every non-home device, in plan
-//     order, sends the gradients of the parameters its ops read to home
-//     once its last backward is done (stage s's ends before the pipeline
-//     does by the backward path from s to a source), home adds them in,
-//     one device after another; the optimizer step; then home sends
-//     every device its new parameters (in parallel over copy engines, in
-//     turn with synchronous copies).
+//   - the flush, as the executor does it. Home-step plans: every non-home
+//     device, in plan order, sends the gradients of the parameters its
+//     ops read to home once its last backward is done (stage s's ends
+//     before the pipeline does by the backward path from s to a source),
+//     home adds them in, one device after another; the optimizer step;
+//     then home sends every device its new parameters (in parallel over
+//     copy engines, in turn with synchronous copies). Owner-step plans
+//     (ownerFlush): the same per owner, all owners at once, each with
+//     only the replicas that read what it owns, stepping only its bytes;
+//     a replica's last backward ends a pipeline beat (the steady part
+//     over m−1) earlier per micro-batch after its last one.
 //
-// Memory per replica is sim's model: the resident part (the whole
-// model's parameters and gradients on every device, the optimizer state
-// on home) plus min(k_s, ceil(m/d_s)) in-flight micro-batches under 1F1B
-// (ceil(m/d_s) under GPipe) and one backward's transients.
+// Memory per replica is sim's model: the resident part (costs.resident;
+// exact per replica under owner steps) plus min(k_s, ceil(m/d_s))
+// in-flight micro-batches under 1F1B (ceil(m/d_s) under GPipe) and one
+// backward's transients.
 func (c *costs) estimate(part Partition, kind Kind) prediction {
 	stages := part.Stages()
 	preds, succs := part.StageDAG(c.w)
@@ -107,11 +114,12 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			x := e(s, q)
 			df = math.Max(df, x+latF[q])
 			db = math.Max(db, x+latB[q])
-			// A link between two replicas carries every
-			// max(d_s, d_q)-th micro-batch, one transfer at a time, each
+			// Micro-batch i goes from replica i mod d_s to replica i mod
+			// d_q, so a link between two replicas carries every
+			// lcm(d_s, d_q)-th micro-batch, one transfer at a time, each
 			// direction on its own: a link busier than the stages is the
 			// bottleneck.
-			dd := max(len(part.Devices[s]), len(part.Devices[q]))
+			dd := lcm(len(part.Devices[s]), len(part.Devices[q]))
 			link := float64((c.m+dd-1)/dd-1) * x
 			steady = math.Max(steady, link)
 			linkSteady = math.Max(linkSteady, link)
@@ -150,6 +158,29 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
 		}
 	}
+	if c.owners {
+		// A replica's last backward: stage s's last micro-batch's ends
+		// upB[s] before the pipeline does, and each earlier micro-batch's
+		// a beat earlier (the pipeline's steady rate per micro-batch).
+		beat := 0.0
+		if c.m > 1 {
+			beat = steady / float64(c.m-1)
+			if kind == GPipe {
+				beat = math.Max(steadyB, linkSteady) / float64(c.m-1)
+			}
+		}
+		lastB := func(s, r int) float64 {
+			d := len(part.Devices[s])
+			j := r + d*((c.m-1-r)/d) // replica r's last micro-batch
+			return p.pipe - upB[s] - float64(c.m-1-j)*beat
+		}
+		p.iter, p.peak, p.fits = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
+		p.tail = p.iter - p.pipe
+		for s := range st {
+			p.depth = max(p.depth, k[s])
+		}
+		return p
+	}
 	home := part.Devices[part.StageOf[c.last]][0]
 	clock := 0.0
 	var bcast float64
@@ -180,6 +211,104 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		}
 	}
 	return p
+}
+
+// ownerFlush is the end of the iteration of the partition's owner-stepped
+// plan (core.Plan.StepOwners) whose pipeline ends at pipe (stage s's last
+// backward upB[s] earlier), and the largest per-device peak and whether
+// every device fits. A parameter's owner is the first replica of the
+// lowest-numbered stage reading it (BuildPlan's plan order). Each owner
+// O, in parallel with the others: the replicas reading parameters O owns
+// send it their gradients of them once their last backward is done
+// (transfer, then the sum on O, one after another in plan order), O
+// steps the bytes it owns once its own last backward is done too, then
+// sends the new values to those replicas (in parallel over copy engines,
+// in turn with synchronous copies). Memory: a stage's first replica holds
+// its parameters and gradients and the optimizer state of what it owns
+// (home: every parameter, the gradients of its stage's and the state of
+// what it owns), the other replicas their parameters and gradients.
+func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool) {
+	S := len(stages)
+	nP := len(c.parBytes)
+	ownSt := make([]int, nP) // the stage owning each parameter
+	for i := range ownSt {
+		ownSt[i] = -1
+	}
+	seen := make([]int, nP)
+	for i := range seen {
+		seen[i] = -1
+	}
+	// by[s][q]: the bytes of the parameters stage s reads that stage q owns.
+	by := make([]map[int]float64, S)
+	for s, ops := range stages {
+		by[s] = map[int]float64{}
+		for _, o := range ops {
+			for _, p := range c.opPar[o] {
+				if seen[p] == s {
+					continue
+				}
+				seen[p] = s
+				if ownSt[p] < 0 {
+					ownSt[p] = s
+				}
+				by[s][ownSt[p]] += c.parBytes[p]
+			}
+		}
+	}
+	// What each replica runs on: replicas past the micro-batch count run
+	// nothing and hold nothing.
+	active := func(s int) []core.DeviceID { return part.Devices[s][:min(len(part.Devices[s]), c.m)] }
+	type in struct {
+		end float64 // the replica's last backward
+		d   core.DeviceID
+		nb  float64
+	}
+	into := make([][]in, S) // the reductions into stage q's owner, in plan order
+	for s := range stages {
+		for r, d := range active(s) {
+			for q := range S { // owners in plan order
+				nb := by[s][q]
+				if nb > 0 && (q != s || r > 0) {
+					into[q] = append(into[q], in{lastB(s, r), d, nb})
+				}
+			}
+		}
+	}
+	iter, fits = pipe, true
+	for q := range stages {
+		own := by[q][q]
+		o := part.Devices[q][0]
+		if own > 0 {
+			clock := 0.0
+			var bcast float64
+			for _, x := range into[q] {
+				nb := int64(x.nb)
+				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(x.d, o, nb)) + secs(c.cm.ReduceSum(o, nb))
+				t := secs(c.cm.Transfer(o, x.d, nb))
+				if c.sync {
+					bcast += t
+				} else {
+					bcast = math.Max(bcast, t)
+				}
+			}
+			clock = math.Max(clock, lastB(q, 0)) + secs(c.cm.StepBytes(o, int64(own)))
+			iter = math.Max(iter, clock+bcast)
+		}
+		pk := c.peakWith(c.residentOwned(st[q].home, st[q].pw, own), st[q], kind, W[q], len(part.Devices[q]))
+		peak = math.Max(peak, pk)
+		if c.memCap > 0 && pk > c.memCap {
+			fits = false
+		}
+	}
+	return iter, peak, fits
+}
+
+func lcm(a, b int) int {
+	x, y := a, b
+	for y != 0 {
+		x, y = y, x%y
+	}
+	return a / x * b
 }
 
 // topoStages orders the stages so that every stage comes after its

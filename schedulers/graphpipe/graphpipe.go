@@ -4,8 +4,10 @@
 // (PipeDream-Flush) over a PipeDream-style contiguous partition.
 //
 // Every plan is synchronous: m micro-batches (loss weights |O_i|/|O|)
-// flow through the stages, gradients accumulate, and one optimizer step
-// ends the iteration, so training is exactly sequential training's.
+// flow through the stages, gradients accumulate, and the optimizer steps
+// (each parameter once, on its owner, or the whole model on home with
+// step=home) end the iteration, so training is exactly sequential
+// training's.
 package graphpipe
 
 import (
@@ -42,6 +44,17 @@ func init() {
 					}
 					continue
 				}
+				if k == "step" {
+					switch v {
+					case "owners":
+						sc.Step = StepOwners
+					case "home":
+						sc.Step = StepHome
+					default:
+						return nil, fmt.Errorf("%s: option step=%q: want owners (each parameter stepped on its owner) or home (the whole model on home)", s.name, v)
+					}
+					continue
+				}
 				n, err := strconv.Atoi(v)
 				switch k {
 				case "microbatches", "m":
@@ -60,7 +73,7 @@ func init() {
 					}
 					sc.MaxReplicas = n
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches, simulate, replicas, profile)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -73,8 +86,9 @@ func init() {
 //
 // Both partitioners plan with the simulator's cost model
 // (sim.CostModel on Cluster and Profile): op times and sizes at the
-// micro-batch size, links, the gradient flush into home, the step and
-// memory are the simulator's. Each weighs its candidate partitions (the
+// micro-batch size, links, the gradient flush (into each parameter's
+// owner, or into home with Step = StepHome), the steps and memory are
+// the simulator's. Each weighs its candidate partitions (the
 // chain DP on every device budget and replica cap; for GraphPipe also the
 // DAG DP's answers at every replica cap and time target it tried, and
 // the chain answers as stage DAGs) by a pipeline estimate, simulates the
@@ -112,6 +126,14 @@ type Scheduler struct {
 	// MaxReplicas caps the devices of one stage (0: no cap). Registry
 	// option: replicas=N.
 	MaxReplicas int
+	// Step is where the plan steps the optimizer: StepOwners (the
+	// default) steps each parameter on its owner, the first replica of
+	// the first stage reading it (core.Plan.StepOwners), when the workload
+	// names its ops' parameters; StepHome flushes every device's gradients
+	// into home, which steps the whole model. The partitioners price the
+	// flush and the memory of the mode they plan for. Registry option:
+	// step=owners or step=home.
+	Step StepMode
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

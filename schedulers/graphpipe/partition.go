@@ -26,13 +26,17 @@ type chainDP struct {
 	c                           *costs
 	n                           int
 	pre, fpre, bpre, hpre, tpre []float64
+	ppre                        []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
 }
 
 func newChainDP(c *costs) *chainDP {
 	n := len(c.w.Ops)
 	x := &chainDP{c: c, n: n, pre: make([]float64, n+1), fpre: make([]float64, n+1), bpre: make([]float64, n+1),
-		hpre: make([]float64, n+1), tpre: make([]float64, n+1)}
+		hpre: make([]float64, n+1), tpre: make([]float64, n+1), ppre: make([]float64, n+1)}
 	for o := range n {
+		if c.owners {
+			x.ppre[o+1] = x.ppre[o] + c.pbyte[o]
+		}
 		x.pre[o+1] = x.pre[o] + c.time[o]
 		x.fpre[o+1] = x.fpre[o] + c.fwd[o]
 		x.bpre[o+1] = x.bpre[o] + c.bwd[o]
@@ -85,7 +89,7 @@ func (x *chainDP) advance(r *chainRows, i int) {
 func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	i := r.i
 	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
-		in: r.in[j], gin: r.gin[j], home: j == x.n}
+		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i]}
 	x.c.finish(&s)
 	return s
 }

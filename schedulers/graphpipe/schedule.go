@@ -138,10 +138,62 @@ type event struct {
 	fwd       bool
 }
 
+// StepMode is where a plan steps the optimizer.
+type StepMode int
+
+const (
+	// StepOwners steps each parameter on its owner (core.Plan.StepOwners:
+	// the device of the first forward task reading it, here the first
+	// replica of the lowest-numbered stage reading it): each replica
+	// reduces into the owners of the parameters it reads, each owner steps
+	// what it owns and sends it back to the other readers. Workloads that
+	// name no op's parameters (OpInfo.Params) get StepHome plans.
+	StepOwners StepMode = iota
+	// StepHome reduces every device's gradients into home, which steps the
+	// whole model and sends every device its parameters back.
+	StepHome
+)
+
+func (s StepMode) String() string {
+	if s == StepHome {
+		return "home"
+	}
+	return "owners"
+}
+
+// owners reports whether plans for w under mode step owner-step: the
+// mode asks for it and w names its ops' parameters.
+func (s StepMode) owners(w *core.Workload) bool {
+	if s != StepOwners {
+		return false
+	}
+	for _, o := range w.Ops {
+		if len(o.Params) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // BuildPlan turns a partition and m micro-batches into a plan under the
-// schedule kind. Micro-batch i takes a contiguous share of the batch
-// (loss weight |O_i|/|O|) and computes its targets' receptive field.
+// schedule kind, stepping the optimizer on the parameters' owners
+// (StepOwners; BuildPlanWith chooses). Micro-batch i takes a contiguous
+// share of the batch (loss weight |O_i|/|O|) and computes its targets'
+// receptive field.
 func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) (*core.Plan, error) {
+	return BuildPlanWith(w, part, m, kind, StepOwners, name)
+}
+
+// BuildPlanWith is BuildPlan with the step mode. The plan's home is the
+// first replica of the loss op's stage. Under StepHome every other device
+// that runs backward work reduces into home (on home's stream 1, in the
+// devices' stage order) after its last backward, and home steps once.
+// Under StepOwners (on a workload that names its ops' parameters) every
+// device E reduces into each owner O ≠ E of parameters it reads (on O's
+// stream 1, in E's stage order) after E's last backward, and every owner
+// steps on its stream 1 after its own backward tasks and the reductions
+// into it.
+func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step StepMode, name string) (*core.Plan, error) {
 	if len(part.StageOf) != len(w.Ops) {
 		return nil, fmt.Errorf("graphpipe: partition covers %d ops, the model has %d", len(part.StageOf), len(w.Ops))
 	}
@@ -234,21 +286,15 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 		sorted[t.ID] = t
 	}
 	p.Tasks = sorted
-	var stepDeps []int
-	for _, sl := range order {
-		b := bwdOn[sl.dev]
-		if sl.dev == p.Home {
-			stepDeps = append(stepDeps, b...)
-			continue
-		}
-		if len(b) == 0 {
-			continue
-		}
-		rid := len(p.Tasks)
-		p.Tasks = append(p.Tasks, core.Task{ID: rid, Kind: core.TaskReduceGrads, Unit: -1, Device: p.Home, Stream: 1, From: sl.dev, Deps: b})
-		stepDeps = append(stepDeps, rid)
+	devs := make([]core.DeviceID, len(order))
+	for i, sl := range order {
+		devs[i] = sl.dev
 	}
-	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: p.Home, Stream: 1, Deps: stepDeps})
+	if step.owners(w) {
+		ownerSteps(w, p, devs, bwdOn)
+	} else {
+		homeStep(p, devs, bwdOn)
+	}
 	depth := 0
 	for _, v := range k {
 		depth = max(depth, v)
@@ -258,4 +304,66 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 	p.Metrics["micro_batches"] = float64(m)
 	p.Metrics["bubble_bound"] = float64(depth-1) / float64(m+depth-1)
 	return p, nil
+}
+
+// homeStep ends p with the home flush: one reduction into home from every
+// other device (in the order devs lists them) that ran backward tasks,
+// then home's step.
+func homeStep(p *core.Plan, devs []core.DeviceID, bwdOn map[core.DeviceID][]int) {
+	var stepDeps []int
+	for _, dev := range devs {
+		b := bwdOn[dev]
+		if dev == p.Home {
+			stepDeps = append(stepDeps, b...)
+			continue
+		}
+		if len(b) == 0 {
+			continue
+		}
+		rid := len(p.Tasks)
+		p.Tasks = append(p.Tasks, core.Task{ID: rid, Kind: core.TaskReduceGrads, Unit: -1, Device: p.Home, Stream: 1, From: dev, Deps: b})
+		stepDeps = append(stepDeps, rid)
+	}
+	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: p.Home, Stream: 1, Deps: stepDeps})
+}
+
+// ownerSteps ends p with the owner flush (core.Plan.StepOwners): every
+// device E (in the order devs lists them) reduces into each owner O ≠ E
+// of parameters E's forward tasks read, in devs order of O, after all of
+// E's backward tasks; then every owner, in devs order, steps after its
+// backward tasks and the reductions into it. Reductions and steps run on
+// the owner's stream 1 (its compute is on stream 0).
+func ownerSteps(w *core.Workload, p *core.Plan, devs []core.DeviceID, bwdOn map[core.DeviceID][]int) {
+	p.StepOwners = true
+	op := w.OpParams()
+	owner := core.StepOwners(p.Tasks, op)
+	readers := core.ParamReaders(p.Tasks, op)
+	owns := map[core.DeviceID]bool{}
+	for _, d := range owner {
+		owns[d] = true
+	}
+	stepDeps := map[core.DeviceID][]int{}
+	for _, e := range devs {
+		into := map[core.DeviceID]bool{}
+		for name := range readers[e] {
+			if o := owner[name]; o != e {
+				into[o] = true
+			}
+		}
+		for _, o := range devs {
+			if !into[o] {
+				continue
+			}
+			rid := len(p.Tasks)
+			p.Tasks = append(p.Tasks, core.Task{ID: rid, Kind: core.TaskReduceGrads, Unit: -1, Device: o, Stream: 1, From: e, Deps: bwdOn[e]})
+			stepDeps[o] = append(stepDeps[o], rid)
+		}
+	}
+	for _, o := range devs {
+		if !owns[o] {
+			continue
+		}
+		deps := append(append([]int(nil), bwdOn[o]...), stepDeps[o]...)
+		p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: o, Stream: 1, Deps: deps})
+	}
 }
