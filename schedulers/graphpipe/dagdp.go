@@ -690,15 +690,45 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 	return part
 }
 
-// noFit is the error for a model no partition fits. The smallest memory
-// it reports is under 1F1B (the DAG DP's memory model); GPipe keeps every
-// micro-batch in flight, so it may need more.
+// minChainMemory binary-searches the smallest per-device memory under
+// which some chain partition fits with kind's micro-batches in flight
+// (GPipe: all of them).
+func minChainMemory(c *costs, D int, kind Kind) int64 {
+	saved := c.memCap
+	defer func() { c.memCap = saved }()
+	x := newChainDP(c)
+	ok := func(cap float64) bool {
+		c.memCap = cap
+		return !math.IsInf(x.table(D, D, kind)[0][D].t, 1)
+	}
+	lo, hi := 1.0, 1.0
+	for ; hi < 1<<50 && !ok(hi); hi *= 2 {
+		lo = hi
+	}
+	for it := 0; it < 30 && hi-lo > hi*1e-3; it++ {
+		if mid := (lo + hi) / 2; ok(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return int64(hi)
+}
+
+// noFit is the error for a model no partition fits, with the smallest
+// per-device memory that would fit: under 1F1B the smaller of the DAG
+// DP's and the chain DP's (both families are searched, and the DAG DP's
+// memory check is the looser one for replicated stages), under GPipe,
+// which keeps every micro-batch in flight, the chain DP's with GPipe's
+// memory.
 func noFit(w *core.Workload, c *costs, D int, kind Kind) error {
-	root, _ := Decompose(w)
-	under := ""
+	need, under := int64(0), ""
 	if kind == GPipe {
-		under = " under 1F1B (GPipe keeps every micro-batch in flight: it needs more)"
+		need, under = minChainMemory(c, D, GPipe), " under GPipe (every micro-batch in flight)"
+	} else {
+		root, _ := Decompose(w)
+		need = min(minMemory(root, c, D), minChainMemory(c, D, kind))
 	}
 	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
-		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(minMemory(root, c, D)))
+		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(need))
 }

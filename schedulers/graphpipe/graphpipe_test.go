@@ -274,6 +274,45 @@ func TestBadInput(t *testing.T) {
 	if !errors.Is(err, graphpipe.ErrNoFit) || !strings.Contains(err.Error(), "smallest per-device memory") {
 		t.Errorf("no-fit error = %v", err)
 	}
+	// The memory the error names fits and 5% less does not, for 1F1B's
+	// and GPipe's in-flight micro-batches alike, on a batch whose
+	// activations outweigh the parameters (GPipe then needs far more).
+	m, err = core.BuildModel("uno", core.ModelConfig{InDim: 512, Hidden: 256, Classes: 8, Branches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ = core.Undirected(4096, nil, nil)
+	batch = make([]int32, 4096)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	for _, s := range []*graphpipe.Scheduler{{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 8}, {Kind: graphpipe.OneFOneB, MicroBatches: 8}, {Kind: graphpipe.GPipe, MicroBatches: 8}} {
+		w := core.NewWorkload(m, g, 512, batch, devs, 1)
+		_, err := s.Schedule(t.Context(), w)
+		msg := fmt.Sprint(err)
+		i := strings.Index(msg, "is about ")
+		if !errors.Is(err, graphpipe.ErrNoFit) || i < 0 {
+			t.Fatalf("%s: no-fit error = %v", s.Name(), err)
+		}
+		need, perr := core.ParseBytes(strings.Fields(msg[i+len("is about "):])[0] + strings.Fields(msg[i+len("is about "):])[1])
+		if perr != nil {
+			t.Fatalf("%s: cannot read the memory in %q: %v", s.Name(), msg, perr)
+		}
+		for _, c := range []struct {
+			cap  int64
+			fits bool
+		}{{need * 102 / 100, true}, {need * 95 / 100, false}} {
+			d := fakeDevices(2)
+			for i := range d {
+				d[i].MemCap = c.cap
+			}
+			_, err := s.Schedule(t.Context(), core.NewWorkload(m, g, 512, batch, d, 1))
+			t.Logf("%s: %s per device: %v", s.Name(), core.FormatBytes(c.cap), err)
+			if (err == nil) != c.fits {
+				t.Errorf("%s: with %s per device (the error named %s): err = %v", s.Name(), core.FormatBytes(c.cap), core.FormatBytes(need), err)
+			}
+		}
+	}
 	// A disconnected op graph (an op that leads nowhere).
 	w = core.NewWorkload(m, g, 512, batch, fakeDevices(2), 1)
 	w.Ops[0].Deps = nil
