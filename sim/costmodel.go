@@ -181,7 +181,7 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 		if rows == 0 {
 			rows = int64(len(u.Targets))
 		}
-	case w.Graph != nil && w.Model != nil && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
+	case w.Graph != nil && w.Model != nil && len(w.Model.Graphs) > 0 && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
 		if cm.mark == nil {
 			cm.mark = make([]int32, w.Graph.NumDst)
 		}

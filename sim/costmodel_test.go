@@ -110,3 +110,37 @@ func TestClusterFor(t *testing.T) {
 		t.Errorf("other infos: got %+v", g)
 	}
 }
+
+// TestUnitSizeFollowsMessagePassing: a subgraph unit of a model that
+// passes messages computes its targets' receptive field; one of a model
+// without graph inputs (uno, an MLP over node features) computes only its
+// targets, as the executor does, however many layers the model has.
+func TestUnitSizeFollowsMessagePassing(t *testing.T) {
+	// A path 0-1-2-...-9.
+	var src, dst []int32
+	for i := int32(0); i < 9; i++ {
+		src, dst = append(src, i), append(dst, i+1)
+	}
+	g, err := core.Undirected(10, src, dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unit := core.Unit{Targets: []int32{0}, LossWeight: 1, Subgraph: true}
+	for _, c := range []struct {
+		model string
+		rows  int64
+	}{{"gcn", 3}, {"uno", 1}} {
+		m, err := core.BuildModel(c.model, core.ModelConfig{InDim: 4, Hidden: 4, Classes: 2, Layers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := core.NewWorkload(m, g, 4, []int32{0}, []core.DeviceInfo{{ID: "cpu:0"}}, 1)
+		cm, err := sim.NewCostModel(w, nil, sim.CPU(1, sim.DeviceModel{GFLOPS: 100, MemGBps: 10}, sim.Link{GBps: 1}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rows, _ := cm.UnitSize(unit); rows != c.rows {
+			t.Errorf("%s: a unit of target 0 on a path has %d rows, want %d", c.model, rows, c.rows)
+		}
+	}
+}
