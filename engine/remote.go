@@ -397,6 +397,12 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 			return ex.addRemote(ctx, run)
 		}
 	}
+	// Add into the accumulators only once the device's own backward work
+	// is done, so the sum's order (own gradients, then each reduction in
+	// its stream's order) and the result do not depend on timing.
+	if err := ex.waitBackwardOn(ctx, task.Device); err != nil {
+		return 0, err
+	}
 	if ex.owners != nil {
 		names := map[string]bool{}
 		for p := range ex.used[task.From] {
@@ -410,6 +416,21 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 		return 0, nil // the home's stand-in computed too: its gradients are there already
 	}
 	return t.reduceGrads(task.From, t.home, ex.used[task.From])
+}
+
+// waitBackwardOn waits for every local backward task on dev.
+func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID) error {
+	for i, t := range ex.plan.Tasks {
+		if t.Kind != core.TaskBackward || t.Device != dev || ex.remote != nil && ex.remote.remote[i] {
+			continue
+		}
+		select {
+		case <-ex.done[i]:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // collectRemote adds the gradients of every Remote not reduced yet (those
