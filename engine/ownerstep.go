@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -51,28 +52,40 @@ func (t *Trainer) homeStep(p *core.Plan) *core.Plan {
 // refreshHome brings the named parameters of home's copy up to date from
 // the replicas an owner-stepped plan left their newest values on.
 func (t *Trainer) refreshHome(names map[string]bool) (int64, error) {
-	home := t.reps[t.home]
 	from := map[core.DeviceID]map[string]bool{}
 	for p := range names {
 		if d, ok := t.newest[p]; ok {
-			if from[d] == nil {
-				from[d] = map[string]bool{}
-			}
-			from[d][p] = true
+			addTo(from, d, p)
 		}
 	}
-	var moved int64
-	for _, d := range sortedIDs(from) {
-		n, err := t.copyParamsBytes(t.reps[d], home, from[d])
-		moved += n
-		if err != nil {
-			return moved, err
-		}
-		for p := range from[d] {
+	moved, err := t.copyFrom(t.reps[t.home], from)
+	for _, ps := range from {
+		for p := range ps {
 			delete(t.newest, p)
 		}
 	}
+	return moved, err
+}
+
+// copyFrom copies into dst, from each source device, the parameters
+// listed for it, in device order, and returns the bytes moved.
+func (t *Trainer) copyFrom(dst *replica, from map[core.DeviceID]map[string]bool) (int64, error) {
+	var moved int64
+	for _, src := range sortedIDs(from) {
+		n, err := t.copyParamsBytes(t.reps[src], dst, from[src])
+		moved += n
+		if err != nil {
+			return moved, fmt.Errorf("engine: copying parameters from %s to %s: %w", src, dst.dev.ID(), err)
+		}
+	}
 	return moved, nil
+}
+
+func addTo(m map[core.DeviceID]map[string]bool, d core.DeviceID, p string) {
+	if m[d] == nil {
+		m[d] = map[string]bool{}
+	}
+	m[d][p] = true
 }
 
 // ownerStep runs a StepOwners plan's Step task: the optimizer on the

@@ -771,23 +771,11 @@ func (t *Trainer) refresh(r *replica, names map[string]bool) (int64, error) {
 		if d, ok := t.newest[p]; ok {
 			src = d
 		}
-		if src == r.dev.ID() {
-			continue
-		}
-		if from[src] == nil {
-			from[src] = map[string]bool{}
-		}
-		from[src][p] = true
-	}
-	var moved int64
-	for _, src := range sortedIDs(from) {
-		n, err := t.copyParamsBytes(t.reps[src], r, from[src])
-		moved += n
-		if err != nil {
-			return moved, err
+		if src != r.dev.ID() {
+			addTo(from, src, p)
 		}
 	}
-	return moved, nil
+	return t.copyFrom(r, from)
 }
 
 // syncHome copies into home's replica the current value of every
@@ -797,26 +785,11 @@ func (t *Trainer) syncHome() (int64, error) {
 	if len(t.newest) == 0 {
 		return 0, nil
 	}
-	home := t.reps[t.home]
-	from := map[core.DeviceID]map[string]bool{}
-	for p, d := range t.newest {
-		if from[d] == nil {
-			from[d] = map[string]bool{}
-		}
-		from[d][p] = true
+	all := map[string]bool{}
+	for p := range t.newest {
+		all[p] = true
 	}
-	var moved int64
-	for _, d := range sortedIDs(from) {
-		n, err := t.copyParamsBytes(t.reps[d], home, from[d])
-		moved += n
-		if err != nil {
-			return moved, fmt.Errorf("engine: bringing home's parameters up to date from %s: %w", d, err)
-		}
-		for p := range from[d] {
-			delete(t.newest, p)
-		}
-	}
-	return moved, nil
+	return t.refreshHome(all)
 }
 
 // setHomeGrads makes home's replica hold gradient accumulators for

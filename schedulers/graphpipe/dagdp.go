@@ -588,13 +588,21 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 // minMemory binary-searches the smallest per-device memory under which
 // some partition exists (stage times unconstrained).
 func minMemory(root *spNode, c *costs, D int) int64 {
-	saved := c.memCap
-	defer func() { c.memCap = saved }()
 	t := newSPTree(root, c)
-	ok := func(cap float64) bool {
-		c.memCap = cap
+	return bisectMemory(c, func() bool {
 		v := c.newDP(t, D, D, math.Inf(1), newShared(c)).solve(t.root, 0, 0)
 		return v.ok() && v.devs <= D
+	})
+}
+
+// bisectMemory returns (to 0.1%) the smallest c.memCap under which fits
+// reports true, restoring c.memCap after.
+func bisectMemory(c *costs, fits func() bool) int64 {
+	saved := c.memCap
+	defer func() { c.memCap = saved }()
+	ok := func(cap float64) bool {
+		c.memCap = cap
+		return fits()
 	}
 	lo, hi := 1.0, 1.0
 	for ; hi < 1<<50 && !ok(hi); hi *= 2 {
@@ -694,25 +702,8 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 // which some chain partition fits with kind's micro-batches in flight
 // (GPipe: all of them).
 func minChainMemory(c *costs, D int, kind Kind) int64 {
-	saved := c.memCap
-	defer func() { c.memCap = saved }()
 	x := newChainDP(c)
-	ok := func(cap float64) bool {
-		c.memCap = cap
-		return !math.IsInf(x.table(D, D, kind)[0][D].t, 1)
-	}
-	lo, hi := 1.0, 1.0
-	for ; hi < 1<<50 && !ok(hi); hi *= 2 {
-		lo = hi
-	}
-	for it := 0; it < 30 && hi-lo > hi*1e-3; it++ {
-		if mid := (lo + hi) / 2; ok(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return int64(hi)
+	return bisectMemory(c, func() bool { return !math.IsInf(x.table(D, D, kind)[0][D].t, 1) })
 }
 
 // noFit is the error for a model no partition fits, with the smallest
