@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"math"
 	"math/rand/v2"
-	"sort"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -225,14 +225,4 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 }
 
 // Median of xs (0 for none).
-func Median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	c := append([]float64(nil), xs...)
-	sort.Float64s(c)
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
-}
+func Median(xs []float64) float64 { return stats.Median(xs) }

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"math"
 	"runtime"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -296,8 +296,8 @@ func MeasureDevice(ctx context.Context, dev core.Device) (DeviceModel, error) {
 		}
 		copyT = append(copyT, time.Since(t0))
 	}
-	m.GFLOPS = 2 * n * n * n / float64(median(gemm))
-	m.MemGBps = 2 * 4 * elems / float64(median(copyT))
+	m.GFLOPS = 2 * n * n * n / float64(stats.Median(gemm))
+	m.MemGBps = 2 * 4 * elems / float64(stats.Median(copyT))
 	return m, nil
 }
 
@@ -358,7 +358,7 @@ func MeasureHostCores(ctx context.Context, devs []core.Device) (float64, error) 
 		}
 		together = append(together, res...)
 	}
-	k := float64(len(devs)) * float64(median(alone)) / float64(median(together))
+	k := float64(len(devs)) * float64(stats.Median(alone)) / float64(stats.Median(together))
 	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
 }
 
@@ -398,7 +398,7 @@ func MeasureLink(ctx context.Context, a, b core.Device) (Link, error) {
 				return 0, err
 			}
 		}
-		return median(ds), nil
+		return stats.Median(ds), nil
 	}
 	const small, large = 1 << 10, 1 << 18
 	ts, err := move(small)
@@ -414,18 +414,6 @@ func MeasureLink(ctx context.Context, a, b core.Device) (Link, error) {
 		l.GBps = 4 * float64(large-small) / float64(d)
 	}
 	return l, nil
-}
-
-func median(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	c := append([]time.Duration(nil), ds...)
-	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }
 
 // ClusterFor is the cluster a scheduler assumes for a workload's devices

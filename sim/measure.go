@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"math"
 	"runtime"
 	"slices"
@@ -231,9 +232,9 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			}
 			p.OptStateBytes = max(opt, 0)
 		}
-		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: median(lp.setF), Bwd: median(lp.setB), Mem: lp.inputs})
+		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: stats.Median(lp.setF), Bwd: stats.Median(lp.setB), Mem: lp.inputs})
 	}
-	p.Step = median(steps)
+	p.Step = stats.Median(steps)
 	p.ResidentInputBytes = 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))
 	for i, op := range m.Ops {
 		p.Ops = append(p.Ops, OpProfile{Name: op.Name(), Kind: op.Kind(), Preds: deps[i]})
@@ -267,11 +268,11 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		// short of the typical total).
 		var sumMed time.Duration
 		for i := range p.Ops {
-			sumMed += median(lp.fwd[i]) + median(lp.bwd[i])
+			sumMed += stats.Median(lp.fwd[i]) + stats.Median(lp.bwd[i])
 		}
 		scale := 1.0
 		if sumMed > 0 {
-			scale = float64(median(lp.opTotal)) / float64(sumMed)
+			scale = float64(stats.Median(lp.opTotal)) / float64(sumMed)
 		}
 		for i := range p.Ops {
 			mem, tmp := held[i], int64(0)
@@ -284,7 +285,7 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 				tmp = int64(float64(max(temp, 0)) * float64(held[i]) / float64(heldSum))
 			}
 			p.Ops[i].Points = append(p.Ops[i].Points, Point{Rows: lp.rows, Edges: lp.edges,
-				Fwd: scaled(median(lp.fwd[i]), scale), Bwd: scaled(median(lp.bwd[i]), scale),
+				Fwd: scaled(stats.Median(lp.fwd[i]), scale), Bwd: scaled(stats.Median(lp.bwd[i]), scale),
 				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp})
 		}
 	}
@@ -436,6 +437,6 @@ func MeasureConcurrency(ctx context.Context, tr *engine.Trainer, devs []core.Dev
 			}
 		}
 	}
-	k := float64(len(devs)) * float64(median(ta)) / float64(median(tt))
+	k := float64(len(devs)) * float64(stats.Median(ta)) / float64(stats.Median(tt))
 	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
 }

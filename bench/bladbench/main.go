@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"io"
 	"math"
 	"os"
@@ -416,18 +417,6 @@ func (p *groupProfile) collect(st dyntrain.EpochStats, plans []*core.Plan) {
 	p.rounds++
 }
 
-func medianD(ds []time.Duration) time.Duration {
-	if len(ds) == 0 {
-		return 0
-	}
-	c := append([]time.Duration(nil), ds...)
-	sort.Slice(c, func(i, j int) bool { return c[i] < c[j] })
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
-}
-
 // simProfile turns the measurements into a sim.Profile: per op one point
 // per distinct size of the groups (rows ascending; groups of the same rows
 // averaged), so that looking a group's op up at its own size returns its
@@ -435,7 +424,7 @@ func medianD(ds []time.Duration) time.Duration {
 func (p *groupProfile) simProfile(shapes []sim.UnitShape) (*sim.Profile, error) {
 	m := p.model
 	deps := m.OpDeps()
-	pr := &sim.Profile{Model: m.Name, Device: p.info, ParamBytes: m.ParamBytes(), OptStateBytes: 2 * m.ParamBytes(), Step: medianD(p.steps)}
+	pr := &sim.Profile{Model: m.Name, Device: p.info, ParamBytes: m.ParamBytes(), OptStateBytes: 2 * m.ParamBytes(), Step: stats.Median(p.steps)}
 	type pt struct {
 		rows, edges int64
 		f, b        time.Duration
@@ -470,12 +459,12 @@ func (p *groupProfile) simProfile(shapes []sim.UnitShape) (*sim.Profile, error) 
 		o := sim.OpProfile{Name: op.Name(), Kind: op.Kind(), Preds: deps[i]}
 		o.Points = points(func(g int) pt {
 			d := shapes[g].Ops[i]
-			return pt{d.Nodes, d.Edges, medianD(p.fwd[g][i]), medianD(p.bwd[g][i]), p.out[g][i]}
+			return pt{d.Nodes, d.Edges, stats.Median(p.fwd[g][i]), stats.Median(p.bwd[g][i]), p.out[g][i]}
 		})
 		pr.Ops = append(pr.Ops, o)
 	}
 	pr.Setup = points(func(g int) pt {
-		return pt{shapes[g].Setup.Nodes, shapes[g].Setup.Edges, medianD(p.setF[g]), medianD(p.setB[g]), 0}
+		return pt{shapes[g].Setup.Nodes, shapes[g].Setup.Edges, stats.Median(p.setF[g]), stats.Median(p.setB[g]), 0}
 	})
 	return pr, pr.Validate()
 }
@@ -686,7 +675,7 @@ func (p *groupProfile) shares() (graph, hoisted float64) {
 	var all, g, hs time.Duration
 	for gr := range p.fwd {
 		for i, op := range p.model.Ops {
-			t := medianD(p.fwd[gr][i]) + medianD(p.bwd[gr][i])
+			t := stats.Median(p.fwd[gr][i]) + stats.Median(p.bwd[gr][i])
 			all += t
 			if op.Kind() == core.KindGraph {
 				g += t

@@ -14,10 +14,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"os"
 	"runtime"
 	"runtime/pprof"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -235,22 +235,10 @@ func measure(wl workload, ks []config, rounds int) ([]cell, error) {
 	}
 	var out []cell
 	for _, r := range runs {
-		r.c.MedianMs = median(r.c.Ms)
-		r.c.Ratio = r.c.MedianMs / median(runs[0].c.Ms)
+		r.c.MedianMs = stats.Median(r.c.Ms)
+		r.c.Ratio = r.c.MedianMs / stats.Median(runs[0].c.Ms)
 		out = append(out, *r.c)
 	}
 	fmt.Fprintf(os.Stderr, "%s: done (%s)\n", wl.name, strings.Repeat("·", len(runs)))
 	return out, nil
-}
-
-func median(xs []float64) float64 {
-	c := append([]float64(nil), xs...)
-	sort.Float64s(c)
-	if len(c) == 0 {
-		return 0
-	}
-	if len(c)%2 == 1 {
-		return c[len(c)/2]
-	}
-	return (c[len(c)/2-1] + c[len(c)/2]) / 2
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/stats"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -124,13 +125,7 @@ func median(xs []float64) float64 {
 	if len(xs) == 0 {
 		return math.NaN()
 	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	if n := len(s); n%2 == 1 {
-		return s[n/2]
-	} else {
-		return (s[n/2-1] + s[n/2]) / 2
-	}
+	return stats.Median(xs)
 }
 
 func round(x float64, digits int) float64 {
