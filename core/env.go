@@ -203,6 +203,33 @@ func (e *Env) DropGrad(name string) {
 	}
 }
 
+// ReleaseExcept frees everything the Env owns but the gradients of the
+// named values (those another device has yet to fetch) and unbinds the
+// rest: what a unit keeps on a device after its last backward there.
+func (e *Env) ReleaseExcept(grads ...string) {
+	e.mu.Lock()
+	keep := map[*Tensor]bool{}
+	kept := map[string]*Tensor{}
+	for _, name := range grads {
+		if g := e.grads[name]; g != nil {
+			keep[g], kept[name] = true, g
+		}
+	}
+	var free []*Tensor
+	for t := range e.owned {
+		if !keep[t] {
+			free = append(free, t)
+			delete(e.owned, t)
+		}
+	}
+	clear(e.vals)
+	e.grads = kept
+	e.mu.Unlock()
+	for _, t := range free {
+		e.Dev.Free(t)
+	}
+}
+
 // Release frees everything the Env owns.
 func (e *Env) Release() {
 	e.mu.Lock()

@@ -396,15 +396,11 @@ func (ex *execution) lookup(k envKey) *core.Env {
 // copyTensor moves src (on from) into a new tensor owned by env (on its
 // device) and returns it with the bytes moved.
 func copyTensor(from core.Device, src *core.Tensor, env *core.Env) (*core.Tensor, int64, error) {
-	buf := make([]float32, src.Len())
-	if err := from.Download(buf, src); err != nil {
-		return nil, 0, err
-	}
 	dst, err := env.Alloc(src.Shape...)
 	if err != nil {
 		return nil, 0, err
 	}
-	if err := env.Dev.Upload(dst, buf); err != nil {
+	if err := MoveTensor(from, env.Dev, src, dst); err != nil {
 		return nil, 0, err
 	}
 	return dst, src.Bytes(), nil
@@ -552,8 +548,13 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		ex.pending[k]--
 		last := ex.pending[k] == 0
 		ex.mu.Unlock()
-		if last && !ex.holdsGrads(task.Unit, task.Device) {
-			ex.release(k)
+		if last {
+			if ex.holdsGrads(task.Unit, task.Device) {
+				// Only the gradients other devices fetch stay.
+				env.ReleaseExcept(ex.received(task.Unit, task.Device)...)
+			} else {
+				ex.release(k)
+			}
 		}
 		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
@@ -612,6 +613,23 @@ func (ex *execution) holdsGrads(unit int, dev core.DeviceID) bool {
 		}
 	}
 	return false
+}
+
+// received names the values the unit's ops on dev read from ops on other
+// devices: their gradients go back there.
+func (ex *execution) received(unit int, dev core.DeviceID) []string {
+	var out []string
+	for o, d := range ex.opDev[unit] {
+		if d != dev {
+			continue
+		}
+		for _, v := range ex.t.model.Ops[o].Inputs() {
+			if p, ok := ex.t.producer[v]; ok && ex.opDev[unit][p] != dev {
+				out = append(out, v)
+			}
+		}
+	}
+	return out
 }
 
 // release frees a unit's Env on one device, and any Env of the unit that

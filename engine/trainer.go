@@ -568,14 +568,10 @@ func (t *Trainer) copyParams(src, dst *replica, names map[string]bool, ver int) 
 		}
 		dst.ver[p.Name] = ver
 		t.stateMu.Unlock()
-		buf := make([]float32, core.NumElems(p.Shape))
-		if err := src.dev.Download(buf, src.params[p.Name]); err != nil {
+		if err := MoveTensor(src.dev, dst.dev, src.params[p.Name], dst.params[p.Name]); err != nil {
 			return moved, err
 		}
-		if err := dst.dev.Upload(dst.params[p.Name], buf); err != nil {
-			return moved, err
-		}
-		moved += int64(len(buf)) * 4
+		moved += int64(core.NumElems(p.Shape)) * 4
 	}
 	return moved, nil
 }
@@ -670,15 +666,11 @@ func (t *Trainer) reduceGrads(from, into core.DeviceID, names map[string]bool) (
 			continue
 		}
 		n := core.NumElems(p.Shape)
-		buf := make([]float32, n)
-		if err := src.dev.Download(buf, src.grads[p.Name]); err != nil {
-			return moved, err
-		}
 		tmp, err := dst.dev.Alloc(p.Shape...)
 		if err != nil {
 			return moved, err
 		}
-		err = dst.dev.Upload(tmp, buf)
+		err = MoveTensor(src.dev, dst.dev, src.grads[p.Name], tmp)
 		if err == nil {
 			g := dst.grads[p.Name]
 			err = dst.dev.Kernels().Map(core.MapAdd, g, tmp, 0, g)
@@ -870,12 +862,8 @@ func (t *Trainer) momentOn(r *replica, p core.ParamSpec) ([2]*core.Tensor, error
 			at = t.home
 		}
 		src := t.devs[at]
-		buf := make([]float32, core.NumElems(p.Shape))
 		for i, x := range []*core.Tensor{m, v} {
-			if err := src.Download(buf, st[i]); err == nil {
-				err = r.dev.Upload(x, buf)
-			}
-			if err != nil {
+			if err := MoveTensor(src, r.dev, st[i], x); err != nil {
 				r.dev.Free(m)
 				r.dev.Free(v)
 				return st, fmt.Errorf("engine: moving the optimizer state of %s from %s to %s: %w", p.Name, at, id, err)

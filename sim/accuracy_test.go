@@ -16,6 +16,7 @@ import (
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/engine"
 	_ "github.com/gnnkit/gnnkit/models"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/schedulers/sequential"
 	"github.com/gnnkit/gnnkit/sim"
 )
@@ -71,9 +72,11 @@ func newAccuracySetup(t testing.TB, model string, nodes, hidden int) *accuracySe
 // devices of one thread, the predicted iteration time of a sequential, a
 // data-parallel (3 units over 2 devices, gradients reduced) and two
 // pipeline plans (ops split in halves across the devices, 4
-// micro-batches, listed unit by unit and GPipe-style) and a micro-batched
-// plan (8 subgraph units, Cherry's shape) must be within 20% of the
-// measured median. The profile, the plans' runs and the
+// micro-batches, listed unit by unit and GPipe-style), a micro-batched
+// plan (8 subgraph units, Cherry's shape) and the pipeline schedulers'
+// plans (1F1B and GPipe orders from graphpipe's schedule builder on the
+// halves, owner-stepped, and the graphpipe scheduler's own choice) must be
+// within 20% of the measured median. The profile, the plans' runs and the
 // concurrency calibration are interleaved rep by rep, so that all see the
 // same load on a shared machine; an attempt that misses is retried (up to
 // three), since other processes' load comes and goes.
@@ -124,6 +127,23 @@ func accuracyTable(rows []accuracyRow) string {
 	return b.String()
 }
 
+// halves plans the ops in two halves across the workload's first two
+// devices with the pipeline schedule builder: the first half on the
+// second device, so that the loss (and the plan's home) is on the first,
+// the trainer's home.
+type halves graphpipe.Kind
+
+func (h halves) Name() string { return "halves-" + graphpipe.Kind(h).String() }
+
+func (h halves) Schedule(_ context.Context, w *core.Workload) (*core.Plan, error) {
+	part := graphpipe.Partition{StageOf: make([]int, len(w.Ops)), Chain: true,
+		Devices: [][]core.DeviceID{{w.Devices[1].ID}, {w.Devices[0].ID}}}
+	for o := range part.StageOf {
+		part.StageOf[o] = min(1, 2*o/len(w.Ops))
+	}
+	return graphpipe.BuildPlan(w, part, 4, graphpipe.Kind(h), h.Name())
+}
+
 // measureAccuracy profiles GCN on the fixture interleaved with timed runs
 // of each plan and returns simulated and measured times.
 func measureAccuracy(t *testing.T, reps int) []accuracyRow {
@@ -142,6 +162,12 @@ func measureAccuracy(t *testing.T, reps int) []accuracyRow {
 		{"pipeline: halves, 4 micro-batches, unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}},
 		{"pipeline: halves, 4 micro-batches, GPipe order", schedtest.Stages{K: 4, Assign: schedtest.Halves, GPipe: true}},
 		{"micro-batches: 8 subgraph units on 1 device", micro{k: 8}},
+		// The pipeline schedulers' own plans (owner-stepped): their
+		// schedule builder on a fixed two-stage partition, and the
+		// graphpipe scheduler's choice.
+		{"1f1b (graphpipe.BuildPlan): halves, 4 micro-batches, owner steps", halves(graphpipe.OneFOneB)},
+		{"gpipe (graphpipe.BuildPlan): halves, 4 micro-batches, owner steps", halves(graphpipe.GPipe)},
+		{"graphpipe scheduler, m = 4 (its choice)", &graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 4}},
 	}
 	plans := make([]*core.Plan, len(scheds))
 	meas := make([][]time.Duration, len(scheds))

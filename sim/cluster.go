@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/internal/stats"
 	"math"
 	"runtime"
@@ -381,15 +382,12 @@ func MeasureLink(ctx context.Context, a, b core.Device) (Link, error) {
 			// already faulted in, as the executor's steady state does.
 			runtime.GC()
 			t0 := time.Now()
-			buf := make([]float32, elems)
-			if err := a.Download(buf, ts[0]); err != nil {
-				return 0, err
-			}
+			// The executor's own transfer: allocate on b, move.
 			dst, err := b.Alloc(elems, 1)
 			if err != nil {
 				return 0, err
 			}
-			err = b.Upload(dst, buf)
+			err = engine.MoveTensor(a, b, ts[0], dst)
 			if rep > 0 {
 				ds = append(ds, time.Since(t0))
 			}

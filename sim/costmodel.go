@@ -78,7 +78,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 		} else if m.Speedup > 0 {
 			scale = 1 / m.Speedup
 		}
-		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[2]int64][]Cost{}}
+		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[3]int64][]Cost{}}
 		byName := map[string]int{}
 		for j, op := range pr.Ops {
 			byName[op.Name] = j
@@ -129,7 +129,7 @@ func (cm *CostModel) Clone() *CostModel {
 	c.prof = make(map[core.DeviceID]*devProf, len(cm.prof))
 	for d, dp := range cm.prof {
 		x := *dp
-		x.cache = map[[2]int64][]Cost{}
+		x.cache = map[[3]int64][]Cost{}
 		c.prof[d] = &x
 	}
 	c.mark, c.stamp = nil, 0
@@ -151,7 +151,7 @@ func (cm *CostModel) dev(d core.DeviceID) *devProf {
 // with the device's Speedup applied to the times.
 func (cm *CostModel) Op(d core.DeviceID, o int, rows, edges int64) Cost {
 	dp := cm.dev(d)
-	c := dp.costs(rows, edges)[o]
+	c := dp.costs(rows, edges, false)[o]
 	c.Fwd, c.Bwd = dp.t(c.Fwd), dp.t(c.Bwd)
 	return c
 }
@@ -160,10 +160,11 @@ func (cm *CostModel) Op(d core.DeviceID, o int, rows, edges int64) Cost {
 // Env on the device at its first task there, releasing it after its last
 // backward), with Speedup applied; Mem is the unit's own inputs, held on
 // the device while the unit is in flight there when the unit computes a
-// subgraph.
-func (cm *CostModel) Setup(d core.DeviceID, rows, edges int64) Cost {
+// subgraph. whole says the unit computes the whole graph (whose inputs
+// stay resident), else a subgraph of rows rows.
+func (cm *CostModel) Setup(d core.DeviceID, rows, edges int64, whole bool) Cost {
 	dp := cm.dev(d)
-	cs := dp.costs(rows, edges)
+	cs := dp.costs(rows, edges, whole)
 	c := cs[len(cs)-1]
 	c.Fwd, c.Bwd = dp.t(c.Fwd), dp.t(c.Bwd)
 	return c

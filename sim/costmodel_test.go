@@ -34,7 +34,7 @@ func TestCostModelPricesLikeSimulate(t *testing.T) {
 		c := cm.Op(d0, o, rows, edges)
 		want += c.Fwd + c.Bwd
 	}
-	s := cm.Setup(d0, rows, edges)
+	s := cm.Setup(d0, rows, edges, !unit.Subgraph)
 	want += s.Fwd + s.Bwd + cm.Step(d0)
 
 	seq := &core.Plan{Scheduler: "seq", Home: d0, Units: []core.Unit{unit}, Tasks: []core.Task{

@@ -232,7 +232,8 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			}
 			p.OptStateBytes = max(opt, 0)
 		}
-		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: stats.Median(lp.setF), Bwd: stats.Median(lp.setB), Mem: lp.inputs})
+		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: stats.Median(lp.setF), Bwd: stats.Median(lp.setB), Mem: lp.inputs,
+			Whole: lp.whole})
 	}
 	p.Step = stats.Median(steps)
 	p.ResidentInputBytes = 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))

@@ -28,6 +28,10 @@ type Point struct {
 	// Temp is the memory the op's backward needs for the time it runs,
 	// beyond what Mem holds (gradients, temporaries).
 	Temp int64 `json:"temp_bytes,omitempty"`
+	// Whole marks a Setup point measured with a unit computing the whole
+	// graph (its inputs resident), whose overhead is not a subgraph
+	// unit's (building its view, gathering its features) of the same size.
+	Whole bool `json:"whole,omitempty"`
 }
 
 // OpProfile is the profile of one op of a model.
@@ -185,12 +189,29 @@ func (o *OpProfile) At(rows, edges int64) Cost {
 	return interp(o.Points, rows, edges, o.Kind == core.KindGraph)
 }
 
-// SetupAt predicts the per-unit overhead at a size (zero without Setup).
+// SetupAt predicts the per-unit overhead at a size (zero without Setup),
+// from every Setup point.
 func (p *Profile) SetupAt(rows, edges int64) Cost {
 	if len(p.Setup) == 0 {
 		return Cost{}
 	}
 	return interp(p.Setup, rows, edges, false)
+}
+
+// SetupFor predicts the overhead of a unit computing the whole graph
+// (whole) or a subgraph of the given size, from the Setup points measured
+// with that kind of unit (all points when none were).
+func (p *Profile) SetupFor(rows, edges int64, whole bool) Cost {
+	var pts []Point
+	for _, pt := range p.Setup {
+		if pt.Whole == whole {
+			pts = append(pts, pt)
+		}
+	}
+	if len(pts) == 0 {
+		return p.SetupAt(rows, edges)
+	}
+	return interp(pts, rows, edges, false)
 }
 
 func interp(pts []Point, rows, edges int64, byEdges bool) Cost {

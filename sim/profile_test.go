@@ -182,3 +182,42 @@ func FuzzParseProfile(f *testing.F) {
 		}
 	})
 }
+
+// TestSetupForUnitKind: a subgraph unit's overhead (building its view,
+// gathering its inputs) comes from the points measured with subgraph
+// units, never interpolated toward a whole-graph unit's (inputs
+// resident, almost free) at a similar size; profiles that do not mark
+// their points use them all. The mark survives the JSON schema.
+func TestSetupForUnitKind(t *testing.T) {
+	p := &sim.Profile{Setup: []sim.Point{
+		{Rows: 1000, Fwd: 100 * time.Microsecond, Mem: 1000},
+		{Rows: 4000, Fwd: 10 * time.Microsecond, Whole: true},
+	}}
+	if got := p.SetupFor(3800, 0, false); got.Fwd != 380*time.Microsecond || got.Mem != 3800 {
+		t.Errorf("subgraph unit of 3800 rows: %v, want 380µs and 3800 bytes (the subgraph point scaled)", got)
+	}
+	if got := p.SetupFor(4000, 0, true); got.Fwd != 10*time.Microsecond {
+		t.Errorf("whole-graph unit: %v, want 10µs", got)
+	}
+	if old := p.SetupAt(3800, 0); old.Fwd >= 100*time.Microsecond {
+		t.Errorf("SetupAt interpolates over every point: %v", old)
+	}
+	unmarked := &sim.Profile{Setup: []sim.Point{{Rows: 1000, Fwd: 100 * time.Microsecond}, {Rows: 4000, Fwd: 10 * time.Microsecond}}}
+	if got, want := unmarked.SetupFor(3800, 0, false), unmarked.SetupAt(3800, 0); got != want {
+		t.Errorf("unmarked profile: %v, want SetupAt's %v", got, want)
+	}
+	// Through the GraphPipe-schema JSON.
+	p.Model = "m"
+	p.Ops = []sim.OpProfile{{Name: "a", Points: []sim.Point{{Rows: 1000, Fwd: time.Microsecond, Bwd: time.Microsecond}, {Rows: 4000, Fwd: time.Microsecond, Bwd: time.Microsecond}}}}
+	var buf bytes.Buffer
+	if err := sim.WriteProfile(&buf, p); err != nil {
+		t.Fatal(err)
+	}
+	q, err := sim.ReadProfile(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := q.SetupFor(3800, 0, false); got.Fwd != 380*time.Microsecond {
+		t.Errorf("after the JSON round trip: %v, want 380µs", got)
+	}
+}

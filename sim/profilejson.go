@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -51,6 +52,9 @@ type fileSetup struct {
 	ForwardMs  map[string]float64 `json:"forward_ms"`
 	BackwardMs map[string]float64 `json:"backward_ms"`
 	InputBytes map[string]float64 `json:"input_bytes"`
+	// WholeGraph lists the batch sizes measured with a unit computing the
+	// whole graph (Point.Whole).
+	WholeGraph []int64 `json:"whole_graph,omitempty"`
 }
 
 type fileProfile struct {
@@ -105,6 +109,9 @@ func WriteProfile(w io.Writer, p *Profile) error {
 		for _, pt := range p.Setup {
 			k := strconv.FormatInt(pt.Rows, 10)
 			s.ForwardMs[k], s.BackwardMs[k], s.InputBytes[k] = ms(pt.Fwd), ms(pt.Bwd), float64(pt.Mem)
+			if pt.Whole {
+				s.WholeGraph = append(s.WholeGraph, pt.Rows)
+			}
 		}
 		f.Setup = s
 	}
@@ -395,7 +402,7 @@ func ParseProfile(b []byte) (*Profile, error) {
 		}
 		for _, r := range rows {
 			at := fmt.Sprintf("setup at batch size %d", r)
-			pt := Point{Rows: r, Edges: edges[r]}
+			pt := Point{Rows: r, Edges: edges[r], Whole: slices.Contains(f.Setup.WholeGraph, r)}
 			fv, _ := get(f.Setup.ForwardMs, r)
 			bv, _ := get(f.Setup.BackwardMs, r)
 			mv, _ := get(f.Setup.InputBytes, r)

@@ -103,11 +103,16 @@ type devProf struct {
 	idx   []int   // workload op -> profile op
 	scale float64 // time factor (1/Speedup)
 	model *DeviceModel
-	cache map[[2]int64][]Cost
+	cache map[[3]int64][]Cost
 }
 
-func (dp *devProf) costs(rows, edges int64) []Cost {
-	k := [2]int64{rows, edges}
+// costs are the ops' costs for a unit of the given size, and last the
+// unit's overhead (a subgraph unit's, or with whole a whole-graph unit's).
+func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
+	k := [3]int64{rows, edges, 0}
+	if whole {
+		k[2] = 1
+	}
 	if c, ok := dp.cache[k]; ok {
 		return c
 	}
@@ -115,7 +120,7 @@ func (dp *devProf) costs(rows, edges int64) []Cost {
 	for o, j := range dp.idx {
 		c[o] = dp.p.Ops[j].At(rows, edges)
 	}
-	c[len(dp.idx)] = dp.p.SetupAt(rows, edges) // the per-unit overhead last
+	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole) // the per-unit overhead last
 	dp.cache[k] = c
 	return c
 }
@@ -896,7 +901,7 @@ func (s *sim) start(i int, now time.Duration) {
 	case core.TaskForward, core.TaskBackward:
 		u := t.Unit
 		us := s.units[ukey{u, d}]
-		costs := dp.costs(s.rows[u], s.edges[u])
+		costs := dp.costs(s.rows[u], s.edges[u], s.whole[u])
 		setup := costs[len(costs)-1]
 		if us.started == 0 {
 			run.work += dp.t(setup.Fwd)
@@ -919,7 +924,7 @@ func (s *sim) start(i int, now time.Duration) {
 					continue // fetched by an earlier task of the unit here
 				}
 				s.present[key] = true
-				b := s.prof[x.src].costs(s.rows[u], s.edges[u])[x.op].OutBytes
+				b := s.prof[x.src].costs(s.rows[u], s.edges[u], s.whole[u])[x.op].OutBytes
 				if s.c.SyncTransfers {
 					syncCopy(x.src, b)
 					moved += b
@@ -982,7 +987,7 @@ func (s *sim) start(i int, now time.Duration) {
 	if t.Kind == core.TaskForward || t.Kind == core.TaskBackward {
 		// Memory-bound (graph, gather, elementwise ops) or compute-bound
 		// (dense, loss), by where the task's time goes.
-		costs := dp.costs(s.rows[t.Unit], s.edges[t.Unit])
+		costs := dp.costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])
 		var dense, other time.Duration
 		for _, o := range t.OpIndices() {
 			c := costs[o].Fwd
@@ -1178,7 +1183,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					}
 					sent[[2]int{o, s.devIndex[dst]}] = true
 					l := [2]core.DeviceID{d, dst}
-					b := s.prof[d].costs(s.rows[t.Unit], s.edges[t.Unit])[o].OutBytes
+					b := s.prof[d].costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])[o].OutBytes
 					st := max(now, s.linkFree[l])
 					en := st + s.cm.Transfer(d, dst, b)
 					s.linkFree[l] = en
@@ -1217,7 +1222,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					}
 					delete(s.gradSrc, key)
 					l := [2]core.DeviceID{d, src}
-					b := s.prof[src].costs(s.rows[t.Unit], s.edges[t.Unit])[q].OutBytes
+					b := s.prof[src].costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])[q].OutBytes
 					st := max(now, s.linkFree[l])
 					en := st + s.cm.Transfer(d, src, b)
 					s.linkFree[l] = en

@@ -24,7 +24,7 @@ type UnitShape struct {
 // by shapes (one per plan unit) instead of one size per unit taken from
 // the workload's graph: op o of unit u costs prof.Ops[o].At(rows, edges)
 // of shapes[u].Ops[o] (graph ops interpolate in edges, the rest in rows),
-// and the unit's overhead prof.SetupAt(shapes[u].Setup). With a nil
+// and the unit's overhead prof.SetupFor(shapes[u].Setup, whole). With a nil
 // profile each device's roofline (Roofline of w) is looked up the same
 // way, which is consistent because an op's roofline cost is linear in the
 // rows and edges it computes. Everything else — transfers, memory,
@@ -41,10 +41,13 @@ func SimulateUnits(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o 
 		if len(sh.Ops) != s.nOps || (sh.Out != nil && len(sh.Out) != s.nOps) {
 			return nil, fmt.Errorf("sim: unit %d's shape sizes %d ops (%d output sizes); the workload has %d", u, len(sh.Ops), len(sh.Out), s.nOps)
 		}
-		// The cost cache is keyed by (rows, edges); a negative edge count
-		// no real size has makes the key the unit's own.
+		// The cost cache is keyed by (rows, edges, whole); a negative edge
+		// count no real size has makes the key the unit's own.
 		s.rows[u], s.edges[u] = max(sh.Setup.Nodes, 1), -int64(u+1)
-		key := [2]int64{s.rows[u], s.edges[u]}
+		key := [3]int64{s.rows[u], s.edges[u], 0}
+		if s.whole[u] {
+			key[2] = 1
+		}
 		for _, dp := range s.prof {
 			costs := make([]Cost, s.nOps+1)
 			for op, j := range dp.idx {
@@ -54,7 +57,7 @@ func SimulateUnits(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o 
 					costs[op].OutBytes = sh.Out[op]
 				}
 			}
-			costs[s.nOps] = dp.p.SetupAt(max(sh.Setup.Nodes, 1), max(sh.Setup.Edges, 0))
+			costs[s.nOps] = dp.p.SetupFor(max(sh.Setup.Nodes, 1), max(sh.Setup.Edges, 0), s.whole[u])
 			dp.cache[key] = costs
 		}
 	}

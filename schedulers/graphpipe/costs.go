@@ -99,7 +99,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 			c.temp[o] = math.Max(c.temp[o], float64(oc.Temp))
 			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
 		}
-		sc := cm.Setup(d0, rows, edges)
+		sc := cm.Setup(d0, rows, edges, !u.Subgraph)
 		c.setupF += secs(sc.Fwd) / float64(len(units))
 		c.setupB += secs(sc.Bwd) / float64(len(units))
 		c.setupMem = math.Max(c.setupMem, float64(sc.Mem))
