@@ -201,3 +201,44 @@ func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Dev
 			got, ref-saved, ref, saved)
 	}
 }
+
+// TestOwnersChangeBetweenPlans: when successive plans give parameters
+// different owners (halves, then every other op on the other device, then
+// halves again) the optimizer state and the newest values follow them,
+// and training equals stepping on home throughout, bit for bit.
+func TestOwnersChangeBetweenPlans(t *testing.T) {
+	ctx := context.Background()
+	ref, rdevs, _ := setup(t, "sage", 0)
+	own, odevs, _ := setup(t, "sage", 0)
+	seq := []core.Scheduler{
+		schedtest.Stages{K: 2, Assign: schedtest.Halves},
+		schedtest.Stages{K: 2, Assign: schedtest.Alternate},
+		schedtest.Stages{K: 2, Assign: func(o, n, d int) int { return d - 1 - schedtest.Halves(o, n, d) }},
+		schedtest.Stages{K: 2, Assign: schedtest.Halves},
+	}
+	for i, s := range seq {
+		run := func(tr *engine.Trainer, devs []core.Device, owners bool) float64 {
+			b := tr.FullBatch(batch(60))
+			w, err := tr.Workload(b, infos(devs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := s.Schedule(ctx, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if owners {
+				p = p.OwnerStep(w)
+			}
+			res, err := tr.Run(ctx, p, b, engine.RunOptions{})
+			if err != nil {
+				t.Fatalf("plan %d: %v", i, err)
+			}
+			return res.Loss
+		}
+		if got, want := run(own, odevs, true), run(ref, rdevs, false); got != want {
+			t.Errorf("plan %d: loss %.9g, home-step %.9g", i, got, want)
+		}
+	}
+	equalParams(t, "after owners moved", own, ref)
+}
