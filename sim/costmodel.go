@@ -78,7 +78,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 		} else if m.Speedup > 0 {
 			scale = 1 / m.Speedup
 		}
-		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[3]int64][]Cost{}}
+		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[3]int64][]Cost{}, walk: pr.walksBackward()}
 		byName := map[string]int{}
 		for j, op := range pr.Ops {
 			byName[op.Name] = j
@@ -294,6 +294,50 @@ func (cm *CostModel) ResidentOwned(home, wholeUnits bool, used, owned int64) int
 		r += cm.residentIn
 	}
 	return r
+}
+
+// ResidentInputs are the batch inputs a device keeps resident while it
+// runs whole-graph units whose ops there are ops: as the executor does,
+// only the inputs they read — the features (any of the model's inputs)
+// and each weighted graph's edge weights — when the workload carries its
+// model; all of them (the profile's ResidentInputBytes) otherwise.
+func (cm *CostModel) ResidentInputs(ops []int) int64 {
+	m := cm.w.Model
+	if m == nil || len(m.Ops) != len(cm.w.Ops) {
+		return cm.residentIn
+	}
+	isInput := map[string]bool{}
+	for _, v := range m.Inputs {
+		isInput[v] = true
+	}
+	weights := map[string]bool{}
+	var weighted int64
+	for _, g := range m.Graphs {
+		if g.Weights != core.WeightsNone {
+			weights[g.Name+".w"] = true
+			weighted++
+		}
+	}
+	edgeBytes := 4 * cm.w.Dims.Edges
+	featBytes := max(cm.residentIn-weighted*edgeBytes, 0)
+	var feat bool
+	read := map[string]bool{}
+	for _, o := range ops {
+		if o < 0 || o >= len(m.Ops) {
+			continue
+		}
+		for _, v := range m.Ops[o].Inputs() {
+			feat = feat || isInput[v]
+			if weights[v] {
+				read[v] = true
+			}
+		}
+	}
+	var r int64
+	if feat {
+		r += featBytes
+	}
+	return r + int64(len(read))*edgeBytes
 }
 
 // OptStateBytes is the optimizer state of nb parameter bytes: the

@@ -264,6 +264,10 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		if lp.shape == nil {
 			temp = 0
 		}
+		var tmps, gins, gouts []int64
+		if lp.shape != nil && len(lp.shape.bwdPeak) == nOps {
+			tmps, gins, gouts = lp.shape.calibrated(temp)
+		}
 		// Per-op medians, rescaled so that they add up to the median of
 		// the per-run totals (a sum of medians of skewed samples falls
 		// short of the typical total).
@@ -276,18 +280,20 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			scale = float64(stats.Median(lp.opTotal)) / float64(sumMed)
 		}
 		for i := range p.Ops {
-			mem, tmp := held[i], int64(0)
+			mem, tmp, gin, gout := held[i], int64(0), int64(0), int64(0)
 			switch {
 			case lp.shape == nil && heldSum > 0:
 				mem = int64(float64(share) * float64(held[i]) / float64(heldSum))
 			case lp.shape == nil:
 				mem = share / int64(nOps)
+			case tmps != nil:
+				tmp, gin, gout = tmps[i], gins[i], gouts[i]
 			case heldSum > 0:
 				tmp = int64(float64(max(temp, 0)) * float64(held[i]) / float64(heldSum))
 			}
 			p.Ops[i].Points = append(p.Ops[i].Points, Point{Rows: lp.rows, Edges: lp.edges,
 				Fwd: scaled(stats.Median(lp.fwd[i]), scale), Bwd: scaled(stats.Median(lp.bwd[i]), scale),
-				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp})
+				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp, GradIn: gin, GradOut: gout})
 		}
 	}
 	last := pts[len(pts)-1]

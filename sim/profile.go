@@ -26,8 +26,17 @@ type Point struct {
 	// on another device, and its gradient back.
 	OutBytes int64 `json:"out_bytes"`
 	// Temp is the memory the op's backward needs for the time it runs,
-	// beyond what Mem holds (gradients, temporaries).
-	Temp int64 `json:"temp_bytes,omitempty"`
+	// beyond what Mem holds (gradients, temporaries). With GradIn or
+	// GradOut set (profiles since 2026-11-30) it is the peak above what
+	// was allocated when the op's backward started, GradIn the gradient
+	// bytes its backward leaves for its inputs and GradOut those of its
+	// outputs freed after it: the simulator walks a backward task's ops
+	// with them, so a stage's transient is its own, not a share of the
+	// whole model's. Without them Temp is the op's share of the one-device
+	// backward transient and a task's transients add up.
+	Temp    int64 `json:"temp_bytes,omitempty"`
+	GradIn  int64 `json:"grad_in_bytes,omitempty"`
+	GradOut int64 `json:"grad_out_bytes,omitempty"`
 	// Whole marks a Setup point measured with a unit computing the whole
 	// graph (its inputs resident), whose overhead is not a subgraph
 	// unit's (building its view, gathering its features) of the same size.
@@ -166,7 +175,7 @@ func checkPoints(pts []Point) error {
 		if j > 0 && pt.Rows <= pts[j-1].Rows {
 			return fmt.Errorf("sizes %d and %d are not ascending", pts[j-1].Rows, pt.Rows)
 		}
-		if pt.Edges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 {
+		if pt.Edges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 || pt.GradIn < 0 || pt.GradOut < 0 {
 			return fmt.Errorf("at %d rows: negative time or size", pt.Rows)
 		}
 	}
@@ -175,8 +184,8 @@ func checkPoints(pts []Point) error {
 
 // Cost is an op's (or the per-unit overhead's) predicted cost at one size.
 type Cost struct {
-	Fwd, Bwd            time.Duration
-	Mem, OutBytes, Temp int64
+	Fwd, Bwd                             time.Duration
+	Mem, OutBytes, Temp, GradIn, GradOut int64
 }
 
 // At predicts the op's cost for a unit computing rows rows over a graph
@@ -187,6 +196,19 @@ type Cost struct {
 // them, since their work follows the edges; every other op in rows.
 func (o *OpProfile) At(rows, edges int64) Cost {
 	return interp(o.Points, rows, edges, o.Kind == core.KindGraph)
+}
+
+// walksBackward reports whether the profile has per-op backward
+// gradients (Point.GradIn, GradOut; see Point.Temp).
+func (p *Profile) walksBackward() bool {
+	for _, op := range p.Ops {
+		for _, pt := range op.Points {
+			if pt.GradIn > 0 || pt.GradOut > 0 {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // SetupAt predicts the per-unit overhead at a size (zero without Setup),
@@ -234,10 +256,11 @@ func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
 			}
 		}
 	}
-	fields := func(pt Point) [5]float64 {
-		return [5]float64{float64(pt.Fwd), float64(pt.Bwd), float64(pt.Mem), float64(pt.OutBytes), float64(pt.Temp)}
+	fields := func(pt Point) [7]float64 {
+		return [7]float64{float64(pt.Fwd), float64(pt.Bwd), float64(pt.Mem), float64(pt.OutBytes), float64(pt.Temp),
+			float64(pt.GradIn), float64(pt.GradOut)}
 	}
-	var y [5]float64
+	var y [7]float64
 	if len(pts) == 1 {
 		f := fields(pts[0])
 		s := 0.0
@@ -266,5 +289,6 @@ func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
 		y[k] = math.Max(0, y[k])
 	}
 	return Cost{Fwd: time.Duration(math.Round(y[0])), Bwd: time.Duration(math.Round(y[1])),
-		Mem: int64(math.Round(y[2])), OutBytes: int64(math.Round(y[3])), Temp: int64(math.Round(y[4]))}
+		Mem: int64(math.Round(y[2])), OutBytes: int64(math.Round(y[3])), Temp: int64(math.Round(y[4])),
+		GradIn: int64(math.Round(y[5])), GradOut: int64(math.Round(y[6]))}
 }

@@ -40,6 +40,8 @@ type fileOp struct {
 	BackwardMs        map[string]float64 `json:"backward_ms,omitempty"`
 	OutputBytes       map[string]float64 `json:"output_bytes,omitempty"`
 	BackwardMem       map[string]float64 `json:"backward_mem,omitempty"`
+	GradInBytes       map[string]float64 `json:"grad_in_bytes,omitempty"`
+	GradOutBytes      map[string]float64 `json:"grad_out_bytes,omitempty"`
 	OutputBytesPerRow *float64           `json:"output_bytes_per_row,omitempty"`
 }
 
@@ -77,7 +79,8 @@ type fileProfile struct {
 // "runtime" (forward + backward milliseconds by batch size) and
 // "reserved_mem" (bytes by batch size) — with gnnkit's fields beside them:
 // "forward_ms", "backward_ms", "output_bytes", "backward_mem" (bytes the
-// backward needs while it runs), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
+// backward needs while it runs), "grad_in_bytes" and "grad_out_bytes"
+// (gradients it leaves and frees; see Point.Temp), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
 // optimizer step and the per-unit setup at the top level. Batch sizes are
 // rows (nodes computed; samples for models without a graph).
 func WriteProfile(w io.Writer, p *Profile) error {
@@ -130,6 +133,12 @@ func WriteProfile(w io.Writer, p *Profile) error {
 			fo.BackwardMs[k] = ms(pt.Bwd)
 			fo.OutputBytes[k] = float64(pt.OutBytes)
 			fo.BackwardMem[k] = float64(pt.Temp)
+			if pt.GradIn != 0 || pt.GradOut != 0 {
+				if fo.GradInBytes == nil {
+					fo.GradInBytes, fo.GradOutBytes = map[string]float64{}, map[string]float64{}
+				}
+				fo.GradInBytes[k], fo.GradOutBytes[k] = float64(pt.GradIn), float64(pt.GradOut)
+			}
 		}
 		f.Ops = append(f.Ops, fo)
 	}
@@ -321,7 +330,8 @@ func ParseProfile(b []byte) (*Profile, error) {
 		for _, field := range []struct {
 			name string
 			m    map[string]float64
-		}{{"runtime", fo.Runtime}, {"reserved_mem", fo.ReservedMem}, {"backward_ms", fo.BackwardMs}, {"output_bytes", fo.OutputBytes}, {"backward_mem", fo.BackwardMem}} {
+		}{{"runtime", fo.Runtime}, {"reserved_mem", fo.ReservedMem}, {"backward_ms", fo.BackwardMs}, {"output_bytes", fo.OutputBytes}, {"backward_mem", fo.BackwardMem},
+			{"grad_in_bytes", fo.GradInBytes}, {"grad_out_bytes", fo.GradOutBytes}} {
 			if _, err := keys(field.m, where, field.name); err != nil {
 				return nil, err
 			}
@@ -362,6 +372,16 @@ func ParseProfile(b []byte) (*Profile, error) {
 			}
 			if v, ok := get(fo.BackwardMem, r); ok {
 				if pt.Temp, err = size(v, at+": backward_mem"); err != nil {
+					return nil, err
+				}
+			}
+			if v, ok := get(fo.GradInBytes, r); ok {
+				if pt.GradIn, err = size(v, at+": grad_in_bytes"); err != nil {
+					return nil, err
+				}
+			}
+			if v, ok := get(fo.GradOutBytes, r); ok {
+				if pt.GradOut, err = size(v, at+": grad_out_bytes"); err != nil {
 					return nil, err
 				}
 			}

@@ -28,13 +28,16 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	if w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
 		so, _ = shapes(w.Model, w.Graph, w.FeatureDim, w.Batch, nil) // nil: fall back to the ops' Cost
 	}
-	// The backward's transient memory, shared among the ops by what they hold.
+	// The backward's transient memory: per op from the shape pass's
+	// backward (Point.Temp, GradIn, GradOut).
 	var heldSum, temp int64
+	var tmps, gins, gouts []int64
 	if so != nil {
 		for _, h := range so.held {
 			heldSum += h
 		}
 		temp = max(so.peak-so.in-heldSum, 0)
+		tmps, gins, gouts = so.calibrated(temp)
 	}
 	weighted := 0
 	if w.Model != nil {
@@ -60,12 +63,9 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	small := max(n/64, 1)
 	for i, op := range w.Ops {
 		o := OpProfile{Name: op.Name, Kind: op.Kind, Preds: append([]int(nil), op.Deps...), WeightBytes: op.Cost.WeightBytes}
-		ob, mem, tmp := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0)
+		ob, mem, tmp, gin, gout := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0)
 		if so != nil {
-			ob, mem = so.out[i], so.held[i]
-			if heldSum > 0 {
-				tmp = int64(float64(temp) * float64(mem) / float64(heldSum))
-			}
+			ob, mem, tmp, gin, gout = so.out[i], so.held[i], tmps[i], gins[i], gouts[i]
 		}
 		o.OutBytesPerRow = float64(ob) / float64(n)
 		for _, rows := range []int64{small, n} {
@@ -80,7 +80,8 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 			fb := roof(c, 1)
 			o.Points = append(o.Points, Point{Rows: rows, Edges: int64(math.Round(float64(e) * frac)),
 				Fwd: fb/3 + d.Launch, Bwd: fb - fb/3 + d.Launch,
-				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac)})
+				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac),
+				GradIn: int64(float64(gin) * frac), GradOut: int64(float64(gout) * frac)})
 		}
 		p.Ops = append(p.Ops, o)
 	}

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"fmt"
+	"math"
+	"sort"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -12,6 +14,10 @@ type shapeOut struct {
 	held []int64 // bytes each op's forward leaves allocated (outputs, masks)
 	peak int64   // the unit's peak above the resident parameters and gradients, inputs included
 	in   int64   // the unit's inputs (features, edge weights)
+	// Per op, its backward: the peak above what was allocated when it
+	// started, the gradient bytes it leaves for its inputs, and the
+	// gradient bytes of its outputs freed after it (see Point.Temp).
+	bwdPeak, gradIn, gradOut []int64
 }
 
 // shapes runs model m forward and backward over graph g (rows = its
@@ -86,16 +92,24 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		so.out = append(so.out, o)
 		so.held = append(so.held, dev.mem.Stats().Used-before)
 	}
+	so.bwdPeak, so.gradIn, so.gradOut = make([]int64, len(m.Ops)), make([]int64, len(m.Ops)), make([]int64, len(m.Ops))
+	overall := dev.mem.Stats().Peak
 	for i := len(m.Ops) - 1; i >= 0; i-- {
 		op := m.Ops[i]
+		dev.mem.ResetPeak()
+		before := dev.mem.Stats().Used
 		if err := op.Backward(env); err != nil {
 			return nil, fmt.Errorf("sim: shape pass: %s backward: %w", op.Name(), err)
 		}
+		mid := dev.mem.Stats()
 		for _, v := range op.Outputs() {
 			env.DropGrad(v)
 		}
+		after := dev.mem.Stats().Used
+		so.bwdPeak[i], so.gradIn[i], so.gradOut[i] = mid.Peak-before, max(mid.Used-before, 0), max(mid.Used-after, 0)
+		overall = max(overall, mid.Peak)
 	}
-	so.peak = dev.mem.Stats().Peak - base
+	so.peak = overall - base
 	env.Release()
 	return so, nil
 }
@@ -177,3 +191,45 @@ func (shapeKernels) Adam(*core.Tensor, *core.Tensor, *core.Tensor, *core.Tensor,
 	return nil
 }
 func (shapeKernels) SGD(*core.Tensor, *core.Tensor, *core.Tensor, core.SGDParams) error { return nil }
+
+// walkBackward runs a backward task's ops (indices, any order: walked
+// from the highest down, as the executor does) over per-op backward
+// memory — temp: the peak above what was allocated at the op's start,
+// gin: input gradients it leaves, gout: output gradients freed after it —
+// starting with live0 gradient bytes already allocated (gradients
+// received from other devices). It returns the task's peak above its
+// start and the gradient bytes left at its end.
+func walkBackward(ops []int, temp, gin, gout func(o int) int64, live0 int64) (peak, live int64) {
+	idx := append([]int(nil), ops...)
+	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
+	peak, live = live0, live0
+	for _, o := range idx {
+		peak = max(peak, live+temp(o))
+		live = max(live+gin(o)-gout(o), 0)
+	}
+	return peak, live
+}
+
+// calibrated scales the shape pass's per-op backward memory so that
+// walking every op from nothing peaks at target (the one-device backward
+// transient another measure gives), and returns it per op.
+func (so *shapeOut) calibrated(target int64) (temp, gin, gout []int64) {
+	n := len(so.bwdPeak)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	at := func(xs []int64) func(int) int64 { return func(o int) int64 { return xs[o] } }
+	w, _ := walkBackward(all, at(so.bwdPeak), at(so.gradIn), at(so.gradOut), 0)
+	f := 1.0
+	if w > 0 {
+		f = float64(max(target, 0)) / float64(w)
+	}
+	temp, gin, gout = make([]int64, n), make([]int64, n), make([]int64, n)
+	for i := range n {
+		temp[i] = int64(math.Round(float64(so.bwdPeak[i]) * f))
+		gin[i] = int64(math.Round(float64(so.gradIn[i]) * f))
+		gout[i] = int64(math.Round(float64(so.gradOut[i]) * f))
+	}
+	return temp, gin, gout
+}

@@ -104,6 +104,9 @@ type devProf struct {
 	scale float64 // time factor (1/Speedup)
 	model *DeviceModel
 	cache map[[3]int64][]Cost
+	// walk: the profile has per-op backward gradients (Point.GradIn,
+	// GradOut), so backward tasks walk their ops (walkBackward).
+	walk bool
 }
 
 // costs are the ops' costs for a unit of the given size, and last the
@@ -142,8 +145,11 @@ type ukey struct {
 type unitState struct {
 	started, bwdTotal, bwdStarted, bwdDone int
 	live                                   int64
-	stage                                  *StageStat
-	inFlight                               bool
+	// retained are gradients the unit's backward left on the device for
+	// values other devices produced, until those fetch them.
+	retained int64
+	stage    *StageStat
+	inFlight bool
 }
 
 type evKind uint8
@@ -649,9 +655,12 @@ func (s *sim) run() (*Result, error) {
 				ops = append(ops, o)
 			}
 		}
-		r := s.cm.Resident(d == s.p.Home, wholeOn[d], s.cm.UsedBytes(ops))
+		r := s.cm.Resident(d == s.p.Home, false, s.cm.UsedBytes(ops))
 		if s.owners {
-			r = s.cm.ResidentOwned(d == s.p.Home, wholeOn[d], s.readBytes[d], s.ownBytes[d])
+			r = s.cm.ResidentOwned(d == s.p.Home, false, s.readBytes[d], s.ownBytes[d])
+		}
+		if wholeOn[d] {
+			r += s.cm.ResidentInputs(ops)
 		}
 		s.res.Resident[d] = r
 		s.alloc(d, r)
@@ -950,6 +959,12 @@ func (s *sim) start(i int, now time.Duration) {
 					moved += b
 				}
 				run.transient += b
+				// The consumer's device kept this gradient for us: freed now.
+				if cs := s.units[ukey{u, x.src}]; cs != nil && cs.retained > 0 {
+					f := min(cs.retained, b)
+					cs.retained -= f
+					s.alloc(x.src, -f)
+				}
 			}
 			if moved > 0 {
 				tr.Events = append(tr.Events, core.TraceEvent{Name: fmt.Sprintf("recv gradients u%d", u), Cat: "transfer",
@@ -957,7 +972,19 @@ func (s *sim) start(i int, now time.Duration) {
 			}
 			for _, o := range t.OpIndices() {
 				run.work += dp.t(costs[o].Bwd)
-				run.transient += costs[o].Temp
+			}
+			if dp.walk {
+				// The executor's order: each op's backward over the gradients
+				// alive at its start; what is left at the end (gradients of
+				// values other devices produced) stays until they fetch it.
+				run.transient, run.retain = walkBackward(t.OpIndices(),
+					func(o int) int64 { return costs[o].Temp },
+					func(o int) int64 { return costs[o].GradIn },
+					func(o int) int64 { return costs[o].GradOut }, run.transient)
+			} else {
+				for _, o := range t.OpIndices() {
+					run.transient += costs[o].Temp
+				}
 			}
 			s.alloc(d, run.transient)
 			us.bwdStarted++
@@ -1018,7 +1045,8 @@ type taskRun struct {
 	work      time.Duration // compute at full speed
 	rem       float64       // compute left (ns at full speed), shared cores
 	transient int64
-	dense     bool // compute-bound rather than memory-bound
+	retain    int64 // gradient bytes a backward task leaves (walkBackward)
+	dense     bool  // compute-bound rather than memory-bound
 }
 
 // rates gives each computing task its speed (processor sharing): the
@@ -1153,6 +1181,10 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	}
 	if run.transient > 0 {
 		s.alloc(d, -run.transient)
+	}
+	if run.retain > 0 {
+		s.alloc(d, run.retain)
+		s.units[ukey{t.Unit, d}].retained += run.retain
 	}
 	s.busyUntil[d] = engineFree
 	s.push(event{t: finish, kind: evFinish, task: i})

@@ -3,6 +3,7 @@ package graphpipe
 import (
 	"math"
 	"slices"
+	"sort"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -28,6 +29,12 @@ type costs struct {
 	// the parameter bytes it reads.
 	fwd, bwd, time         []float64
 	held, temp, out, wbyte []float64
+	// walk: the profile gives each op's backward gradients (gIn left for
+	// its inputs, gOut of its outputs freed: sim.Point.GradIn, GradOut),
+	// and a stage's backward transient is the walk over its ops the
+	// simulator makes (walk), not the sum of temp.
+	walk      bool
+	gIn, gOut []float64
 	// The per-unit setup on a device (seconds forward and backward; its
 	// inputs' bytes).
 	setupF, setupB, setupMem float64
@@ -87,6 +94,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1, owners: step.owners(w),
 		fwd: make([]float64, n), bwd: make([]float64, n), time: make([]float64, n),
 		held: make([]float64, n), temp: make([]float64, n), out: make([]float64, n), wbyte: make([]float64, n),
+		gIn: make([]float64, n), gOut: make([]float64, n),
 		succ: make([][]int, n), maxCons: make([]int, n), mark: make([]int32, n), seen: make([]int32, n)}
 	d0 := devs[0]
 	for _, u := range units {
@@ -97,12 +105,17 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 			c.bwd[o] += secs(oc.Bwd) / float64(len(units))
 			c.held[o] = math.Max(c.held[o], float64(oc.Mem))
 			c.temp[o] = math.Max(c.temp[o], float64(oc.Temp))
+			c.gIn[o] = math.Max(c.gIn[o], float64(oc.GradIn))
+			c.gOut[o] = math.Max(c.gOut[o], float64(oc.GradOut))
 			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
 		}
 		sc := cm.Setup(d0, rows, edges, !u.Subgraph)
 		c.setupF += secs(sc.Fwd) / float64(len(units))
 		c.setupB += secs(sc.Bwd) / float64(len(units))
 		c.setupMem = math.Max(c.setupMem, float64(sc.Mem))
+	}
+	for o := range w.Ops {
+		c.walk = c.walk || c.gIn[o] > 0 || c.gOut[o] > 0
 	}
 	for o, op := range w.Ops {
 		c.time[o] = c.fwd[o] + c.bwd[o]
@@ -217,7 +230,9 @@ func (c *costs) stat(ops []int) stageStat {
 		s.f += c.fwd[o]
 		s.b += c.bwd[o]
 		s.held += c.held[o]
-		s.trans += c.temp[o]
+		if !c.walk {
+			s.trans += c.temp[o]
+		}
 		if o == c.last {
 			s.home = true
 		}
@@ -235,8 +250,25 @@ func (c *costs) stat(ops []int) stageStat {
 		}
 	}
 	s.w = float64(c.cm.UsedBytes(ops))
+	if c.walk {
+		s.trans = c.walkTrans(ops, s.gin)
+	}
 	c.finish(&s)
 	return s
+}
+
+// walkTrans is a stage's backward transient under the walk (as
+// sim.walkBackward): its ops from the last down, each op's temp over the
+// gradients alive at its start, starting from the gradients received.
+func (c *costs) walkTrans(ops []int, received float64) float64 {
+	idx := append([]int(nil), ops...)
+	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
+	peak, live := received, received
+	for _, o := range idx {
+		peak = math.Max(peak, live+c.temp[o])
+		live = math.Max(live+c.gIn[o]-c.gOut[o], 0)
+	}
+	return peak
 }
 
 // finish adds the per-unit setup and, for synchronous copies, the
@@ -249,7 +281,9 @@ func (c *costs) finish(s *stageStat) {
 		s.b += c.link(s.gin)
 	}
 	s.held += c.setupMem + s.in
-	s.trans += s.gin
+	if !c.walk {
+		s.trans += s.gin // the walk starts from them
+	}
 }
 
 // inFlight is how many micro-batches a replica of a stage keeps in

@@ -3,6 +3,7 @@ package graphpipe
 import (
 	"errors"
 	"math"
+	"math/bits"
 	"sort"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -26,7 +27,13 @@ type chainDP struct {
 	c                           *costs
 	n                           int
 	pre, fpre, bpre, hpre, tpre []float64
-	ppre                        []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
+	// With costs.walk: live[k] is the gradient bytes the ops >= k leave
+	// when walked from the last (a one-device backward's), and vmax the
+	// range maximum of temp[o] + live[o+1] (a sparse table), so that a
+	// range's walk is max(received, vmax(i, j) − live[j] + received).
+	live []float64
+	vmax [][]float64
+	ppre []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
 }
 
 func newChainDP(c *costs) *chainDP {
@@ -43,7 +50,31 @@ func newChainDP(c *costs) *chainDP {
 		x.hpre[o+1] = x.hpre[o] + c.held[o]
 		x.tpre[o+1] = x.tpre[o] + c.temp[o]
 	}
+	if c.walk {
+		x.live = make([]float64, n+1)
+		for o := n - 1; o >= 0; o-- {
+			x.live[o] = x.live[o+1] + c.gIn[o] - c.gOut[o]
+		}
+		v := make([]float64, n)
+		for o := range n {
+			v[o] = c.temp[o] + x.live[o+1]
+		}
+		x.vmax = [][]float64{v}
+		for w := 1; 2*w <= n; w *= 2 {
+			prev, next := x.vmax[len(x.vmax)-1], make([]float64, n-2*w+1)
+			for o := range next {
+				next[o] = math.Max(prev[o], prev[o+w])
+			}
+			x.vmax = append(x.vmax, next)
+		}
+	}
 	return x
+}
+
+// rangeMax is the maximum of temp[o] + live[o+1] over o in [i, j).
+func (x *chainDP) rangeMax(i, j int) float64 {
+	k := bits.Len(uint(j-i)) - 1
+	return math.Max(x.vmax[k][i], x.vmax[k][j-(1<<k)])
 }
 
 // chainRows hold, for the stages starting at op i, in[j]: the bytes a
@@ -90,6 +121,9 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	i := r.i
 	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
 		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i]}
+	if x.c.walk {
+		s.trans = math.Max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
+	}
 	x.c.finish(&s)
 	return s
 }

@@ -65,6 +65,8 @@ func (b benchConfig) workload(t *testing.T) (*core.Workload, *sim.Cluster) {
 // the chain baselines (measured with owner steps: at most 5.3% and 8.3%;
 // with step=home 5.5% over both); the simulated time a
 // plan reports is the simulator's;
+// the predicted largest device's memory is within 10% of the simulated
+// (at most 8.3%: both walk each stage's backward the same way);
 // and GraphPipe, which weighs and simulates the 1F1B chain baseline's
 // candidates too, is never slower than it.
 func TestPredictionMatchesSimulator(t *testing.T) {
@@ -72,6 +74,7 @@ func TestPredictionMatchesSimulator(t *testing.T) {
 		t.Skip("simulates 36 searches: skipped with -short")
 	}
 	worst := map[bool]float64{}
+	worstMem := 0.0
 	for _, b := range benchConfigs() {
 		w, cl := b.workload(t)
 		simulated := map[string]float64{}
@@ -99,6 +102,17 @@ func TestPredictionMatchesSimulator(t *testing.T) {
 			if rel > tol {
 				t.Errorf("%s: predicted %.2f µs per sample, simulated %.2f: off by %.0f%% (> %.0f%%)", name, pred/1e3, perSample/1e3, 100*rel, 100*tol)
 			}
+			// Memory: the partitioner's predicted largest device against the
+			// simulator's (the same walk over each stage's backward).
+			var simPeak int64
+			for _, v := range res.PeakMem {
+				simPeak = max(simPeak, v)
+			}
+			if pp := p.Metrics["predicted_peak_bytes"]; math.Abs(pp-float64(simPeak)) > 0.10*float64(simPeak) {
+				t.Errorf("%s: predicted peak %s, simulated %s", name, core.FormatBytes(int64(pp)), core.FormatBytes(simPeak))
+			} else {
+				worstMem = max(worstMem, math.Abs(pp-float64(simPeak))/float64(simPeak))
+			}
 			if got := p.Metrics["simulated_iteration_ms"]; math.Abs(got-float64(res.Iteration)/1e6) > 1e-6*got {
 				t.Errorf("%s: the plan reports a simulated %.3f ms, the simulator says %v", name, got, res.Iteration)
 			}
@@ -107,5 +121,5 @@ func TestPredictionMatchesSimulator(t *testing.T) {
 			t.Errorf("%s-%d/%d: graphpipe (%.2f ms) is slower than the 1F1B chain (%.2f ms)", b.model, b.branches, b.devices, g/1e6, c/1e6)
 		}
 	}
-	t.Logf("largest prediction error: graphpipe %.1f%%, chain baselines %.1f%%", 100*worst[true], 100*worst[false])
+	t.Logf("largest prediction error: graphpipe %.1f%%, chain baselines %.1f%%; largest device's memory %.1f%%", 100*worst[true], 100*worst[false], 100*worstMem)
 }
