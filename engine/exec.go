@@ -558,6 +558,14 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
+		// Add into the accumulators only once the device's own backward
+		// work is done, so the sum's order (own gradients, then each
+		// reduction in its stream's order) and the result do not depend on
+		// timing; the wait is not the reduction's time.
+		if err := ex.waitBackwardOn(ctx, task.Device); err != nil {
+			return err
+		}
+		t0 = time.Now()
 		n, err := ex.reduce(ctx, task)
 		if err != nil {
 			return fmt.Errorf("engine: reducing gradients from %s into %s: %w", task.From, task.Device, err)

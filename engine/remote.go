@@ -397,12 +397,6 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 			return ex.addRemote(ctx, run)
 		}
 	}
-	// Add into the accumulators only once the device's own backward work
-	// is done, so the sum's order (own gradients, then each reduction in
-	// its stream's order) and the result do not depend on timing.
-	if err := ex.waitBackwardOn(ctx, task.Device); err != nil {
-		return 0, err
-	}
 	if ex.owners != nil {
 		names := map[string]bool{}
 		for p := range ex.used[task.From] {

@@ -152,13 +152,20 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return err
 	}
 	// A trainer on this machine's CPU builds the workload (and profiles
-	// with --measure); the plan is made for the preset's devices.
-	be, err := core.OpenBackend("cpu", core.BackendOptions{Devices: 1})
+	// with --measure); the plan is made for the preset's devices. With the
+	// cpu preset the CPU is split into as many logical devices as the plan
+	// has, as 'gnnkit train --devices cpu:0,...' splits it, so that the
+	// profile is measured with a training device's thread budget.
+	logical := 1
+	if f.preset == "cpu" {
+		logical = f.devices
+	}
+	be, err := core.OpenBackend("cpu", core.BackendOptions{Devices: logical})
 	if err != nil {
 		return err
 	}
 	defer be.Close()
-	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: f.seed,
+	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices()[:1], Seed: f.seed,
 		Data: engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
 	if err != nil {
 		return err
