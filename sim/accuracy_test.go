@@ -95,7 +95,7 @@ func TestAccuracy(t *testing.T) {
 	}
 	var rows []accuracyRow
 	for attempt := 1; attempt <= 3; attempt++ {
-		rows = measureAccuracy(t, 15)
+		rows = measureAccuracy(t, 15, "gcn", nil)
 		worst := 0.0
 		for _, r := range rows {
 			worst = math.Max(worst, math.Abs(r.ratio()-1))
@@ -127,6 +127,43 @@ func accuracyTable(rows []accuracyRow) string {
 	return b.String()
 }
 
+type namedSched struct {
+	name string
+	s    core.Scheduler
+}
+
+// TestAccuracyDAGModel is TestAccuracy's check for the multi-branch GNN
+// (towers of 1, 2 and 3 hops joined by a fusion MLP) under the pipeline
+// schedulers: the graphpipe scheduler's own choice and a fixed two-device
+// split of its ops in two halves by index (owner steps, subgraph
+// micro-batches).
+func TestAccuracyDAGModel(t *testing.T) {
+	if testing.Short() {
+		t.Skip("times real runs")
+	}
+	bound := 1.0
+	if os.Getenv("GNNKIT_TIMING") == "1" {
+		bound = 0.20
+	}
+	scheds := []namedSched{
+		{"graphpipe scheduler, m = 4 (its choice)", &graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 4}},
+		{"1f1b (graphpipe.BuildPlan): halves, 4 micro-batches, owner steps", halves(graphpipe.OneFOneB)},
+	}
+	var rows []accuracyRow
+	for attempt := 1; attempt <= 3; attempt++ {
+		rows = measureAccuracy(t, 9, "mbgnn", scheds)
+		worst := 0.0
+		for _, r := range rows {
+			worst = math.Max(worst, math.Abs(r.ratio()-1))
+		}
+		t.Logf("attempt %d (host cores %.2f):\n%s", attempt, rows[0].cores, accuracyTable(rows))
+		if worst <= bound {
+			return
+		}
+	}
+	t.Errorf("simulated vs measured iteration time off by more than %.0f%% in three attempts:\n%s", 100*bound, accuracyTable(rows))
+}
+
 // halves plans the ops in two halves across the workload's first two
 // devices with the pipeline schedule builder: the first half on the
 // second device, so that the loss (and the plan's home) is on the first,
@@ -146,17 +183,14 @@ func (h halves) Schedule(_ context.Context, w *core.Workload) (*core.Plan, error
 
 // measureAccuracy profiles GCN on the fixture interleaved with timed runs
 // of each plan and returns simulated and measured times.
-func measureAccuracy(t *testing.T, reps int) []accuracyRow {
+func measureAccuracy(t *testing.T, reps int, model string, only []namedSched) []accuracyRow {
 	ctx := context.Background()
-	s := newAccuracySetup(t, "gcn", 4000, 64)
+	s := newAccuracySetup(t, model, 4000, 64)
 	cl, err := sim.CPUCluster(ctx, s.devs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	scheds := []struct {
-		name string
-		s    core.Scheduler
-	}{
+	scheds := []namedSched{
 		{"sequential", &sequential.Scheduler{}},
 		{"data parallel: 3 units on 2 devices", schedtest.Split{K: 3}},
 		{"pipeline: halves, 4 micro-batches, unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}},
@@ -168,6 +202,9 @@ func measureAccuracy(t *testing.T, reps int) []accuracyRow {
 		{"1f1b (graphpipe.BuildPlan): halves, 4 micro-batches, owner steps", halves(graphpipe.OneFOneB)},
 		{"gpipe (graphpipe.BuildPlan): halves, 4 micro-batches, owner steps", halves(graphpipe.GPipe)},
 		{"graphpipe scheduler, m = 4 (its choice)", &graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 4}},
+	}
+	if only != nil {
+		scheds = only
 	}
 	plans := make([]*core.Plan, len(scheds))
 	meas := make([][]time.Duration, len(scheds))
