@@ -463,7 +463,10 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 			env.SetValue(name, x)
 		}
 	} else {
-		if !in.noFeatures {
+		// A training unit brings only the inputs the plan's ops on this
+		// device read (r.want): a later pipeline stage gathers no features.
+		reads := func(v string) bool { return !training || r.want == nil || r.want[v] }
+		if !in.noFeatures && reads("x") {
 			x, err := t.gatherFeatures(r.dev, env, b, in.rows)
 			if err != nil {
 				env.Release()
@@ -473,7 +476,7 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 		}
 		for name, em := range in.edgeMap {
 			w, ok := b.weights[name]
-			if !ok {
+			if !ok || !reads(name+".w") {
 				continue
 			}
 			wt, err := env.Alloc(len(em), 1)

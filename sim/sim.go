@@ -809,6 +809,51 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 	s.push(event{t: at, kind: evReady, task: i})
 }
 
+// unitInputs is the part of a subgraph unit's inputs (mem: all of them,
+// the profile's setup Mem) the executor brings to device d: the features
+// if an op of the unit there reads one of the model's inputs, each
+// weighted graph's edge weights if one reads them. Without the model in
+// the workload, all of it.
+func (s *sim) unitInputs(u int, d core.DeviceID, mem int64) int64 {
+	m := s.w.Model
+	if m == nil || len(m.Ops) != s.nOps {
+		return mem
+	}
+	isInput := map[string]bool{}
+	for _, v := range m.Inputs {
+		isInput[v] = true
+	}
+	weights := map[string]bool{}
+	for _, g := range m.Graphs {
+		if g.Weights != core.WeightsNone {
+			weights[g.Name+".w"] = true
+		}
+	}
+	feat, read := false, map[string]bool{}
+	for o, dev := range s.opDev[u] {
+		if dev != d {
+			continue
+		}
+		for _, v := range m.Ops[o].Inputs() {
+			feat = feat || isInput[v]
+			if weights[v] {
+				read[v] = true
+			}
+		}
+	}
+	rows, edges := float64(s.rows[u]), float64(max(s.edges[u], 0))
+	fb, eb := rows*float64(s.w.FeatureDim), edges
+	total := fb + eb*float64(len(weights))
+	if total <= 0 {
+		return mem
+	}
+	part := eb * float64(len(read))
+	if feat {
+		part += fb
+	}
+	return int64(math.Round(float64(mem) * part / total))
+}
+
 func (s *sim) notDone(task int) string {
 	if task < 0 {
 		return "no task runs"
@@ -915,8 +960,9 @@ func (s *sim) start(i int, now time.Duration) {
 		if us.started == 0 {
 			run.work += dp.t(setup.Fwd)
 			if !s.whole[u] {
-				us.live += setup.Mem
-				s.alloc(d, setup.Mem)
+				m := s.unitInputs(u, d, setup.Mem)
+				us.live += m
+				s.alloc(d, m)
 			}
 			us.inFlight = true
 			st := us.stage

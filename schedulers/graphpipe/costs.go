@@ -35,6 +35,13 @@ type costs struct {
 	// simulator makes (walk), not the sum of temp.
 	walk      bool
 	gIn, gOut []float64
+	// A micro-batch brings to a device only the inputs its ops there read
+	// (as the executor and the simulator do): readFeat[o] says op o reads
+	// the features, readW[o] the weighted graphs whose edge weights it
+	// reads (indices), featShare and wShare the parts of setupMem they are.
+	readFeat          []bool
+	readW             [][]int
+	featShare, wShare float64
 	// The per-unit setup on a device (seconds forward and backward; its
 	// inputs' bytes).
 	setupF, setupB, setupMem float64
@@ -110,6 +117,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
 		}
 		sc := cm.Setup(d0, rows, edges, !u.Subgraph)
+		c.setInputShares(rows, edges)
 		c.setupF += secs(sc.Fwd) / float64(len(units))
 		c.setupB += secs(sc.Bwd) / float64(len(units))
 		c.setupMem = math.Max(c.setupMem, float64(sc.Mem))
@@ -193,14 +201,15 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 // stageStat is what one stage (a set of ops) costs per micro-batch on
 // one replica.
 type stageStat struct {
-	f, b  float64 // forward and backward seconds, setup and synchronous copies included
-	held  float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
-	trans float64 // backward transient bytes: temporaries and the gradients received
-	w     float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
-	pw    float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
-	in    float64 // activation bytes received per micro-batch
-	gin   float64 // gradient bytes received per micro-batch
-	home  bool    // holds the loss op (the plan's home, with the optimizer state)
+	f, b   float64 // forward and backward seconds, setup and synchronous copies included
+	held   float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
+	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
+	trans  float64 // backward transient bytes: temporaries and the gradients received
+	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
+	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
+	in     float64 // activation bytes received per micro-batch
+	gin    float64 // gradient bytes received per micro-batch
+	home   bool    // holds the loss op (the plan's home, with the optimizer state)
 }
 
 func (s stageStat) t() float64 { return s.f + s.b }
@@ -250,11 +259,72 @@ func (c *costs) stat(ops []int) stageStat {
 		}
 	}
 	s.w = float64(c.cm.UsedBytes(ops))
+	s.inPart = c.inputPart(ops)
 	if c.walk {
 		s.trans = c.walkTrans(ops, s.gin)
 	}
 	c.finish(&s)
 	return s
+}
+
+// setInputShares sets which inputs each op reads and the parts of a
+// micro-batch's inputs (rows x features, edges per weighted graph) the
+// features and each graph's edge weights are; without the model, every
+// stage is charged all of them.
+func (c *costs) setInputShares(rows, edges int64) {
+	m := c.w.Model
+	n := len(c.w.Ops)
+	c.readFeat, c.readW = make([]bool, n), make([][]int, n)
+	if m == nil || len(m.Ops) != n {
+		for o := range c.readFeat {
+			c.readFeat[o] = true
+		}
+		c.featShare, c.wShare = 1, 0
+		return
+	}
+	isInput := map[string]bool{}
+	for _, v := range m.Inputs {
+		isInput[v] = true
+	}
+	graph := map[string]int{}
+	for _, g := range m.Graphs {
+		if g.Weights != core.WeightsNone {
+			graph[g.Name+".w"] = len(graph)
+		}
+	}
+	for o, op := range m.Ops {
+		for _, v := range op.Inputs() {
+			c.readFeat[o] = c.readFeat[o] || isInput[v]
+			if g, ok := graph[v]; ok && !slices.Contains(c.readW[o], g) {
+				c.readW[o] = append(c.readW[o], g)
+			}
+		}
+	}
+	fb, eb := float64(rows)*float64(c.w.FeatureDim), float64(max(edges, 0))
+	total := fb + eb*float64(len(graph))
+	c.featShare, c.wShare = 1, 0
+	if total > 0 {
+		c.featShare, c.wShare = fb/total, eb/total
+	}
+}
+
+// inputPart is the part of a micro-batch's inputs a stage of ops reads.
+func (c *costs) inputPart(ops []int) float64 {
+	if c.readFeat == nil {
+		return 1
+	}
+	feat, gs := false, map[int]bool{}
+	for _, o := range ops {
+		feat = feat || c.readFeat[o]
+		for _, g := range c.readW[o] {
+			gs[g] = true
+		}
+	}
+	p := c.wShare * float64(len(gs))
+	if feat {
+		p += c.featShare
+	}
+	return p
 }
 
 // walkTrans is a stage's backward transient under the walk (as
@@ -280,7 +350,7 @@ func (c *costs) finish(s *stageStat) {
 		s.f += c.link(s.in)
 		s.b += c.link(s.gin)
 	}
-	s.held += c.setupMem + s.in
+	s.held += c.setupMem*s.inPart + s.in
 	if !c.walk {
 		s.trans += s.gin // the walk starts from them
 	}

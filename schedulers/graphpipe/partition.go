@@ -33,7 +33,11 @@ type chainDP struct {
 	// range's walk is max(received, vmax(i, j) − live[j] + received).
 	live []float64
 	vmax [][]float64
-	ppre []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
+	// featPre[k] and wPre[g][k] count the ops before k that read the
+	// features and graph g's edge weights (costs.inputPart of a range).
+	featPre []int
+	wPre    [][]int
+	ppre    []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
 }
 
 func newChainDP(c *costs) *chainDP {
@@ -49,6 +53,31 @@ func newChainDP(c *costs) *chainDP {
 		x.bpre[o+1] = x.bpre[o] + c.bwd[o]
 		x.hpre[o+1] = x.hpre[o] + c.held[o]
 		x.tpre[o+1] = x.tpre[o] + c.temp[o]
+	}
+	if c.readFeat != nil {
+		x.featPre = make([]int, n+1)
+		ng := 0
+		for _, gs := range c.readW {
+			for _, g := range gs {
+				ng = max(ng, g+1)
+			}
+		}
+		x.wPre = make([][]int, ng)
+		for g := range x.wPre {
+			x.wPre[g] = make([]int, n+1)
+		}
+		for o := range n {
+			x.featPre[o+1] = x.featPre[o]
+			if c.readFeat[o] {
+				x.featPre[o+1]++
+			}
+			for g := range x.wPre {
+				x.wPre[g][o+1] = x.wPre[g][o]
+			}
+			for _, g := range c.readW[o] {
+				x.wPre[g][o+1]++
+			}
+		}
 	}
 	if c.walk {
 		x.live = make([]float64, n+1)
@@ -123,6 +152,18 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i]}
 	if x.c.walk {
 		s.trans = math.Max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
+	}
+	s.inPart = 1
+	if x.featPre != nil {
+		s.inPart = 0
+		if x.featPre[j] > x.featPre[i] {
+			s.inPart += x.c.featShare
+		}
+		for g := range x.wPre {
+			if x.wPre[g][j] > x.wPre[g][i] {
+				s.inPart += x.c.wShare
+			}
+		}
 	}
 	x.c.finish(&s)
 	return s
