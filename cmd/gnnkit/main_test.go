@@ -156,3 +156,43 @@ func TestAcceptanceCora(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanOwners: a pipeline plan steps each parameter on its owner and
+// `gnnkit plan` says where (every parameter once); step=home steps the
+// whole model on home.
+func TestPlanOwners(t *testing.T) {
+	out, err := run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "16", "--preset", "pcie-a100", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r planReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("plan --json printed %q: %v", out, err)
+	}
+	if !r.Plan.StepOwners || len(r.Owners) < 2 {
+		t.Fatalf("graphpipe on 16 devices: step_owners %v, owners %+v; want several owners", r.Plan.StepOwners, r.Owners)
+	}
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: 1433, Hidden: 16, Classes: 7})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params int
+	var bytes int64
+	for _, o := range r.Owners {
+		params += o.Params
+		bytes += o.Bytes
+	}
+	if params != len(m.Params) {
+		t.Errorf("owners step %d parameters, the model has %d", params, len(m.Params))
+	}
+	if bytes <= 0 {
+		t.Errorf("owners step %d bytes", bytes)
+	}
+	out, err = run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "16", "--preset", "pcie-a100", "--sched-opt", "step=home")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "stepped on home") {
+		t.Errorf("step=home plan output lacks the home step:\n%s", out)
+	}
+}

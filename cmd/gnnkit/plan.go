@@ -95,12 +95,50 @@ type planReport struct {
 	Sim       *sim.Result    `json:"simulation,omitempty"`
 	Stages    []planStage    `json:"stages,omitempty"`
 	Streams   []streamReport `json:"streams"`
-	Trace     string         `json:"trace,omitempty"`
+	// Owners lists, for a plan that steps each parameter on its owner,
+	// the parameters each device steps (bytes).
+	Owners []ownerReport `json:"owners,omitempty"`
+	Trace  string        `json:"trace,omitempty"`
 }
 
 type planStage struct {
 	Device core.DeviceID `json:"device"`
 	Ops    []string      `json:"ops"`
+}
+
+type ownerReport struct {
+	Device core.DeviceID `json:"device"`
+	Params int           `json:"params"`
+	Bytes  int64         `json:"bytes"`
+}
+
+// ownersOf lists, for a StepOwners plan, how many parameters (and bytes)
+// each device steps.
+func ownersOf(p *core.Plan, w *core.Workload) []ownerReport {
+	if !p.StepOwners {
+		return nil
+	}
+	size := map[string]int64{}
+	for _, o := range w.Ops {
+		for _, r := range o.Params {
+			size[r.Name] = r.Bytes
+		}
+	}
+	by := map[core.DeviceID]*ownerReport{}
+	for name, d := range core.StepOwners(p.Tasks, w.OpParams()) {
+		if by[d] == nil {
+			by[d] = &ownerReport{Device: d}
+		}
+		by[d].Params++
+		by[d].Bytes += size[name]
+	}
+	var out []ownerReport
+	for _, d := range naturalDevices(p.Devices()) {
+		if r := by[d]; r != nil {
+			out = append(out, *r)
+		}
+	}
+	return out
 }
 
 type streamReport struct {
@@ -227,7 +265,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return fmt.Errorf("scheduler %s returned a bad plan: %w", sched.Name(), err)
 	}
 	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), Cluster: cl.Name,
-		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w)}
+		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w),
+		Owners: ownersOf(plan, w)}
 
 	if f.simulate {
 		var prof *sim.Profile
@@ -441,6 +480,14 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		for _, st := range r.Stages {
 			row("  "+string(st.Device), strings.Join(st.Ops, " "))
 		}
+	}
+	if len(r.Owners) > 0 {
+		row("optimizer", fmt.Sprintf("each parameter stepped on its owner (%d devices)", len(r.Owners)))
+		for _, o := range r.Owners {
+			row("  "+string(o.Device), fmt.Sprintf("%d parameters, %s", o.Params, core.FormatBytes(o.Bytes)))
+		}
+	} else {
+		row("optimizer", "stepped on home "+string(p.Home))
 	}
 	devs := naturalDevices(p.Devices())
 	for _, d := range devs {
