@@ -304,9 +304,11 @@ func (t *Trainer) runReuse(ctx context.Context, r *replica, b *Batch, lay *reuse
 		if err != nil {
 			return 0, fmt.Errorf("engine: reuse chunk %d: %w", j, err)
 		}
-		if err := ensureCache(x); err == nil {
+		err = ensureCache(x)
+		if err == nil {
 			err = moveRows(env, x, iota32(len(ch.cacheRows)), cache, ch.cacheRows)
-		} else {
+		}
+		if err != nil { // the copy's error was dropped before
 			env.Release()
 			return 0, err
 		}

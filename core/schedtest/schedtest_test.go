@@ -27,8 +27,6 @@ func TestOracleCatchesWrongWeights(t *testing.T) {
 	}
 }
 
-func halves(o, n, d int) int    { return min(d-1, o*d/n) }
-func alternate(o, _, d int) int { return o % d }
 func TestStagesConform(t *testing.T) {
 	schedtest.Run(t, func(t *testing.T) core.Scheduler { return schedtest.Stages{K: 2, Assign: schedtest.Alternate} })
 }
