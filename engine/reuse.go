@@ -308,7 +308,7 @@ func (t *Trainer) runReuse(ctx context.Context, r *replica, b *Batch, lay *reuse
 		if err == nil {
 			err = moveRows(env, x, iota32(len(ch.cacheRows)), cache, ch.cacheRows)
 		}
-		if err != nil { // the copy's error was dropped before
+		if err != nil {
 			env.Release()
 			return 0, err
 		}
