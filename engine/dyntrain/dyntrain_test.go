@@ -112,6 +112,12 @@ func TestUtilisation(t *testing.T) {
 	if busy["cpu:0"] != 40*ms || math.Abs(ov-5.0/30) > 1e-9 {
 		t.Errorf("two traces: busy %v, overlap %v", busy, ov)
 	}
+	// A device the plan left idle counts: busy 0, and the imbalance of
+	// 20, 10 and 0 ms is 20/10 - 1.
+	busy, imb, _ = dyntrain.UtilisationOn([]core.DeviceID{"cpu:0", "cpu:1", "cpu:2"}, tr)
+	if b, ok := busy["cpu:2"]; !ok || b != 0 || math.Abs(imb-1) > 1e-9 {
+		t.Errorf("with an idle device: busy %v, imbalance %v; want cpu:2 at 0 and 1", busy, imb)
+	}
 }
 
 // TestSessionsAgree: epochs of ESDG, BLAD and the vertex partition on 2

@@ -426,7 +426,7 @@ func (s *Session) Epoch(ctx context.Context) (EpochStats, error) {
 		}
 	}
 	st.Time = time.Since(t0)
-	st.Busy, st.Imbalance, st.Overlap = Utilisation(st.Traces...)
+	st.Busy, st.Imbalance, st.Overlap = UtilisationOn(deviceIDs(s.cfg.Devices), st.Traces...)
 	if math.IsNaN(st.Loss) {
 		return st, fmt.Errorf("dyntrain: loss is NaN at epoch %d", s.epoch)
 	}
@@ -464,7 +464,7 @@ func Train(ctx context.Context, cfg Config) (*Result, error) {
 	res.Replans = s.replans
 	res.Plan = s.chunks[len(s.chunks)-1].plan
 	res.EpochMsMedian = engine.Median(res.EpochMs)
-	res.Busy, res.Imbalance, res.Overlap = Utilisation(s.last)
+	res.Busy, res.Imbalance, res.Overlap = UtilisationOn(deviceIDs(cfg.Devices), s.last)
 	if res.Val, err = evaluate(ctx, tr, m, cfg.Set, cfg.Set.Val, cfg.Devices, cfg.batch); err != nil {
 		return nil, err
 	}
@@ -491,6 +491,14 @@ func initialParams(m *core.Model, seed uint64) map[string][]float32 {
 	return out
 }
 
+func deviceIDs(devs []core.Device) []core.DeviceID {
+	out := make([]core.DeviceID, len(devs))
+	for i, d := range devs {
+		out[i] = d.ID()
+	}
+	return out
+}
+
 // Utilisation returns per device the union of its forward and backward
 // task spans over the traces (summed over them), the imbalance of those
 // (max/mean - 1) and the overlap achieved: the share of that busy time
@@ -500,6 +508,13 @@ func initialParams(m *core.Model, seed uint64) map[string][]float32 {
 // faster (on the CPU backend two streams of a device time-share its
 // cores unless spare cores exist).
 func Utilisation(traces ...*core.Trace) (map[core.DeviceID]time.Duration, float64, float64) {
+	return UtilisationOn(nil, traces...)
+}
+
+// UtilisationOn is Utilisation with every device of devs counted, busy
+// or not: a device the plans left idle has busy time 0 and makes the
+// imbalance large, where Utilisation would not see it.
+func UtilisationOn(devs []core.DeviceID, traces ...*core.Trace) (map[core.DeviceID]time.Duration, float64, float64) {
 	busy := map[core.DeviceID]time.Duration{}
 	type pt struct {
 		at time.Duration
@@ -538,6 +553,11 @@ func Utilisation(traces ...*core.Trace) (map[core.DeviceID]time.Duration, float6
 			}
 			busy[d] += b
 			total += b
+		}
+	}
+	for _, d := range devs {
+		if _, ok := busy[d]; !ok {
+			busy[d] = 0
 		}
 	}
 	loads := make([]float64, 0, len(busy))
