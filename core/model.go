@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 )
 
 // OpKind classifies an op for schedulers (BLAD overlaps graph ops with
@@ -250,6 +251,60 @@ func (m *Model) OpDeps() [][]int {
 		}
 	}
 	return deps
+}
+
+// OpParams returns, per op, the parameters it reads (each once, in the
+// op's input order): what OpInfo.Params lists and where StepOwners looks.
+func (m *Model) OpParams() [][]string {
+	isParam := map[string]bool{}
+	for _, p := range m.Params {
+		isParam[p.Name] = true
+	}
+	out := make([][]string, len(m.Ops))
+	for i, op := range m.Ops {
+		for _, v := range op.Inputs() {
+			if isParam[v] && !slices.Contains(out[i], v) {
+				out[i] = append(out[i], v)
+			}
+		}
+	}
+	return out
+}
+
+// InputsRead reports which batch inputs the ops read: features (any of
+// m.Inputs) and the weighted graphs whose edge weights (Name+".w") they
+// read, in m.Graphs order. A device keeps, and a unit brings to it, only
+// these (the executor's setWant; the simulator and the partitioners
+// price them so).
+func (m *Model) InputsRead(ops []int) (features bool, weights []string) {
+	read := map[string]bool{}
+	for _, o := range ops {
+		if o < 0 || o >= len(m.Ops) {
+			continue
+		}
+		for _, v := range m.Ops[o].Inputs() {
+			features = features || slices.Contains(m.Inputs, v)
+			read[v] = true
+		}
+	}
+	for _, g := range m.Graphs {
+		if g.Weights != WeightsNone && read[g.Name+".w"] {
+			weights = append(weights, g.Name+".w")
+		}
+	}
+	return features, weights
+}
+
+// WeightedGraphs is the number of m's graphs with edge weights (inputs
+// Name+".w").
+func (m *Model) WeightedGraphs() int {
+	n := 0
+	for _, g := range m.Graphs {
+		if g.Weights != WeightsNone {
+			n++
+		}
+	}
+	return n
 }
 
 // NeedsGrad returns the set of values whose gradient backward must compute:

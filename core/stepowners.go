@@ -89,25 +89,32 @@ func (p *Plan) HomeStep() *Plan {
 // replaced by one reduction from each device into each other owner of
 // parameters it reads (after all of that device's backward tasks) and one
 // Step per owner (after its backward tasks and the reductions into it),
-// each on a stream of its own on its device.
-func (p *Plan) OwnerStep(w *Workload) *Plan {
+// each on a stream of its own on its device. Devices are taken in ID
+// order (OwnerStepIn chooses).
+func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
+
+// OwnerStepIn is OwnerStep emitting the reductions and steps with devices
+// in the given order (those it does not list after them, in ID order):
+// a stream runs its tasks in plan order, so the order is the owners'
+// order of adding the reductions in.
+func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	q, bwdOn, stream := p.withoutFlush()
 	q.StepOwners = true
 	op := w.OpParams()
 	owner := StepOwners(q.Tasks, op)
 	readers := ParamReaders(q.Tasks, op)
 	stepDeps := map[DeviceID][]int{}
-	for _, d := range sortedDevs(bwdOn) {
+	for _, d := range inOrder(bwdOn, order) {
 		stepDeps[d] = append(stepDeps[d], bwdOn[d]...)
 	}
-	for _, e := range sortedDevs(readers) {
+	for _, e := range inOrder(readers, order) {
 		into := map[DeviceID]bool{}
 		for name := range readers[e] {
 			if o := owner[name]; o != e {
 				into[o] = true
 			}
 		}
-		for _, o := range sortedDevs(into) {
+		for _, o := range inOrder(into, order) {
 			id := len(q.Tasks)
 			q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: o, Stream: stream[o], From: e, Deps: bwdOn[e]})
 			stepDeps[o] = append(stepDeps[o], id)
@@ -117,10 +124,29 @@ func (p *Plan) OwnerStep(w *Workload) *Plan {
 	for _, d := range owner {
 		owns[d] = true
 	}
-	for _, d := range sortedDevs(owns) {
+	for _, d := range inOrder(owns, order) {
 		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: d, Stream: stream[d], Deps: stepDeps[d]})
 	}
 	return q
+}
+
+// inOrder lists m's devices: those in order first, in that order, then
+// the rest in ID order.
+func inOrder[V any](m map[DeviceID]V, order []DeviceID) []DeviceID {
+	var out []DeviceID
+	seen := map[DeviceID]bool{}
+	for _, d := range order {
+		if _, ok := m[d]; ok && !seen[d] {
+			seen[d] = true
+			out = append(out, d)
+		}
+	}
+	for _, d := range sortedDevs(m) {
+		if !seen[d] {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // withoutFlush returns a copy of p without its ReduceGrads and Step tasks

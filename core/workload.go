@@ -1,9 +1,6 @@
 package core
 
-import (
-	"context"
-	"slices"
-)
+import "context"
 
 // OpInfo is the plain-data view of one op that schedulers reason over.
 type OpInfo struct {
@@ -78,17 +75,15 @@ func NewWorkload(m *Model, g *Graph, featureDim int, batch []int32, devs []Devic
 	}
 	w := &Workload{ModelName: m.Name, ParamBytes: m.ParamBytes(), Dims: d, FeatureDim: featureDim,
 		Batch: batch, Devices: devs, Seed: seed, Model: m, Graph: g}
-	deps := m.OpDeps()
+	deps, opPar := m.OpDeps(), m.OpParams()
 	size := map[string]int64{}
 	for _, p := range m.Params {
 		size[p.Name] = int64(NumElems(p.Shape)) * 4
 	}
 	for i, op := range m.Ops {
 		o := OpInfo{Index: i, Name: op.Name(), Kind: op.Kind(), Deps: deps[i], Cost: op.Cost(d)}
-		for _, v := range op.Inputs() {
-			if b, ok := size[v]; ok && !slices.ContainsFunc(o.Params, func(r ParamRef) bool { return r.Name == v }) {
-				o.Params = append(o.Params, ParamRef{Name: v, Bytes: b})
-			}
+		for _, v := range opPar[i] {
+			o.Params = append(o.Params, ParamRef{Name: v, Bytes: size[v]})
 		}
 		w.Ops = append(w.Ops, o)
 	}

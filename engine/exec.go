@@ -149,7 +149,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	var owners map[string]core.DeviceID
 	t.gradAt = nil
 	if plan.StepOwners {
-		owners = core.StepOwners(plan.Tasks, t.opParams)
+		owners = core.StepOwners(plan.Tasks, func(o int) []string { return t.opPar[o] })
 		// Home keeps every parameter (its copy may go stale) but only the
 		// gradients of those its ops read.
 		homeUsed := used[t.home]

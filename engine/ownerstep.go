@@ -12,21 +12,6 @@ import (
 // home's copy is brought up to date only when something needs it
 // (syncHome). See docs/design.md §3, "Owner-stepped optimizer".
 
-// opParams names the parameters op o reads, as core.NewWorkload lists them
-// in OpInfo.Params.
-func (t *Trainer) opParams(o int) []string {
-	if o < 0 || o >= len(t.model.Ops) {
-		return nil
-	}
-	var out []string
-	for _, v := range t.model.Ops[o].Inputs() {
-		if _, ok := t.specs[v]; ok {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
 // usesRemote reports whether the plan puts work on a worker's device.
 func (t *Trainer) usesRemote(p *core.Plan) bool {
 	if t.remote == nil {

@@ -88,6 +88,7 @@ type Trainer struct {
 	producer  map[string]int
 	consumers map[string][]int
 	specs     map[string]core.ParamSpec
+	opPar     [][]string // the parameters each op reads (Model.OpParams)
 
 	home core.DeviceID
 	// wholeUnits is whether the last plan had a unit computing the whole
@@ -194,6 +195,7 @@ func New(cfg Config) (*Trainer, error) {
 	for _, p := range cfg.Model.Params {
 		t.specs[p.Name] = p
 	}
+	t.opPar = cfg.Model.OpParams()
 	t.producer, t.consumers = map[string]int{}, map[string][]int{}
 	for i, op := range cfg.Model.Ops {
 		for _, v := range op.Inputs() {

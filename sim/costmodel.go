@@ -306,38 +306,13 @@ func (cm *CostModel) ResidentInputs(ops []int) int64 {
 	if m == nil || len(m.Ops) != len(cm.w.Ops) {
 		return cm.residentIn
 	}
-	isInput := map[string]bool{}
-	for _, v := range m.Inputs {
-		isInput[v] = true
-	}
-	weights := map[string]bool{}
-	var weighted int64
-	for _, g := range m.Graphs {
-		if g.Weights != core.WeightsNone {
-			weights[g.Name+".w"] = true
-			weighted++
-		}
-	}
+	feat, weights := m.InputsRead(ops)
 	edgeBytes := 4 * cm.w.Dims.Edges
-	featBytes := max(cm.residentIn-weighted*edgeBytes, 0)
-	var feat bool
-	read := map[string]bool{}
-	for _, o := range ops {
-		if o < 0 || o >= len(m.Ops) {
-			continue
-		}
-		for _, v := range m.Ops[o].Inputs() {
-			feat = feat || isInput[v]
-			if weights[v] {
-				read[v] = true
-			}
-		}
-	}
 	var r int64
 	if feat {
-		r += featBytes
+		r += max(cm.residentIn-int64(m.WeightedGraphs())*edgeBytes, 0)
 	}
-	return r + int64(len(read))*edgeBytes
+	return r + int64(len(weights))*edgeBytes
 }
 
 // OptStateBytes is the optimizer state of nb parameter bytes: the

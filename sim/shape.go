@@ -192,14 +192,14 @@ func (shapeKernels) Adam(*core.Tensor, *core.Tensor, *core.Tensor, *core.Tensor,
 }
 func (shapeKernels) SGD(*core.Tensor, *core.Tensor, *core.Tensor, core.SGDParams) error { return nil }
 
-// walkBackward runs a backward task's ops (indices, any order: walked
+// WalkBackward runs a backward task's ops (indices, any order: walked
 // from the highest down, as the executor does) over per-op backward
 // memory — temp: the peak above what was allocated at the op's start,
 // gin: input gradients it leaves, gout: output gradients freed after it —
 // starting with live0 gradient bytes already allocated (gradients
 // received from other devices). It returns the task's peak above its
 // start and the gradient bytes left at its end.
-func walkBackward(ops []int, temp, gin, gout func(o int) int64, live0 int64) (peak, live int64) {
+func WalkBackward(ops []int, temp, gin, gout func(o int) int64, live0 int64) (peak, live int64) {
 	idx := append([]int(nil), ops...)
 	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
 	peak, live = live0, live0
@@ -220,7 +220,7 @@ func (so *shapeOut) calibrated(target int64) (temp, gin, gout []int64) {
 		all[i] = i
 	}
 	at := func(xs []int64) func(int) int64 { return func(o int) int64 { return xs[o] } }
-	w, _ := walkBackward(all, at(so.bwdPeak), at(so.gradIn), at(so.gradOut), 0)
+	w, _ := WalkBackward(all, at(so.bwdPeak), at(so.gradIn), at(so.gradOut), 0)
 	f := 1.0
 	if w > 0 {
 		f = float64(max(target, 0)) / float64(w)

@@ -105,7 +105,7 @@ type devProf struct {
 	model *DeviceModel
 	cache map[[3]int64][]Cost
 	// walk: the profile has per-op backward gradients (Point.GradIn,
-	// GradOut), so backward tasks walk their ops (walkBackward).
+	// GradOut), so backward tasks walk their ops (WalkBackward).
 	walk bool
 }
 
@@ -819,35 +819,20 @@ func (s *sim) unitInputs(u int, d core.DeviceID, mem int64) int64 {
 	if m == nil || len(m.Ops) != s.nOps {
 		return mem
 	}
-	isInput := map[string]bool{}
-	for _, v := range m.Inputs {
-		isInput[v] = true
-	}
-	weights := map[string]bool{}
-	for _, g := range m.Graphs {
-		if g.Weights != core.WeightsNone {
-			weights[g.Name+".w"] = true
-		}
-	}
-	feat, read := false, map[string]bool{}
+	var ops []int
 	for o, dev := range s.opDev[u] {
-		if dev != d {
-			continue
-		}
-		for _, v := range m.Ops[o].Inputs() {
-			feat = feat || isInput[v]
-			if weights[v] {
-				read[v] = true
-			}
+		if dev == d {
+			ops = append(ops, o)
 		}
 	}
+	feat, weights := m.InputsRead(ops)
 	rows, edges := float64(s.rows[u]), float64(max(s.edges[u], 0))
-	fb, eb := rows*float64(s.w.FeatureDim), edges
-	total := fb + eb*float64(len(weights))
+	fb := rows * float64(s.w.FeatureDim)
+	total := fb + edges*float64(m.WeightedGraphs())
 	if total <= 0 {
 		return mem
 	}
-	part := eb * float64(len(read))
+	part := edges * float64(len(weights))
 	if feat {
 		part += fb
 	}
@@ -1023,7 +1008,7 @@ func (s *sim) start(i int, now time.Duration) {
 				// The executor's order: each op's backward over the gradients
 				// alive at its start; what is left at the end (gradients of
 				// values other devices produced) stays until they fetch it.
-				run.transient, run.retain = walkBackward(t.OpIndices(),
+				run.transient, run.retain = WalkBackward(t.OpIndices(),
 					func(o int) int64 { return costs[o].Temp },
 					func(o int) int64 { return costs[o].GradIn },
 					func(o int) int64 { return costs[o].GradOut }, run.transient)
@@ -1091,7 +1076,7 @@ type taskRun struct {
 	work      time.Duration // compute at full speed
 	rem       float64       // compute left (ns at full speed), shared cores
 	transient int64
-	retain    int64 // gradient bytes a backward task leaves (walkBackward)
+	retain    int64 // gradient bytes a backward task leaves (WalkBackward)
 	dense     bool  // compute-bound rather than memory-bound
 }
 

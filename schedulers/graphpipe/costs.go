@@ -3,7 +3,6 @@ package graphpipe
 import (
 	"math"
 	"slices"
-	"sort"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -275,16 +274,12 @@ func (c *costs) setInputShares(rows, edges int64) {
 	m := c.w.Model
 	n := len(c.w.Ops)
 	c.readFeat, c.readW = make([]bool, n), make([][]int, n)
+	c.featShare, c.wShare = 1, 0
 	if m == nil || len(m.Ops) != n {
 		for o := range c.readFeat {
 			c.readFeat[o] = true
 		}
-		c.featShare, c.wShare = 1, 0
 		return
-	}
-	isInput := map[string]bool{}
-	for _, v := range m.Inputs {
-		isInput[v] = true
 	}
 	graph := map[string]int{}
 	for _, g := range m.Graphs {
@@ -292,18 +287,15 @@ func (c *costs) setInputShares(rows, edges int64) {
 			graph[g.Name+".w"] = len(graph)
 		}
 	}
-	for o, op := range m.Ops {
-		for _, v := range op.Inputs() {
-			c.readFeat[o] = c.readFeat[o] || isInput[v]
-			if g, ok := graph[v]; ok && !slices.Contains(c.readW[o], g) {
-				c.readW[o] = append(c.readW[o], g)
-			}
+	for o := range m.Ops {
+		feat, weights := m.InputsRead([]int{o})
+		c.readFeat[o] = feat
+		for _, v := range weights {
+			c.readW[o] = append(c.readW[o], graph[v])
 		}
 	}
 	fb, eb := float64(rows)*float64(c.w.FeatureDim), float64(max(edges, 0))
-	total := fb + eb*float64(len(graph))
-	c.featShare, c.wShare = 1, 0
-	if total > 0 {
+	if total := fb + eb*float64(len(graph)); total > 0 {
 		c.featShare, c.wShare = fb/total, eb/total
 	}
 }
@@ -327,18 +319,12 @@ func (c *costs) inputPart(ops []int) float64 {
 	return p
 }
 
-// walkTrans is a stage's backward transient under the walk (as
-// sim.walkBackward): its ops from the last down, each op's temp over the
-// gradients alive at its start, starting from the gradients received.
+// walkTrans is a stage's backward transient under the walk the simulator
+// makes (sim.WalkBackward), starting from the gradients received.
 func (c *costs) walkTrans(ops []int, received float64) float64 {
-	idx := append([]int(nil), ops...)
-	sort.Sort(sort.Reverse(sort.IntSlice(idx)))
-	peak, live := received, received
-	for _, o := range idx {
-		peak = math.Max(peak, live+c.temp[o])
-		live = math.Max(live+c.gIn[o]-c.gOut[o], 0)
-	}
-	return peak
+	at := func(xs []float64) func(int) int64 { return func(o int) int64 { return int64(xs[o]) } }
+	peak, _ := sim.WalkBackward(ops, at(c.temp), at(c.gIn), at(c.gOut), int64(received))
+	return float64(peak)
 }
 
 // finish adds the per-unit setup and, for synchronous copies, the

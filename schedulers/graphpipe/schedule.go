@@ -291,7 +291,7 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 		devs[i] = sl.dev
 	}
 	if step.owners(w) {
-		ownerSteps(w, p, devs, bwdOn)
+		p = p.OwnerStepIn(w, devs)
 	} else {
 		homeStep(p, devs, bwdOn)
 	}
@@ -325,45 +325,4 @@ func homeStep(p *core.Plan, devs []core.DeviceID, bwdOn map[core.DeviceID][]int)
 		stepDeps = append(stepDeps, rid)
 	}
 	p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: p.Home, Stream: 1, Deps: stepDeps})
-}
-
-// ownerSteps ends p with the owner flush (core.Plan.StepOwners): every
-// device E (in the order devs lists them) reduces into each owner O ≠ E
-// of parameters E's forward tasks read, in devs order of O, after all of
-// E's backward tasks; then every owner, in devs order, steps after its
-// backward tasks and the reductions into it. Reductions and steps run on
-// the owner's stream 1 (its compute is on stream 0).
-func ownerSteps(w *core.Workload, p *core.Plan, devs []core.DeviceID, bwdOn map[core.DeviceID][]int) {
-	p.StepOwners = true
-	op := w.OpParams()
-	owner := core.StepOwners(p.Tasks, op)
-	readers := core.ParamReaders(p.Tasks, op)
-	owns := map[core.DeviceID]bool{}
-	for _, d := range owner {
-		owns[d] = true
-	}
-	stepDeps := map[core.DeviceID][]int{}
-	for _, e := range devs {
-		into := map[core.DeviceID]bool{}
-		for name := range readers[e] {
-			if o := owner[name]; o != e {
-				into[o] = true
-			}
-		}
-		for _, o := range devs {
-			if !into[o] {
-				continue
-			}
-			rid := len(p.Tasks)
-			p.Tasks = append(p.Tasks, core.Task{ID: rid, Kind: core.TaskReduceGrads, Unit: -1, Device: o, Stream: 1, From: e, Deps: bwdOn[e]})
-			stepDeps[o] = append(stepDeps[o], rid)
-		}
-	}
-	for _, o := range devs {
-		if !owns[o] {
-			continue
-		}
-		deps := append(append([]int(nil), bwdOn[o]...), stepDeps[o]...)
-		p.Tasks = append(p.Tasks, core.Task{ID: len(p.Tasks), Kind: core.TaskStep, Unit: -1, Device: o, Stream: 1, Deps: deps})
-	}
 }
