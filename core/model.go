@@ -70,6 +70,19 @@ type Op interface {
 	Cost(d Dims) Cost
 }
 
+// GEMM is one matrix product an op runs: an M x N output summed over an
+// inner dimension K (2·M·N·K FLOPs).
+type GEMM struct{ M, N, K int64 }
+
+// GEMMOp is implemented by ops whose work is matrix products, so that a
+// cost model can price a small product by how well it fills a device
+// (sim.Roofline on devices with DeviceModel.SMs) instead of by its FLOPs
+// alone. GEMMs returns the products of the forward and of the backward at
+// the given size; their FLOPs are the dense part of Cost(d).
+type GEMMOp interface {
+	GEMMs(d Dims) (fwd, bwd []GEMM)
+}
+
 // EdgeWeights selects the per-edge weights the runtime prepares for a
 // model's graph input.
 type EdgeWeights uint8

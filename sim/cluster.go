@@ -30,6 +30,11 @@ type DeviceModel struct {
 	// Launch is the fixed cost of an op per direction (kernel launches,
 	// dispatch) in the roofline estimate.
 	Launch time.Duration `json:"launch_ns"`
+	// SMs, when positive, is the GPU's streaming multiprocessor count:
+	// the roofline then prices each matrix product of an op (core.GEMMOp)
+	// at GEMMEfficiency of GFLOPS, so that small micro-batches fill the
+	// GPU worse than large ones. 0: FLOPs at GFLOPS whatever the size.
+	SMs int `json:"sms,omitempty"`
 	// Speedup divides a profile's times on this device (0 or 1: the
 	// profile was taken on this kind of device).
 	Speedup float64 `json:"speedup,omitempty"`
@@ -153,7 +158,9 @@ func Presets() []string { return []string{"cpu", "nvlink-h100", "pcie-a100"} }
 //
 // GPU compute is derated to 60% of peak FLOP/s and 80% of peak bandwidth
 // (what large cuBLAS GEMMs and streaming kernels typically sustain), with
-// 5 µs per op and direction for kernel launches. Numbers are datasheet
+// 5 µs per op and direction for kernel launches; matrix products smaller
+// than the GPU run at GEMMEfficiency of that (108 SMs on the A100, 132 on
+// the H100 SXM5). Numbers are datasheet
 // figures recalled, not measured here: treat GPU predictions as
 // estimates, and pass a profile taken on the target for better ones.
 func Preset(name string, n int) (*Cluster, error) {
@@ -168,11 +175,11 @@ func Preset(name string, n int) (*Cluster, error) {
 		return c, nil
 	case "pcie-a100":
 		d := DeviceModel{Name: "NVIDIA A100 40GB PCIe", GFLOPS: 0.6 * 19500, MemGBps: 0.8 * 1555, MemBytes: 40 << 30,
-			Launch: 5 * time.Microsecond}
+			Launch: 5 * time.Microsecond, SMs: 108}
 		return gpus(name, n, d, 8, Link{GBps: 24, Latency: 10 * time.Microsecond}, Link{GBps: 24, Latency: 12 * time.Microsecond}), nil
 	case "nvlink-h100":
 		d := DeviceModel{Name: "NVIDIA H100 SXM5 80GB", GFLOPS: 0.6 * 67000, MemGBps: 0.8 * 3350, MemBytes: 80 << 30,
-			Launch: 5 * time.Microsecond}
+			Launch: 5 * time.Microsecond, SMs: 132}
 		return gpus(name, n, d, 8, Link{GBps: 360, Latency: 3 * time.Microsecond}, Link{GBps: 40, Latency: 8 * time.Microsecond}), nil
 	}
 	return nil, fmt.Errorf("sim: unknown preset %q (known: %s)", name, strings.Join(Presets(), ", "))

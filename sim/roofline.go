@@ -12,7 +12,10 @@ import (
 // simulating without measurements: each op's forward+backward time is
 // max(FLOPs / GFLOPS, bytes moved / bandwidth) from Op.Cost at the
 // workload's dims, split 1:2 between forward and backward, plus d.Launch
-// per direction, linear in rows (graph ops in edges). Output and
+// per direction, linear in rows (graph ops in edges). On a device with
+// SMs (a GPU model), ops naming their matrix products (core.GEMMOp) have
+// each product priced at GEMMEfficiency instead, with points at every
+// power of two of rows, so a small micro-batch costs more per row. Output and
 // activation sizes come from a shape-only forward and backward pass of
 // the model when the workload carries it (in process), else from
 // Cost.ActivationBytes.
@@ -60,26 +63,32 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 		}
 		return time.Duration(math.Round(t))
 	}
-	small := max(n/64, 1)
+	ladder := roofLadder(n, d.SMs > 0)
 	for i, op := range w.Ops {
 		o := OpProfile{Name: op.Name, Kind: op.Kind, Preds: append([]int(nil), op.Deps...), WeightBytes: op.Cost.WeightBytes}
 		ob, mem, tmp, gin, gout := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0)
 		if so != nil {
 			ob, mem, tmp, gin, gout = so.out[i], so.held[i], tmps[i], gins[i], gouts[i]
 		}
+		var gemms core.GEMMOp
+		if d.SMs > 0 && d.GFLOPS > 0 && w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
+			gemms, _ = w.Model.Ops[i].(core.GEMMOp)
+		}
 		o.OutBytesPerRow = float64(ob) / float64(n)
-		for _, rows := range []int64{small, n} {
-			if rows == small && small == n {
-				continue
-			}
+		for _, rows := range ladder {
 			frac := float64(rows) / float64(n)
+			edges := int64(math.Round(float64(e) * frac))
 			c := op.Cost
 			// Weights are read whatever the rows.
 			c.BytesMoved = int64(float64(max(0, c.BytesMoved-2*c.WeightBytes))*frac) + min(c.BytesMoved, 2*c.WeightBytes)
 			c.FLOPs = int64(float64(c.FLOPs) * frac)
 			fb := roof(c, 1)
-			o.Points = append(o.Points, Point{Rows: rows, Edges: int64(math.Round(float64(e) * frac)),
-				Fwd: fb/3 + d.Launch, Bwd: fb - fb/3 + d.Launch,
+			fwd := fb / 3
+			if gemms != nil {
+				fwd, fb = gemmRoof(gemms, core.Dims{Nodes: rows, Edges: edges}, c, d)
+			}
+			o.Points = append(o.Points, Point{Rows: rows, Edges: edges,
+				Fwd: fwd + d.Launch, Bwd: fb - fwd + d.Launch,
 				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac),
 				GradIn: int64(float64(gin) * frac), GradOut: int64(float64(gout) * frac)})
 		}
@@ -91,10 +100,7 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 		}
 	}
 	// Units computing a subgraph bring their inputs along.
-	for _, rows := range []int64{small, n} {
-		if rows == small && small == n {
-			continue
-		}
+	for _, rows := range roofLadder(n, false) {
 		frac := float64(rows) / float64(n)
 		in := int64(float64(p.ResidentInputBytes) * frac)
 		var t time.Duration
@@ -104,4 +110,54 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 		p.Setup = append(p.Setup, Point{Rows: rows, Edges: int64(math.Round(float64(e) * frac)), Fwd: t, Mem: in})
 	}
 	return p, nil
+}
+
+// roofLadder is the sizes a roofline profile has points at: n/64 and n,
+// enough for costs linear in the rows; with the GEMM model (gemm), every
+// power of two below n as well, so interpolation follows the efficiency
+// curve.
+func roofLadder(n int64, gemm bool) []int64 {
+	small := max(n/64, 1)
+	if !gemm {
+		if small == n {
+			return []int64{n}
+		}
+		return []int64{small, n}
+	}
+	var l []int64
+	for r := int64(1); r < n; r *= 2 {
+		l = append(l, r)
+	}
+	return append(l, n)
+}
+
+// gemmRoof is the roofline of an op whose work is matrix products at size
+// dims: each product at GEMMEfficiency of d.GFLOPS, the op's other FLOPs
+// (c minus the products') at d.GFLOPS, against the memory traffic at
+// d.MemGBps; it returns the forward's share and the forward+backward time.
+func gemmRoof(op core.GEMMOp, dims core.Dims, c core.Cost, d DeviceModel) (fwd, total time.Duration) {
+	f, b := op.GEMMs(dims)
+	var tf, tb, gemmFLOPs float64
+	for _, g := range f {
+		fl := 2 * float64(g.M) * float64(g.N) * float64(g.K)
+		tf += fl / (d.GFLOPS * GEMMEfficiency(g, d.SMs))
+		gemmFLOPs += fl
+	}
+	for _, g := range b {
+		fl := 2 * float64(g.M) * float64(g.N) * float64(g.K)
+		tb += fl / (d.GFLOPS * GEMMEfficiency(g, d.SMs))
+		gemmFLOPs += fl
+	}
+	rest := max(0, float64(c.FLOPs)-gemmFLOPs) / d.GFLOPS
+	t := tf + tb + rest
+	var mem float64
+	if d.MemGBps > 0 {
+		mem = float64(c.BytesMoved) / d.MemGBps
+	}
+	tot := math.Max(t, mem)
+	share := 1.0 / 3
+	if tf+tb > 0 {
+		share = tf / (tf + tb)
+	}
+	return time.Duration(math.Round(tot * share)), time.Duration(math.Round(tot))
 }

@@ -76,6 +76,18 @@ func (op *Linear) Cost(d core.Dims) core.Cost {
 	return c
 }
 
+// GEMMs names Linear's products: y = x·W forward; dW = xᵀ·dy and, when x
+// needs a gradient, dx = dy·Wᵀ backward.
+func (op *Linear) GEMMs(d core.Dims) (fwd, bwd []core.GEMM) {
+	n, i, o := d.Nodes, int64(op.in), int64(op.out)
+	fwd = []core.GEMM{{M: n, N: o, K: i}}
+	bwd = []core.GEMM{{M: i, N: o, K: n}}
+	if op.gradFor(op.x) {
+		bwd = append(bwd, core.GEMM{M: n, N: i, K: o})
+	}
+	return fwd, bwd
+}
+
 // Bias is y = x + b with b a 1 x C parameter broadcast over the rows.
 type Bias struct {
 	base

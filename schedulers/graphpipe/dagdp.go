@@ -590,8 +590,11 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 func minMemory(root *spNode, c *costs, D int) int64 {
 	t := newSPTree(root, c)
 	return bisectMemory(c, func() bool {
-		v := c.newDP(t, D, D, math.Inf(1), newShared(c)).solve(t.root, 0, 0)
-		return v.ok() && v.devs <= D
+		p := c.newDP(t, D, D, math.Inf(1), newShared(c))
+		v := p.solve(t.root, 0, 0)
+		// The DP's answer, as the search accepts it: its estimate fits
+		// (which also counts gradients held across skip edges).
+		return v.ok() && v.devs <= D && c.estimate(partitionOf(len(c.w.Ops), p.mat(v), c.devs), OneFOneB).fits
 	})
 }
 
@@ -703,7 +706,15 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 // (GPipe: all of them).
 func minChainMemory(c *costs, D int, kind Kind) int64 {
 	x := newChainDP(c)
-	return bisectMemory(c, func() bool { return !math.IsInf(x.table(D, D, kind)[0][D].t, 1) })
+	return bisectMemory(c, func() bool {
+		best := x.table(D, D, kind)
+		for u := 1; u <= D; u++ {
+			if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && c.estimate(part, kind).fits {
+				return true
+			}
+		}
+		return false
+	})
 }
 
 // noFit is the error for a model no partition fits, with the smallest

@@ -158,6 +158,33 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
 		}
 	}
+	if kind == OneFOneB && c.m > 1 && steady > 0 {
+		// A gradient a stage computes for a value of an earlier stage p
+		// waits on it until p's backward of that micro-batch fetches it:
+		// the backward path from s to p later (upB[s]-upB[p]-b[p]), in
+		// which s's replica runs that many more backwards, one per
+		// d_s·beat. Next to adjacent stages that is the one micro-batch
+		// the walk counts; a skip edge across a linearised chain holds
+		// several.
+		beat := steady / float64(c.m-1)
+		seen := map[[2]int]bool{} // (producer op, consumer stage)
+		for o, op := range c.w.Ops {
+			so := part.StageOf[o]
+			for _, q := range op.Deps {
+				sp := part.StageOf[q]
+				if sp == so || seen[[2]int{q, so}] {
+					continue
+				}
+				seen[[2]int{q, so}] = true
+				gap := upB[so] - upB[sp] - b[sp]
+				per := (c.m + len(part.Devices[so]) - 1) / len(part.Devices[so])
+				extra := min(float64(per-1), math.Ceil(gap/(beat*float64(len(part.Devices[so])))))
+				if extra > 0 {
+					st[so].trans += extra * c.out[q]
+				}
+			}
+		}
+	}
 	if c.owners {
 		// A replica's last backward: stage s's last micro-batch's ends
 		// upB[s] before the pipeline does, and each earlier micro-batch's
@@ -169,10 +196,31 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 				beat = math.Max(steadyB, linkSteady) / float64(c.m-1)
 			}
 		}
+		// GPipe: the backward phase starts when the forwards are done; a
+		// replica of s ends its first backward latB[s] later and then one
+		// every rate[s]: the slowest per-micro-batch backward of s and the
+		// stages after it (b_q/d_q), times d_s (it takes every d_s-th).
+		// A stage faster than what feeds it finishes early (under 1F1B
+		// the forwards interleave and it runs at the pipeline's beat).
+		rate := make([]float64, S)
+		for _, s := range order {
+			rate[s] = b[s] / float64(len(part.Devices[s]))
+		}
+		for i := len(order) - 1; i >= 0; i-- {
+			s := order[i]
+			for _, q := range succs[s] {
+				rate[s] = math.Max(rate[s], rate[q])
+			}
+		}
+		bStart := LF + math.Max(steadyF, linkSteady)
 		lastB := func(s, r int) float64 {
 			d := len(part.Devices[s])
 			j := r + d*((c.m-1-r)/d) // replica r's last micro-batch
-			return p.pipe - upB[s] - float64(c.m-1-j)*beat
+			end := p.pipe - upB[s] - float64(c.m-1-j)*beat
+			if kind == GPipe {
+				end = math.Min(end, bStart+latB[s]+float64(j/d)*rate[s]*float64(d))
+			}
+			return end
 		}
 		p.iter, p.peak, p.fits = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
 		p.tail = p.iter - p.pipe
