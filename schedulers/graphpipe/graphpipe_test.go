@@ -109,6 +109,9 @@ type fixed struct {
 	m      int
 	chain  bool
 	layout func(nDev int) []int // devices per stage
+	// shared adds a last stage on every device, beside the others (a
+	// device hosting two stages runs each on its own stream).
+	shared bool
 }
 
 func (f fixed) Name() string { return "fixed" }
@@ -125,10 +128,17 @@ func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 		}
 		part.Devices = append(part.Devices, ds)
 	}
+	if f.shared {
+		var all []core.DeviceID
+		for _, d := range w.Devices {
+			all = append(all, d.ID)
+		}
+		part.Devices = append(part.Devices, all)
+	}
 	// Contiguous runs of the topological op order: convex stages whose
 	// op edges (forks, joins, skip edges) cross stages anywhere.
 	for o := range w.Ops {
-		part.StageOf[o] = o * len(reps) / len(w.Ops)
+		part.StageOf[o] = o * len(part.Devices) / len(w.Ops)
 	}
 	p, err := graphpipe.BuildPlan(w, part, f.m, f.kind, "fixed")
 	if err != nil {
@@ -141,7 +151,8 @@ func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 }
 
 // TestOracleStages: fixed multi-stage partitions (one stage per device;
-// and a replicated middle stage) scheduled as stage DAGs (GraphPipe) and
+// a replicated middle stage; one stage per device plus a last stage
+// replicated over all of them beside the others) scheduled as stage DAGs (GraphPipe) and
 // as chains, under GPipe and 1F1B with the replica-weighted warm-up, train
 // exactly like sequential on every model.
 func TestOracleStages(t *testing.T) {
@@ -157,10 +168,12 @@ func TestOracleStages(t *testing.T) {
 		name   string
 		chain  bool
 		layout func(int) []int
-	}{{"dag", false, perDevice}, {"dag-replicated", false, replicated}, {"chain-replicated", true, replicated}} {
+		shared bool
+	}{{"dag", false, perDevice, false}, {"dag-replicated", false, replicated, false}, {"chain-replicated", true, replicated, false},
+		{"dag-shared-last-stage", false, perDevice, true}} {
 		for _, kind := range []graphpipe.Kind{graphpipe.OneFOneB, graphpipe.GPipe} {
 			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout},
+				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared},
 					schedtest.OracleOptions{Devices: 4, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}

@@ -11,8 +11,10 @@ type Partition struct {
 	// StageOf[o] is the stage of op o.
 	StageOf []int
 	// Devices[s] are the replicas of stage s (data parallelism inside the
-	// stage: micro-batch i runs on replica i mod len). A device hosts at
-	// most one stage.
+	// stage: micro-batch i runs on replica i mod len). A device may host
+	// several stages (BuildPlan runs each on a stream of its own; the
+	// device computes one task at a time); the searches' partitions give
+	// every stage devices of its own, and their estimate assumes so.
 	Devices [][]core.DeviceID
 	// Chain makes stage s follow stage s-1 whatever the op edges (the
 	// sequential pipelines of GPipe and PipeDream, which linearise a DAG).
@@ -197,16 +199,24 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 	if len(part.StageOf) != len(w.Ops) {
 		return nil, fmt.Errorf("graphpipe: partition covers %d ops, the model has %d", len(part.StageOf), len(w.Ops))
 	}
-	host := map[core.DeviceID]int{}
+	// A device hosting several stages runs each on a stream of its own
+	// (0 for the first, then 2, 3, …: stream 1 is the flush's).
+	hosted := map[core.DeviceID]int{}
+	streamOf := map[[2]int]int{} // (stage, replica) -> stream
 	for s, devs := range part.Devices {
 		if len(devs) == 0 {
 			return nil, fmt.Errorf("graphpipe: stage %d has no device", s)
 		}
-		for _, d := range devs {
-			if prev, ok := host[d]; ok {
-				return nil, fmt.Errorf("graphpipe: device %s hosts stages %d and %d", d, prev, s)
+		seen := map[core.DeviceID]bool{}
+		for r, d := range devs {
+			if seen[d] {
+				return nil, fmt.Errorf("graphpipe: stage %d lists device %s twice", s, d)
 			}
-			host[d] = s
+			seen[d] = true
+			if n := hosted[d]; n > 0 {
+				streamOf[[2]int{s, r}] = n + 1
+			}
+			hosted[d]++
 		}
 	}
 	units := microUnits(w, m)
@@ -218,8 +228,9 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 	warmup := Warmup(succs, part.Devices)
 	// Per device: its stage's events in schedule order.
 	type slot struct {
-		dev core.DeviceID
-		evs []event
+		dev    core.DeviceID
+		stream int
+		evs    []event
 	}
 	var order []slot
 	for s, devs := range part.Devices {
@@ -249,7 +260,7 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 					}
 				}
 			}
-			order = append(order, slot{d, evs})
+			order = append(order, slot{d, streamOf[[2]int{s, r}], evs})
 		}
 	}
 	id := map[event]int{}
@@ -263,7 +274,7 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 	bwdOn := map[core.DeviceID][]int{}
 	for _, sl := range order {
 		for _, e := range sl.evs {
-			t := core.Task{ID: id[e], Unit: e.mb, Device: sl.dev, Ops: stages[e.stage]}
+			t := core.Task{ID: id[e], Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: stages[e.stage]}
 			if e.fwd {
 				t.Kind = core.TaskForward
 				for _, q := range preds[e.stage] {
@@ -286,9 +297,13 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 		sorted[t.ID] = t
 	}
 	p.Tasks = sorted
-	devs := make([]core.DeviceID, len(order))
-	for i, sl := range order {
-		devs[i] = sl.dev
+	var devs []core.DeviceID
+	listed := map[core.DeviceID]bool{}
+	for _, sl := range order {
+		if !listed[sl.dev] {
+			listed[sl.dev] = true
+			devs = append(devs, sl.dev)
+		}
 	}
 	if step.owners(w) {
 		p = p.OwnerStepIn(w, devs)
