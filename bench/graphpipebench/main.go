@@ -23,7 +23,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"math"
 	"os"
 	"runtime"
 	"sort"
@@ -38,8 +37,6 @@ import (
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
 )
-
-var sharedTrunk *bool
 
 type model struct {
 	name     string
@@ -57,9 +54,10 @@ type summary struct {
 	// evenly over the devices, nothing else): no plan beats the best chain
 	// by more.
 	headroom float64
-	// shared is the shared-trunk variant's ratios (vs chain 1F1B, vs best
-	// chain; 0: not run).
-	shared [2]float64
+	// disjoint is GraphPipe with every stage on devices of its own
+	// (Scheduler.Disjoint: the paper's stage graphs, no shared trunk),
+	// vs the best chain.
+	disjoint float64
 }
 
 func main() {
@@ -69,7 +67,6 @@ func main() {
 	measure := flag.Bool("measure", true, "also measure on 2 real logical CPU devices")
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
-	sharedTrunk = flag.Bool("shared-trunk", false, "also simulate the shared-trunk variant (uno: each branch on devices of its own, the trunk replicated over all of them beside the branches; a fixed partition, not searched)")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory (0: no capped table)")
 	flag.Parse()
 	var devices []int
@@ -148,6 +145,13 @@ func table(models []model, devices []int, preset string, samples, m, simulate in
 				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
 				{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
 				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true},
+			}
+			name := func(s *graphpipe.Scheduler) string {
+				if s.Disjoint {
+					return "graphpipe-disjoint"
+				}
+				return s.Name()
 			}
 			type row struct {
 				name          string
@@ -161,11 +165,11 @@ func table(models []model, devices []int, preset string, samples, m, simulate in
 				err           error // no plan
 			}
 			var rows []row
-			var chosen [3]int
+			var chosen [4]int
 			for i, s := range scheds {
 				p, err := s.Schedule(context.Background(), w)
 				if err != nil {
-					rows = append(rows, row{name: s.Name(), err: err})
+					rows = append(rows, row{name: name(s), err: err})
 					continue
 				}
 				check(p.Validate(w))
@@ -180,22 +184,7 @@ func table(models []model, devices []int, preset string, samples, m, simulate in
 					order = "gpipe"
 				}
 				chosen[i] = int(p.Metrics["micro_batches"])
-				rows = append(rows, row{s.Name(), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, len(res.OverCap) > 0, nil})
-			}
-			if *sharedTrunk {
-				// Not searched: the branches on devices of their own, the
-				// trunk replicated over all of them beside the branches.
-				if part, ok := sharedTrunkPartition(w, n); ok {
-					if p, err := graphpipe.BuildPlan(w, part, max(m, 16), graphpipe.OneFOneB, "shared-trunk"); err == nil && p.Validate(w) == nil {
-						res, err := sim.Simulate(p, w, prof, cl)
-						check(err)
-						var peak int64
-						for _, v := range res.PeakMem {
-							peak = max(peak, v)
-						}
-						rows = append(rows, row{"shared-trunk*", "1f1b", int(p.Metrics["micro_batches"]), len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], math.NaN(), res.Iteration, peak, len(res.OverCap) > 0, nil})
-					}
-				}
+				rows = append(rows, row{name(s), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, len(res.OverCap) > 0, nil})
 			}
 			var chain1, bestChain time.Duration
 			for _, r := range rows {
@@ -224,17 +213,13 @@ func table(models []model, devices []int, preset string, samples, m, simulate in
 				if r.over {
 					peak += " (over cap)"
 				}
-				pred := fmt.Sprintf("%.2f", r.pred)
-				if math.IsNaN(r.pred) {
-					pred = "-"
-				}
-				fmt.Printf("| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %s | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
-					pred, float64(r.iter)/1e6, ratio(chain1, r.iter), ratio(bestChain, r.iter), peak)
-				if r.name == "shared-trunk*" && len(sums) > 0 && chain1 > 0 && bestChain > 0 {
-					sums[len(sums)-1].shared = [2]float64{float64(chain1) / float64(r.iter), float64(bestChain) / float64(r.iter)}
+				fmt.Printf("| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %.2f | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
+					r.pred, float64(r.iter)/1e6, ratio(chain1, r.iter), ratio(bestChain, r.iter), peak)
+				if r.name == "graphpipe-disjoint" && len(sums) > 0 && bestChain > 0 {
+					sums[len(sums)-1].disjoint = float64(bestChain) / float64(r.iter)
 				}
 				if r.name == "graphpipe" {
-					sm := summary{name: fmt.Sprintf("%s-%d", md.name, md.branches), devices: n, ms: chosen}
+					sm := summary{name: fmt.Sprintf("%s-%d", md.name, md.branches), devices: n, ms: [3]int(chosen[:3])}
 					if chain1 > 0 {
 						sm.vs1f1b = float64(chain1) / float64(r.iter)
 					}
@@ -254,10 +239,7 @@ func printSummary(title string, sums []summary, withM bool) {
 	fmt.Println()
 	fmt.Println(title)
 	fmt.Println()
-	head, rule := "", ""
-	if *sharedTrunk {
-		head, rule = " shared-trunk* vs chain 1F1B / best chain |", "---|"
-	}
+	head, rule := " GraphPipe with disjoint stages vs best chain |", "---|"
 	if withM {
 		fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain | m: graphpipe / 1f1b / gpipe |" + head)
 		fmt.Println("|---|---|---|---|---|---|" + rule)
@@ -278,10 +260,7 @@ func printSummary(title string, sums []summary, withM bool) {
 		return strconv.Itoa(x)
 	}
 	for _, s := range sums {
-		sh := ""
-		if *sharedTrunk {
-			sh = fmt.Sprintf(" %s / %s |", r(s.shared[0]), r(s.shared[1]))
-		}
+		sh := fmt.Sprintf(" %s |", r(s.disjoint))
 		if withM {
 			fmt.Printf("| %s | %d | %s | %s | %s | %s / %s / %s |%s\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), r(s.headroom), mm(s.ms[0]), mm(s.ms[1]), mm(s.ms[2]), sh)
 		} else {
@@ -400,77 +379,4 @@ func check(err error) {
 		fmt.Fprintln(os.Stderr, "graphpipebench:", err)
 		os.Exit(1)
 	}
-}
-
-// sharedTrunkPartition is the shared-trunk variant of a multi-branch
-// model on n devices: the trunk is every op from the first join (the
-// first op with two or more inputs) on; the ops before it split into
-// branches (connected components); branches are dealt to min(branches,
-// n) stages, each stage replicated over n/stages devices of its own; the
-// trunk is one more stage on all n devices (two stages per device, each
-// on its own stream). ok is false for a model without such a join.
-func sharedTrunkPartition(w *core.Workload, n int) (graphpipe.Partition, bool) {
-	join := -1
-	for o, op := range w.Ops {
-		if len(op.Deps) >= 2 {
-			join = o
-			break
-		}
-	}
-	if join <= 0 {
-		return graphpipe.Partition{}, false
-	}
-	// Branches: components of the ops before the join.
-	comp := make([]int, join)
-	for o := range comp {
-		comp[o] = o
-	}
-	var find func(int) int
-	find = func(x int) int {
-		if comp[x] != x {
-			comp[x] = find(comp[x])
-		}
-		return comp[x]
-	}
-	for o := 0; o < join; o++ {
-		for _, q := range w.Ops[o].Deps {
-			if q < join {
-				comp[find(o)] = find(q)
-			}
-		}
-	}
-	id := map[int]int{}
-	for o := 0; o < join; o++ {
-		r := find(o)
-		if _, ok := id[r]; !ok {
-			id[r] = len(id)
-		}
-	}
-	br := len(id)
-	if br < 2 {
-		return graphpipe.Partition{}, false
-	}
-	nst := min(br, n)
-	rep := max(1, n/nst)
-	part := graphpipe.Partition{StageOf: make([]int, len(w.Ops))}
-	for o := range w.Ops {
-		if o < join {
-			part.StageOf[o] = id[find(o)] % nst
-		} else {
-			part.StageOf[o] = nst
-		}
-	}
-	for s := range nst {
-		var ds []core.DeviceID
-		for r := range rep {
-			ds = append(ds, w.Devices[s*rep+r].ID)
-		}
-		part.Devices = append(part.Devices, ds)
-	}
-	var all []core.DeviceID
-	for _, d := range w.Devices[:nst*rep] {
-		all = append(all, d.ID)
-	}
-	part.Devices = append(part.Devices, all)
-	return part, true
 }

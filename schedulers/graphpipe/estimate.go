@@ -144,6 +144,19 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			steady = math.Max(steady, float64(groups-1)*(latF[s]+latB[s]))
 		}
 	}
+	// A device hosting several stages (a shared stage: Partition.Devices)
+	// runs all their micro-batches one task at a time: its load beyond
+	// one micro-batch of each is steady time too.
+	shared := sharedDevices(part)
+	for _, hs := range shared {
+		var load, first float64
+		for _, h := range hs {
+			d := len(part.Devices[h.stage])
+			load += float64((c.m-h.replica+d-1)/d) * t[h.stage]
+			first += t[h.stage]
+		}
+		steady = math.Max(steady, load-first)
+	}
 	p := prediction{pipe: L + steady, fits: true}
 	if kind == GPipe {
 		// All forwards, then all backwards: each phase is as slow as its
@@ -222,7 +235,11 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			}
 			return end
 		}
-		p.iter, p.peak, p.fits = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
+		var owned []float64
+		p.iter, p.peak, p.fits, owned = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
+		if len(shared) > 0 {
+			c.sharedPeaks(&p, part, shared, st, owned, kind, W)
+		}
 		p.tail = p.iter - p.pipe
 		for s := range st {
 			p.depth = max(p.depth, k[s])
@@ -275,7 +292,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 // its parameters and gradients and the optimizer state of what it owns
 // (home: every parameter, the gradients of its stage's and the state of
 // what it owns), the other replicas their parameters and gradients.
-func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool) {
+func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, owned []float64) {
 	S := len(stages)
 	nP := len(c.parBytes)
 	ownSt := make([]int, nP) // the stage owning each parameter
@@ -322,13 +339,42 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 		}
 	}
+	// A reduction adds into a device only after that device's own
+	// backwards (the executor's deterministic order): all of them, of
+	// every stage it hosts.
+	devEnd := map[core.DeviceID]float64{}
+	for s := range stages {
+		for r, d := range active(s) {
+			devEnd[d] = math.Max(devEnd[d], lastB(s, r))
+		}
+	}
 	iter, fits = pipe, true
+	owned = make([]float64, S)
+	// Per owner device, the stages it owns for (several where it hosts a
+	// shared stage's first replica too): their reductions one after
+	// another on its flush stream, one step over all it owns.
+	var owners []core.DeviceID
+	ownStages := map[core.DeviceID][]int{}
 	for q := range stages {
-		own := by[q][q]
+		owned[q] = by[q][q]
 		o := part.Devices[q][0]
-		if own > 0 {
-			clock := 0.0
-			var bcast float64
+		if owned[q] > 0 {
+			if len(ownStages[o]) == 0 {
+				owners = append(owners, o)
+			}
+			ownStages[o] = append(ownStages[o], q)
+		}
+		pk := c.peakWith(c.residentOwned(st[q].home, st[q].pw, owned[q]), st[q], kind, W[q], len(part.Devices[q]))
+		peak = math.Max(peak, pk)
+		if c.memCap > 0 && pk > c.memCap {
+			fits = false
+		}
+	}
+	for _, o := range owners {
+		clock := devEnd[o]
+		var bcast, own float64
+		for _, q := range ownStages[o] {
+			own += owned[q]
 			for _, x := range into[q] {
 				nb := int64(x.nb)
 				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(x.d, o, nb)) + secs(c.cm.ReduceSum(o, nb))
@@ -339,16 +385,62 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 					bcast = math.Max(bcast, t)
 				}
 			}
-			clock = math.Max(clock, lastB(q, 0)) + secs(c.cm.StepBytes(o, int64(own)))
-			iter = math.Max(iter, clock+bcast)
 		}
-		pk := c.peakWith(c.residentOwned(st[q].home, st[q].pw, own), st[q], kind, W[q], len(part.Devices[q]))
-		peak = math.Max(peak, pk)
-		if c.memCap > 0 && pk > c.memCap {
-			fits = false
+		clock += secs(c.cm.StepBytes(o, int64(own)))
+		iter = math.Max(iter, clock+bcast)
+	}
+	return iter, peak, fits, owned
+}
+
+// hosted is one replica a device runs: replica of stage.
+type hosted struct{ stage, replica int }
+
+// sharedDevices lists, for every device hosting two or more stages, the
+// replicas it runs (nil: every stage has devices of its own).
+func sharedDevices(part Partition) map[core.DeviceID][]hosted {
+	all := map[core.DeviceID][]hosted{}
+	for s, devs := range part.Devices {
+		for r, d := range devs {
+			all[d] = append(all[d], hosted{s, r})
 		}
 	}
-	return iter, peak, fits
+	var out map[core.DeviceID][]hosted
+	for d, hs := range all {
+		if len(hs) > 1 {
+			if out == nil {
+				out = map[core.DeviceID][]hosted{}
+			}
+			out[d] = hs
+		}
+	}
+	return out
+}
+
+// sharedPeaks adds the peaks of devices hosting several stages to p: one
+// resident part for all of them (home once, the parameters each stage
+// reads, the optimizer state of what its first replicas own), every
+// stage's in-flight micro-batches, and the largest one backward's
+// transients (the device runs one task at a time).
+func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned []float64, kind Kind, W []int) {
+	for _, hs := range shared {
+		var used, own, held, trans float64
+		home := false
+		for _, h := range hs {
+			s := st[h.stage]
+			used += s.pw
+			if h.replica == 0 {
+				own += owned[h.stage]
+				home = home || s.home
+			}
+			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
+			trans = math.Max(trans, s.trans)
+		}
+		pk := c.residentOwned(home, used, own) + held + trans
+		p.peak = math.Max(p.peak, pk)
+		if c.memCap > 0 && pk > c.memCap {
+			p.fits = false
+		}
+	}
 }
 
 func lcm(a, b int) int {

@@ -44,6 +44,17 @@ func init() {
 					}
 					continue
 				}
+				if k == "shared" {
+					switch v {
+					case "on", "true":
+						sc.Disjoint = false
+					case "off", "false":
+						sc.Disjoint = true
+					default:
+						return nil, fmt.Errorf("%s: option shared=%q: want on (weigh shared-trunk partitions too) or off (every stage on devices of its own)", s.name, v)
+					}
+					continue
+				}
 				if k == "step" {
 					switch v {
 					case "owners":
@@ -73,7 +84,7 @@ func init() {
 					}
 					sc.MaxReplicas = n
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step, shared)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -91,7 +102,8 @@ func init() {
 // the simulator's. Each weighs its candidate partitions (the
 // chain DP on every device budget and replica cap; for GraphPipe also the
 // DAG DP's answers at every replica cap and time target it tried, and
-// the chain answers as stage DAGs) by a pipeline estimate, simulates the
+// the chain answers as stage DAGs, and their shared-trunk variants unless
+// Disjoint) by a pipeline estimate, simulates the
 // best Simulate of each family and keeps the fastest that fits. The
 // chain baselines get exactly the same search over their own candidates,
 // and GraphPipe weighs the 1F1B chain's candidates too, so it is never
@@ -134,6 +146,13 @@ type Scheduler struct {
 	// flush and the memory of the mode they plan for. Registry option:
 	// step=owners or step=home.
 	Step StepMode
+	// Disjoint keeps every stage on devices of its own. By default
+	// GraphPipe also weighs the shared-trunk variant of each DAG answer
+	// (the trunk after the last branches join as one more stage
+	// replicated over every device, beside the branch stages) on clusters
+	// whose devices run streams independently (not logical CPU devices),
+	// with owner steps. Registry option: shared=off (or on).
+	Disjoint bool
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

@@ -441,3 +441,64 @@ func TestStepModes(t *testing.T) {
 		t.Errorf("unnamed parameters: step_owners %v, %v", p.StepOwners, err)
 	}
 }
+
+// TestSharedTrunkChosen: on the benchmark's uno-4 over 4 A100s GraphPipe
+// picks a shared-trunk plan (the trunk replicated over every device,
+// each device running it on a stream of its own beside its branch
+// stage), valid and faster in the simulator than its best plan with
+// disjoint stages (shared=off), which hosts one stage per device.
+func TestSharedTrunkChosen(t *testing.T) {
+	b := benchConfig{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 4}
+	w, cl := b.workload(t)
+	plan := func(opts map[string]string) *core.Plan {
+		t.Helper()
+		s, err := core.NewScheduler("graphpipe", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.(*graphpipe.Scheduler).Cluster = cl
+		p, err := s.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(w); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	streams := func(p *core.Plan) map[core.DeviceID]map[int]bool {
+		out := map[core.DeviceID]map[int]bool{}
+		for _, tk := range p.Tasks {
+			if tk.Kind == core.TaskForward {
+				if out[tk.Device] == nil {
+					out[tk.Device] = map[int]bool{}
+				}
+				out[tk.Device][tk.Stream] = true
+			}
+		}
+		return out
+	}
+	shared := plan(map[string]string{"m": "16"})
+	disjoint := plan(map[string]string{"m": "16", "shared": "off"})
+	if shared.Metrics["shared_trunk"] != 1 {
+		t.Fatalf("no shared trunk chosen: %v", shared.Metrics)
+	}
+	for d, ss := range streams(shared) {
+		if len(ss) != 2 {
+			t.Errorf("shared plan: %s runs forwards on streams %v, want its branch stage's and the trunk's", d, ss)
+		}
+	}
+	for d, ss := range streams(disjoint) {
+		if len(ss) != 1 || disjoint.Metrics["shared_trunk"] != 0 {
+			t.Errorf("shared=off: %s runs forwards on streams %v", d, ss)
+		}
+	}
+	if s, d := shared.Metrics["simulated_iteration_ms"], disjoint.Metrics["simulated_iteration_ms"]; s >= d {
+		t.Errorf("shared trunk %.2f ms, disjoint stages %.2f ms: want the shared faster", s, d)
+	} else {
+		t.Logf("shared trunk %.2f ms, disjoint stages %.2f ms", s, d)
+	}
+	if _, err := core.NewScheduler("graphpipe", map[string]string{"shared": "maybe"}); err == nil || !strings.Contains(err.Error(), "shared=") {
+		t.Errorf("shared=maybe: %v, want an error naming the option", err)
+	}
+}

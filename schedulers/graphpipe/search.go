@@ -63,8 +63,9 @@ func signature(p Partition, kind Kind) string {
 // GraphPipe, all under its generalised 1F1B: the chain family (exactly
 // what the 1F1B baseline weighs and simulates, so GraphPipe never does
 // worse than it) and the DAG family: the DAG DP's answers at every
-// replica cap and target it tried, and the chain answers as stage DAGs
-// (a chain is a degenerate DAG).
+// replica cap and target it tried, the chain answers as stage DAGs (a
+// chain is a degenerate DAG), and the shared-trunk variants of both
+// (sharedTrunk; unless Disjoint).
 //
 // only, when not nil, restricts the replica caps to those it holds.
 func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs []core.DeviceID, only map[int]bool) ([][]*candidate, error) {
@@ -97,8 +98,9 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	for i, r := range caps {
 		wg.Go(func() { tables[i] = x.table(D, r, kind) })
 	}
+	var root *spNode
 	if s.Graph {
-		root, _ := Decompose(w)
+		root, _ = Decompose(w)
 		t, sh := newSPTree(root, c), newShared(c)
 		graphs = make([][]stagePlan, len(caps))
 		wg.Go(func() {
@@ -145,6 +147,19 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	for i, g := range graphs {
 		for _, sp := range g {
 			add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
+		}
+	}
+	if !s.Disjoint && c.owners && !c.sync {
+		// Shared-trunk variants of the DAG answers (sharedTrunk), weighed
+		// like every other candidate. Not on logical CPU devices, whose
+		// synchronous executor runs a device's streams side by side,
+		// which the simulator's one task per device does not model.
+		if trunk := trunkOps(root); len(trunk) > 0 {
+			for _, cd := range append([]*candidate(nil), dag...) {
+				if v, ok := sharedTrunk(cd.part, trunk); ok {
+					add(&dag, v, "dag, shared trunk", cd.cap)
+				}
+			}
 		}
 	}
 	return [][]*candidate{dag, chain}, nil
@@ -422,8 +437,11 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.res != nil {
 		p.Metrics["simulated_iteration_ms"] = float64(best.res.Iteration) / 1e6
 	}
-	if best.from == "dag" {
+	if strings.HasPrefix(best.from, "dag") {
 		p.Metrics["dag_partition"] = 1
+	}
+	if strings.HasSuffix(best.from, "shared trunk") {
+		p.Metrics["shared_trunk"] = 1
 	}
 	if best.kind == GPipe {
 		p.Metrics["gpipe_order"] = 1

@@ -1,0 +1,79 @@
+package graphpipe
+
+import "github.com/gnnkit/gnnkit/core"
+
+// trunkOps is the model's trunk: the ops of the series-parallel root's
+// children after its last parallel child (a multi-branch model's joins
+// and head after the last branch joins), or nil when the root is not a
+// series ending that way.
+func trunkOps(root *spNode) []int {
+	if root == nil || root.kind != spSeries {
+		return nil
+	}
+	last := -1
+	for i, ch := range root.children {
+		if ch.kind == spParallel {
+			last = i
+		}
+	}
+	if last < 0 || last == len(root.children)-1 {
+		return nil
+	}
+	var ops []int
+	var walk func(n *spNode)
+	walk = func(n *spNode) {
+		if n.kind == spLeaf {
+			ops = append(ops, n.ops...)
+			return
+		}
+		for _, ch := range n.children {
+			walk(ch)
+		}
+	}
+	for _, ch := range root.children[last+1:] {
+		walk(ch)
+	}
+	return ops
+}
+
+// sharedTrunk is the shared-trunk variant of a partition: the trunk's ops
+// leave their stages and become one last stage replicated over every
+// device of the partition, each device running it beside the stage it
+// already hosts (BuildPlan gives it a stream of its own; the estimate
+// sums a device's stages). The trunk is small next to the branches and
+// otherwise rides on one branch's devices, which then set the pipeline's
+// pace; shared, its work spreads evenly. ok is false when the trunk is
+// empty or fills whole stages (their devices would be left idle).
+func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
+	if len(trunk) == 0 || len(p.Devices) < 2 {
+		return Partition{}, false
+	}
+	in := make([]bool, len(p.StageOf))
+	for _, o := range trunk {
+		in[o] = true
+	}
+	left := make([]int, len(p.Devices)) // non-trunk ops per stage
+	for o, s := range p.StageOf {
+		if !in[o] {
+			left[s]++
+		}
+	}
+	for _, n := range left {
+		if n == 0 {
+			return Partition{}, false
+		}
+	}
+	q := Partition{StageOf: make([]int, len(p.StageOf)), Devices: append([][]core.DeviceID(nil), p.Devices...)}
+	for o, s := range p.StageOf {
+		q.StageOf[o] = s
+		if in[o] {
+			q.StageOf[o] = len(p.Devices)
+		}
+	}
+	var all []core.DeviceID
+	for _, ds := range p.Devices {
+		all = append(all, ds...)
+	}
+	q.Devices = append(q.Devices, all)
+	return q, true
+}

@@ -1,0 +1,121 @@
+package graphpipe
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+)
+
+func TestTrunkOps(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		first string // the trunk's first op ("": no trunk)
+	}{
+		{"uno", "join0"},   // the branches' sum, the trunk MLP, the loss
+		{"mbgnn", "join0"}, // the towers' sum, the fusion MLP, the loss
+		{"dlrm", "join0"},  // bottom MLP and tables summed, top MLP, the loss
+		{"gcn", ""},        // a chain: no branches
+		{"sage", ""},
+	} {
+		m, err := core.BuildModel(tc.model, core.ModelConfig{InDim: 8, Hidden: 8, Classes: 2, Branches: 4})
+		if err != nil {
+			t.Fatal(err)
+		}
+		g, _ := core.Undirected(10, []int32{0, 1}, []int32{1, 2})
+		w := core.NewWorkload(m, g, 8, []int32{0, 1, 2}, nil, 1)
+		root, _ := Decompose(w)
+		trunk := trunkOps(root)
+		if tc.first == "" {
+			if len(trunk) > 0 {
+				t.Errorf("%s: trunk %v, want none (no branches)", tc.model, trunk)
+			}
+			continue
+		}
+		if len(trunk) == 0 {
+			t.Fatalf("%s: no trunk", tc.model)
+		}
+		slices.Sort(trunk)
+		if got := w.Ops[trunk[0]].Name; got != tc.first {
+			t.Errorf("%s: trunk starts at %s, want %s", tc.model, got, tc.first)
+		}
+		if trunk[len(trunk)-1] != len(w.Ops)-1 {
+			t.Errorf("%s: trunk ends at op %d, want the loss (%d)", tc.model, trunk[len(trunk)-1], len(w.Ops)-1)
+		}
+	}
+}
+
+func TestSharedTrunkPartition(t *testing.T) {
+	devs := []core.DeviceID{"a", "b", "c"}
+	// Ops 0-3 branches, 4-5 trunk.
+	p := Partition{StageOf: []int{0, 0, 1, 2, 2, 2}, Devices: [][]core.DeviceID{{"a"}, {"b"}, {"c"}}}
+	q, ok := sharedTrunk(p, []int{4, 5})
+	if !ok {
+		t.Fatal("no variant")
+	}
+	if want := []int{0, 0, 1, 2, 3, 3}; !slices.Equal(q.StageOf, want) {
+		t.Errorf("StageOf = %v, want %v", q.StageOf, want)
+	}
+	if len(q.Devices) != 4 || !slices.Equal(q.Devices[3], devs) {
+		t.Errorf("Devices = %v, want the trunk on %v", q.Devices, devs)
+	}
+	if !slices.Equal(p.StageOf, []int{0, 0, 1, 2, 2, 2}) || len(p.Devices) != 3 {
+		t.Errorf("the input partition changed: %+v", p)
+	}
+	// A stage holding only trunk ops would be left without work.
+	if _, ok := sharedTrunk(Partition{StageOf: []int{0, 0, 1, 1}, Devices: [][]core.DeviceID{{"a"}, {"b"}}}, []int{2, 3}); ok {
+		t.Error("variant of a partition whose trunk fills a stage")
+	}
+	if _, ok := sharedTrunk(p, nil); ok {
+		t.Error("variant without a trunk")
+	}
+}
+
+// sharedFixed schedules the shared-trunk variant of a fixed partition:
+// the ops before the trunk in contiguous topological runs, one stage per
+// device, the trunk on the last of them, then sharedTrunk.
+type sharedFixed struct{ kind Kind }
+
+func (sharedFixed) Name() string { return "shared-fixed" }
+
+func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
+	root, _ := Decompose(w)
+	trunk := trunkOps(root)
+	in := map[int]bool{}
+	for _, o := range trunk {
+		in[o] = true
+	}
+	n := len(w.Devices)
+	part := Partition{StageOf: make([]int, len(w.Ops))}
+	for _, d := range w.Devices {
+		part.Devices = append(part.Devices, []core.DeviceID{d.ID})
+	}
+	k, rest := 0, len(w.Ops)-len(trunk)
+	for o := range w.Ops {
+		if in[o] {
+			part.StageOf[o] = n - 1
+			continue
+		}
+		part.StageOf[o] = k * n / rest
+		k++
+	}
+	q, ok := sharedTrunk(part, trunk)
+	if !ok {
+		return nil, fmt.Errorf("%s: no shared-trunk variant (trunk %v)", w.ModelName, trunk)
+	}
+	return BuildPlan(w, q, 5, f.kind, "shared-fixed")
+}
+
+// TestOracleSharedTrunk: shared-trunk plans (the trunk replicated over
+// every device beside the branch stages) train exactly like sequential,
+// under 1F1B and GPipe, on the models that have a trunk.
+func TestOracleSharedTrunk(t *testing.T) {
+	for _, kind := range []Kind{OneFOneB, GPipe} {
+		t.Run(kind.String(), func(t *testing.T) {
+			schedtest.Oracle(t, sharedFixed{kind}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+		})
+	}
+}
