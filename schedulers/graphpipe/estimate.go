@@ -144,19 +144,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			steady = math.Max(steady, float64(groups-1)*(latF[s]+latB[s]))
 		}
 	}
-	// A device hosting several stages (a shared stage: Partition.Devices)
-	// runs all their micro-batches one task at a time: its load beyond
-	// one micro-batch of each is steady time too.
 	shared := sharedDevices(part)
-	for _, hs := range shared {
-		var load, first float64
-		for _, h := range hs {
-			d := len(part.Devices[h.stage])
-			load += float64((c.m-h.replica+d-1)/d) * t[h.stage]
-			first += t[h.stage]
-		}
-		steady = math.Max(steady, load-first)
-	}
 	p := prediction{pipe: L + steady, fits: true}
 	if kind == GPipe {
 		// All forwards, then all backwards: each phase is as slow as its
@@ -169,6 +157,35 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	for _, s := range order {
 		for _, q := range preds[s] {
 			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
+		}
+	}
+	if kind == OneFOneB && len(shared) > 0 {
+		// A device hosting several stages (a shared trunk) runs all their
+		// micro-batches one task at a time: from the first micro-batch's
+		// arrival at the earliest of its stages (upF, the forward path
+		// from a source) through its whole load, then the backward path
+		// from the latest of them up to a source (upB).
+		upF := make([]float64, S)
+		for _, s := range order {
+			for _, q := range preds[s] {
+				upF[s] = math.Max(upF[s], upF[q]+f[q]+e(q, s))
+			}
+		}
+		for _, hs := range shared {
+			var load float64
+			start, tail := math.Inf(1), math.Inf(1)
+			for _, h := range hs {
+				if h.replica >= c.m {
+					continue // a replica past the micro-batch count runs nothing
+				}
+				d := len(part.Devices[h.stage])
+				load += float64((c.m-h.replica+d-1)/d) * t[h.stage]
+				start = math.Min(start, upF[h.stage])
+				tail = math.Min(tail, upB[h.stage])
+			}
+			if load > 0 {
+				p.pipe = math.Max(p.pipe, start+load+tail)
+			}
 		}
 	}
 	if kind == OneFOneB && c.m > 1 && steady > 0 {
@@ -426,6 +443,9 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 		var used, own, held, trans float64
 		home := false
 		for _, h := range hs {
+			if h.replica >= c.m {
+				continue // runs nothing, holds nothing
+			}
 			s := st[h.stage]
 			used += s.pw
 			if h.replica == 0 {

@@ -40,7 +40,8 @@ func trunkOps(root *spNode) []int {
 // leave their stages and become one last stage replicated over every
 // device of the partition, each device running it beside the stage it
 // already hosts (BuildPlan gives it a stream of its own; the estimate
-// sums a device's stages). The trunk is small next to the branches and
+// sums a device's stages), first on the devices that are not their
+// stage's first replica. The trunk is small next to the branches and
 // otherwise rides on one branch's devices, which then set the pipeline's
 // pace; shared, its work spreads evenly. ok is false when the trunk is
 // empty or fills whole stages (their devices would be left idle).
@@ -70,10 +71,16 @@ func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
 			q.StageOf[o] = len(p.Devices)
 		}
 	}
-	var all []core.DeviceID
+	// The trunk's first replica becomes home (every parameter) and the
+	// owner of the trunk's parameters: start the trunk on the devices
+	// that own nothing else (replicas after their stage's first), so
+	// those roles do not pile onto one branch stage's owner.
+	var all, firsts []core.DeviceID
 	for _, ds := range p.Devices {
-		all = append(all, ds...)
+		firsts = append(firsts, ds[0])
+		all = append(all, ds[1:]...)
 	}
+	all = append(all, firsts...)
 	q.Devices = append(q.Devices, all)
 	return q, true
 }

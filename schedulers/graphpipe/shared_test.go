@@ -65,6 +65,11 @@ func TestSharedTrunkPartition(t *testing.T) {
 	if !slices.Equal(p.StageOf, []int{0, 0, 1, 2, 2, 2}) || len(p.Devices) != 3 {
 		t.Errorf("the input partition changed: %+v", p)
 	}
+	// Replicated stages: the trunk starts on their second replicas.
+	r := Partition{StageOf: []int{0, 1, 1}, Devices: [][]core.DeviceID{{"a", "b"}, {"c", "d"}}}
+	if q, ok := sharedTrunk(r, []int{2}); !ok || !slices.Equal(q.Devices[2], []core.DeviceID{"b", "d", "a", "c"}) {
+		t.Errorf("replicated: %v, %v; want the trunk on b, d, a, c", q.Devices, ok)
+	}
 	// A stage holding only trunk ops would be left without work.
 	if _, ok := sharedTrunk(Partition{StageOf: []int{0, 0, 1, 1}, Devices: [][]core.DeviceID{{"a"}, {"b"}}}, []int{2, 3}); ok {
 		t.Error("variant of a partition whose trunk fills a stage")
