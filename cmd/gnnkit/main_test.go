@@ -196,3 +196,24 @@ func TestPlanOwners(t *testing.T) {
 		t.Errorf("step=home plan output lacks the home step:\n%s", out)
 	}
 }
+
+// TestPlanSharedTrunk: on 4 GPUs GraphPipe shares uno's trunk over every
+// device, and `gnnkit plan` lists each device's two stages by stream;
+// shared=off gives one stage per device.
+func TestPlanSharedTrunk(t *testing.T) {
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "4", "--preset", "pcie-a100", "--batch-size", "2048", "--sched-opt", "m=8"}
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "each on its own stream") || !strings.Contains(out, "cuda:3 stream 2") || !strings.Contains(out, "shared trunk") {
+		t.Errorf("shared-trunk plan output:\n%s", out)
+	}
+	out, err = run(t, append(args, "--sched-opt", "shared=off")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "stream 2") || strings.Contains(out, "shared trunk") {
+		t.Errorf("shared=off plan output:\n%s", out)
+	}
+}

@@ -103,7 +103,10 @@ type planReport struct {
 
 type planStage struct {
 	Device core.DeviceID `json:"device"`
-	Ops    []string      `json:"ops"`
+	// Stream is the device's stream the ops run on (a device hosting
+	// several stages, e.g. GraphPipe's shared trunk, runs each on its own).
+	Stream int      `json:"stream,omitempty"`
+	Ops    []string `json:"ops"`
 }
 
 type ownerReport struct {
@@ -403,28 +406,44 @@ func stagesOf(p *core.Plan, w *core.Workload) []planStage {
 	if !span {
 		return nil
 	}
-	ops := map[core.DeviceID]map[int]bool{}
-	for k, d := range devOf {
-		if ops[d] == nil {
-			ops[d] = map[int]bool{}
+	type ds struct {
+		d core.DeviceID
+		s int
+	}
+	ops := map[ds]map[int]bool{}
+	for _, t := range p.Tasks {
+		if t.Kind != core.TaskForward {
+			continue
 		}
-		ops[d][k[1]] = true
+		k := ds{t.Device, t.Stream}
+		if ops[k] == nil {
+			ops[k] = map[int]bool{}
+		}
+		for _, o := range t.OpIndices() {
+			ops[k][o] = true
+		}
 	}
 	var out []planStage
 	for _, d := range naturalDevices(p.Devices()) {
-		if ops[d] == nil {
-			continue
+		var streams []int
+		for k := range ops {
+			if k.d == d {
+				streams = append(streams, k.s)
+			}
 		}
-		var idx []int
-		for o := range ops[d] {
-			idx = append(idx, o)
+		sort.Ints(streams)
+		for _, sn := range streams {
+			var idx []int
+			for o := range ops[ds{d, sn}] {
+				idx = append(idx, o)
+			}
+			sort.Ints(idx)
+			st := planStage{Device: d, Stream: sn}
+			for _, o := range idx {
+				st.Ops = append(st.Ops, w.Ops[o].Name)
+			}
+			out = append(out, st)
 		}
-		sort.Ints(idx)
-		st := planStage{Device: d}
-		for _, o := range idx {
-			st.Ops = append(st.Ops, w.Ops[o].Name)
-		}
-		out = append(out, st)
 	}
 	return out
 }
@@ -476,9 +495,21 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row(fmt.Sprintf("  %s stream %d", s.Device, s.Stream), strings.Join(parts, ", "))
 	}
 	if len(r.Stages) > 0 {
-		row("stages", fmt.Sprintf("%d devices hold parts of a unit", len(r.Stages)))
+		nd := map[core.DeviceID]bool{}
 		for _, st := range r.Stages {
-			row("  "+string(st.Device), strings.Join(st.Ops, " "))
+			nd[st.Device] = true
+		}
+		head := fmt.Sprintf("%d devices hold parts of a unit", len(nd))
+		if len(nd) < len(r.Stages) {
+			head += fmt.Sprintf(" (%d stage replicas: some devices run two stages, each on its own stream)", len(r.Stages))
+		}
+		row("stages", head)
+		for _, st := range r.Stages {
+			k := "  " + string(st.Device)
+			if len(nd) < len(r.Stages) {
+				k += fmt.Sprintf(" stream %d", st.Stream)
+			}
+			row(k, strings.Join(st.Ops, " "))
 		}
 	}
 	if len(r.Owners) > 0 {
