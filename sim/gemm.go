@@ -37,12 +37,20 @@ const tileOverheadK = 64
 // compute padding) and wave quantization (the last wave of tiles leaves
 // SMs idle) of the guide's §3. Products thinner than 32 rows or columns
 // run at the 32-wide rate (matrix-vector kernels; the roofline's memory
-// term bounds them); each tile also pays tileOverheadK. On 108 SMs (A100)
+// term bounds them); each tile also pays tileOverheadK. Products with N
+// or K below 128 (a GNN's hidden widths, a 2-class output layer) get 1:
+// their kernels are bound by memory and launches, which the roofline
+// prices, and the model was checked on square products from 512 only
+// (with them in, a T-GCN's 32-wide products cost 2-4x their memory time). On 108 SMs (A100)
 // with N = 2048, K = 4096: 0.21 at M = 32, 0.42 at 64, 0.63 at 128, 0.76
 // at 256, 0.84 at 512, 0.89 at 1024, 0.92-0.97 from 2048.
 // sms <= 0 or an empty product: 1 (no model).
+//
+// The rows M are the micro-batch's (forward and input-gradient products)
+// or K is (weight gradients), which is what makes micro-batch size
+// matter.
 func GEMMEfficiency(g core.GEMM, sms int) float64 {
-	if sms <= 0 || g.M <= 0 || g.N <= 0 || g.K <= 0 {
+	if sms <= 0 || g.M <= 0 || g.N < 128 || g.K < 128 {
 		return 1
 	}
 	g.M, g.N = max(g.M, 32), max(g.N, 32)

@@ -16,6 +16,8 @@ func TestGEMMEfficiency(t *testing.T) {
 	}{
 		{"no model", core.GEMM{M: 1, N: 1, K: 1}, 0, 1, 1},
 		{"empty product", core.GEMM{M: 0, N: 8, K: 8}, 108, 1, 1},
+		{"thin: a GNN's 32-wide layer is not modelled", core.GEMM{M: 20000, N: 32, K: 32}, 132, 1, 1},
+		{"thin K: an input gradient through a 2-class layer", core.GEMM{M: 512, N: 2048, K: 2}, 108, 1, 1},
 		{"large square", core.GEMM{M: 4096, N: 4096, K: 4096}, 108, 0.9, 1},
 		{"micro-batch 512", core.GEMM{M: 512, N: 2048, K: 4096}, 108, 0.8, 0.88},
 		{"micro-batch 128", core.GEMM{M: 128, N: 2048, K: 4096}, 108, 0.6, 0.67},
