@@ -201,7 +201,7 @@ func TestPlanOwners(t *testing.T) {
 // device, and `gnnkit plan` lists each device's two stages by stream;
 // shared=off gives one stage per device.
 func TestPlanSharedTrunk(t *testing.T) {
-	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "4", "--preset", "pcie-a100", "--batch-size", "2048", "--sched-opt", "m=8"}
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--devices", "4", "--preset", "pcie-a100", "--sched-opt", "m=8"}
 	out, err := run(t, args...)
 	if err != nil {
 		t.Fatal(err)
