@@ -150,8 +150,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	t.gradAt = nil
 	if plan.StepOwners {
 		owners = core.StepOwners(plan.Tasks, func(o int) []string { return t.opPar[o] })
-		// Home keeps every parameter (its copy may go stale) but only the
-		// gradients of those its ops read.
+		// Home keeps the gradients of the parameters its ops read, and
+		// (dropHomeCopies, once the replicas are refreshed) only those
+		// parameters and the ones it owns.
 		homeUsed := used[t.home]
 		if homeUsed == nil {
 			homeUsed = map[string]bool{}
@@ -192,6 +193,11 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 				return nil, fmt.Errorf("engine: refreshing parameters on %s: %w", id, err)
 			}
 			refreshed += n
+		}
+	}
+	if plan.StepOwners {
+		if err := t.dropHomeCopies(used[t.home], owners); err != nil {
+			return nil, err
 		}
 	}
 	t.wholeUnits = false

@@ -52,6 +52,56 @@ func (t *Trainer) refreshHome(names map[string]bool) (int64, error) {
 	return moved, err
 }
 
+// dropHomeCopies frees home's copies of the parameters an owner-stepped
+// plan neither reads on home (reads) nor steps there (owners), once
+// another replica holds their current value: that replica (the owner
+// when it does) becomes where the value lives (newest) until syncHome
+// brings it back (Params, Predict, home-step plans). Without it home
+// would keep the whole model, which is what a pipeline exists to spread.
+func (t *Trainer) dropHomeCopies(reads map[string]bool, owners map[string]core.DeviceID) error {
+	home := t.reps[t.home]
+	for _, p := range t.model.Params {
+		name := p.Name
+		if reads[name] || owners[name] == t.home || home.params[name] == nil {
+			continue
+		}
+		src := core.DeviceID("")
+		if d, ok := t.newest[name]; ok {
+			src = d
+		} else {
+			for _, id := range append([]core.DeviceID{owners[name]}, sortedIDs(t.reps)...) {
+				r := t.reps[id]
+				if id == t.home || r == nil || r.params[name] == nil {
+					continue
+				}
+				if v, ok := r.ver[name]; ok && v == t.step {
+					src = id
+					break
+				}
+			}
+		}
+		if src == "" {
+			continue // no current copy elsewhere: home keeps it
+		}
+		home.gradMu.Lock()
+		home.dev.Free(home.params[name])
+		delete(home.params, name)
+		delete(home.ver, name)
+		if g := home.grads[name]; g != nil {
+			home.dev.Free(g)
+			delete(home.grads, name)
+		}
+		home.gradMu.Unlock()
+		t.stateMu.Lock()
+		if t.newest == nil {
+			t.newest = map[string]core.DeviceID{}
+		}
+		t.newest[name] = src
+		t.stateMu.Unlock()
+	}
+	return nil
+}
+
 // copyFrom copies into dst, from each source device, the parameters
 // listed for it, in device order, and returns the bytes moved.
 func (t *Trainer) copyFrom(dst *replica, from map[core.DeviceID]map[string]bool) (int64, error) {

@@ -17,9 +17,10 @@ import (
 // with SkipStep, same predictions — for a two-stage pipeline (stage 2's
 // parameters owned off home) and data parallelism (every parameter read
 // on both devices, reduced into its owner), also when owner and home
-// plans alternate (optimizer state moves between devices). Off home, the
-// home device holds only the gradients its ops read and the optimizer
-// state of what it owns.
+// plans alternate (optimizer state moves between devices). The home
+// device holds only the parameters and gradients its ops read and the
+// optimizer state of what it owns (dropHomeCopies), until Params wants
+// the rest.
 func TestOwnerStepMatchesHomeStep(t *testing.T) {
 	ctx := context.Background()
 	scheds := map[string]core.Scheduler{
@@ -70,9 +71,12 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 				if own.Step() != ref.Step() {
 					t.Errorf("step count %d, want %d", own.Step(), ref.Step())
 				}
-				equalParams(t, "after 4 steps", own, ref)
 				if sname == "pipeline" {
-					checkOwnerMemory(t, own, odevs, rdevs, oo)
+					checkOwnerMemory(t, own, odevs, rdevs, oo, false)
+				}
+				equalParams(t, "after 4 steps", own, ref) // Params brings home's copies back
+				if sname == "pipeline" {
+					checkOwnerMemory(t, own, odevs, rdevs, oo, true)
 				}
 				// Summed gradients with the step skipped.
 				if _, err := ref.Run(ctx, rp, rb, engine.RunOptions{SkipStep: true}); err != nil {
@@ -150,10 +154,11 @@ func relL2(a, b []float32) float64 {
 // checkOwnerMemory: after an owner-stepped iteration p of the two-stage
 // pipeline, the second device holds its stage's parameters, gradients and
 // optimizer state (Adam: 2 tensors), and the edge weights it reads; home
-// (the first device) holds every parameter but, compared with the
-// home-step run's home (refDevs[0]: all gradients and all Adam state),
-// only the gradients its ops read and the state of what it owns.
-func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Device, p *core.Plan) {
+// (the first device) holds, compared with the home-step run's home
+// (refDevs[0]: every parameter, all gradients and all Adam state), only
+// the parameters and gradients its ops read and the state of what it
+// owns; once synced (Params), every parameter again.
+func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Device, p *core.Plan, synced bool) {
 	t.Helper()
 	w, err := tr.Workload(tr.FullBatch(batch(60)), infos(devs))
 	if err != nil {
@@ -188,6 +193,9 @@ func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Dev
 	for name, b := range size {
 		if !read[d0][name] {
 			saved += b // its gradient
+			if !synced {
+				saved += b // and its value, until Params or Predict wants it
+			}
 		}
 		if owner[name] != d0 {
 			saved += 2 * b // its Adam state
@@ -196,9 +204,13 @@ func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Dev
 	if saved == 0 {
 		t.Fatal("home reads and owns every parameter")
 	}
+	what := "gradients, values and Adam state it neither reads nor owns"
+	if synced {
+		what = "gradients and Adam state it neither reads nor owns; values brought back by Params"
+	}
 	if got, ref := devs[0].Mem().Stats().Used, refDevs[0].Mem().Stats().Used; got != ref-saved {
-		t.Errorf("home holds %d bytes between iterations, want %d (the home-step run's %d less %d of gradients and Adam state it neither reads nor owns)",
-			got, ref-saved, ref, saved)
+		t.Errorf("home holds %d bytes between iterations, want %d (the home-step run's %d less %d of %s)",
+			got, ref-saved, ref, saved, what)
 	}
 }
 

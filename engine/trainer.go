@@ -564,8 +564,19 @@ func (t *Trainer) copyParamsBytes(src, dst *replica, names map[string]bool) (int
 func (t *Trainer) copyParams(src, dst *replica, names map[string]bool, ver int) (int64, error) {
 	var moved int64
 	for _, p := range t.model.Params {
-		if (names != nil && !names[p.Name]) || dst.params[p.Name] == nil {
+		if names != nil && !names[p.Name] {
 			continue
+		}
+		if dst.params[p.Name] == nil {
+			if dst != t.reps[t.home] {
+				continue
+			}
+			// Home dropped its copy (dropHomeCopies): it takes it back.
+			pt, err := dst.dev.Alloc(p.Shape...)
+			if err != nil {
+				return moved, fmt.Errorf("engine: bringing parameter %s back to home %s: %w", p.Name, dst.dev.ID(), err)
+			}
+			dst.params[p.Name] = pt
 		}
 		t.stateMu.Lock()
 		if dst.ver == nil {

@@ -280,16 +280,14 @@ func (cm *CostModel) Resident(home, wholeUnits bool, used int64) int64 {
 // ResidentOwned is Resident for a plan that steps every parameter on its
 // owner (core.Plan.StepOwners): used are the parameter bytes the device's
 // ops read, owned those it owns (ParamBytesRead over OpInfo.Params, a
-// parameter counted once). Home holds every parameter (the master copy),
-// the gradients of the parameters it reads and the optimizer state of
-// those it owns; any other device the parameters it reads and their
-// gradients and the optimizer state of those it owns. The optimizer
-// state of owned bytes is the model's (OptStateBytes) in proportion.
+// parameter counted once). Every device, home included, holds the
+// parameters its ops read, their gradients and the optimizer state of
+// those it owns (the executor drops home's copies of the rest once their
+// current values live elsewhere: engine's dropHomeCopies); home is an
+// argument for the callers' symmetry with Resident. The optimizer state
+// of owned bytes is the model's (OptStateBytes) in proportion.
 func (cm *CostModel) ResidentOwned(home, wholeUnits bool, used, owned int64) int64 {
 	r := 2*used + cm.OptStateBytes(owned)
-	if home {
-		r = cm.paramBytes + used + cm.OptStateBytes(owned)
-	}
 	if wholeUnits {
 		r += cm.residentIn
 	}

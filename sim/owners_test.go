@@ -180,11 +180,11 @@ func TestOwnerSteps(t *testing.T) {
 			if want := int64(2 * (1000 + 200)); r.BytesMoved != want {
 				t.Errorf("moved %d bytes, want %d (reductions and broadcasts of the owned parameters)", r.BytesMoved, want)
 			}
-			// Resident: home (cpu:3) all 1600 bytes + gradients of s, c
-			// (1300) + Adam's state of c (600); cpu:0 reads and owns a, s
-			// (1100): 2·1100 + 2·1100; cpu:1 reads and owns b; cpu:2 reads
-			// b and owns nothing.
-			want := map[core.DeviceID]int64{d[0]: 4400, d[1]: 800, d[2]: 400, d[3]: 3500}
+			// Resident: home (cpu:3) reads s, c (1300) and keeps only them
+			// and their gradients (2600) + Adam's state of c (600); cpu:0
+			// reads and owns a, s (1100): 2·1100 + 2·1100; cpu:1 reads and
+			// owns b; cpu:2 reads b and owns nothing.
+			want := map[core.DeviceID]int64{d[0]: 4400, d[1]: 800, d[2]: 400, d[3]: 3200}
 			for dev, b := range want {
 				if r.Resident[dev] != b {
 					t.Errorf("resident on %s: %d, want %d", dev, r.Resident[dev], b)
@@ -290,8 +290,8 @@ func TestStepBytes(t *testing.T) {
 	if got := cm.OptStateBytes(400); got != 800 {
 		t.Errorf("optimizer state of 400 bytes: %d, want 800", got)
 	}
-	if got := cm.ResidentOwned(true, false, 500, 400); got != 1600+500+800 {
-		t.Errorf("home resident %d, want all parameters + the gradients it reads + the state it owns", got)
+	if got := cm.ResidentOwned(true, false, 500, 400); got != 2*500+800 {
+		t.Errorf("home resident %d, want the parameters it reads, their gradients and the state it owns", got)
 	}
 	if got := cm.ResidentOwned(false, false, 500, 0); got != 1000 {
 		t.Errorf("resident of a non-owner %d, want its parameters and gradients", got)

@@ -362,8 +362,7 @@ func (c *costs) inFlight(kind Kind, W, d int) int {
 // stage's parameters and gradients, and as if the replica owned every
 // parameter its stage reads, their optimizer state (exact for a stage's
 // first replica unless an earlier stage reads some of them too; an upper
-// bound otherwise), and on home all the parameters instead of only the
-// stage's.
+// bound otherwise), home alike.
 func (c *costs) resident(s stageStat) float64 {
 	if c.owners {
 		return c.residentOwned(s.home, s.pw, s.pw)
@@ -378,10 +377,7 @@ func (c *costs) resident(s stageStat) float64 {
 // DP calls it in its inner loops): a device reading used parameter bytes
 // and owning owned of them.
 func (c *costs) residentOwned(home bool, used, owned float64) float64 {
-	if home {
-		return c.paramBytes + used + c.optPer*owned
-	}
-	return 2*used + c.optPer*owned
+	return 2*used + c.optPer*owned // home too: it keeps only what it reads
 }
 
 // peak is a replica's predicted peak memory: the resident part (see
