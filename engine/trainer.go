@@ -227,7 +227,9 @@ func (t *Trainer) Step() int { return t.step }
 
 // replicaOn returns dev's replica, creating it on first use. The first
 // replica is the home: it holds every parameter, its gradient accumulator
-// and the optimizer state. Other replicas hold only the parameters their
+// and the optimizer state (an owner-stepped plan moves the state to the
+// owners and drops home's copies of parameters it neither reads nor
+// owns: dropHomeCopies). Other replicas hold only the parameters their
 // plan's ops read (placeParams), so a pipeline stage keeps its own
 // layers, not the whole model.
 func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {

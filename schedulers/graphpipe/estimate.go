@@ -307,8 +307,8 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 // sends the new values to those replicas (in parallel over copy engines,
 // in turn with synchronous copies). Memory: a stage's first replica holds
 // its parameters and gradients and the optimizer state of what it owns
-// (home: every parameter, the gradients of its stage's and the state of
-// what it owns), the other replicas their parameters and gradients.
+// (home alike: it drops the parameters it does not read), the other
+// replicas their parameters and gradients.
 func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, owned []float64) {
 	S := len(stages)
 	nP := len(c.parBytes)
