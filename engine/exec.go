@@ -196,9 +196,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 	}
 	if plan.StepOwners {
-		if err := t.dropHomeCopies(used[t.home], owners); err != nil {
-			return nil, err
-		}
+		t.dropHomeCopies(used[t.home], owners) // before any task runs
 	}
 	t.wholeUnits = false
 	for _, u := range plan.Units {

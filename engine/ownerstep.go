@@ -58,8 +58,10 @@ func (t *Trainer) refreshHome(names map[string]bool) (int64, error) {
 // when it does) becomes where the value lives (newest) until syncHome
 // brings it back (Params, Predict, home-step plans). Without it home
 // would keep the whole model, which is what a pipeline exists to spread.
-func (t *Trainer) dropHomeCopies(reads map[string]bool, owners map[string]core.DeviceID) error {
+// (Home's gradient accumulators of them are gone already: setHomeGrads.)
+func (t *Trainer) dropHomeCopies(reads map[string]bool, owners map[string]core.DeviceID) {
 	home := t.reps[t.home]
+	ids := sortedIDs(t.reps)
 	for _, p := range t.model.Params {
 		name := p.Name
 		if reads[name] || owners[name] == t.home || home.params[name] == nil {
@@ -69,7 +71,7 @@ func (t *Trainer) dropHomeCopies(reads map[string]bool, owners map[string]core.D
 		if d, ok := t.newest[name]; ok {
 			src = d
 		} else {
-			for _, id := range append([]core.DeviceID{owners[name]}, sortedIDs(t.reps)...) {
+			for _, id := range append([]core.DeviceID{owners[name]}, ids...) {
 				r := t.reps[id]
 				if id == t.home || r == nil || r.params[name] == nil {
 					continue
@@ -83,23 +85,29 @@ func (t *Trainer) dropHomeCopies(reads map[string]bool, owners map[string]core.D
 		if src == "" {
 			continue // no current copy elsewhere: home keeps it
 		}
-		home.gradMu.Lock()
 		home.dev.Free(home.params[name])
 		delete(home.params, name)
 		delete(home.ver, name)
-		if g := home.grads[name]; g != nil {
-			home.dev.Free(g)
-			delete(home.grads, name)
-		}
-		home.gradMu.Unlock()
-		t.stateMu.Lock()
 		if t.newest == nil {
 			t.newest = map[string]core.DeviceID{}
 		}
 		t.newest[name] = src
-		t.stateMu.Unlock()
 	}
-	return nil
+}
+
+// homeParam is home's tensor of parameter p, allocated again when an
+// owner-stepped plan dropped it (dropHomeCopies).
+func (t *Trainer) homeParam(p core.ParamSpec) (*core.Tensor, error) {
+	home := t.reps[t.home]
+	if pt := home.params[p.Name]; pt != nil {
+		return pt, nil
+	}
+	pt, err := home.dev.Alloc(p.Shape...)
+	if err != nil {
+		return nil, fmt.Errorf("engine: bringing parameter %s back to home %s: %w", p.Name, t.home, err)
+	}
+	home.params[p.Name] = pt
+	return pt, nil
 }
 
 // copyFrom copies into dst, from each source device, the parameters

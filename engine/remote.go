@@ -532,14 +532,11 @@ func (t *Trainer) SetParams(step int, params map[string][]float32) error {
 	home := t.reps[t.home]
 	for _, p := range t.model.Params { // in model order, for determinism
 		if v, ok := params[p.Name]; ok {
-			if home.params[p.Name] == nil { // dropped by an owner-stepped plan
-				pt, err := home.dev.Alloc(p.Shape...)
-				if err != nil {
-					return fmt.Errorf("engine: setting %s on %s: %w", p.Name, t.home, err)
-				}
-				home.params[p.Name] = pt
+			pt, err := t.homeParam(p) // dropped by an owner-stepped plan: back
+			if err != nil {
+				return err
 			}
-			if err := home.dev.Upload(home.params[p.Name], v); err != nil {
+			if err := home.dev.Upload(pt, v); err != nil {
 				return fmt.Errorf("engine: setting %s on %s: %w", p.Name, t.home, err)
 			}
 			delete(t.newest, p.Name) // home's value is the current one now

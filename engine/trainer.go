@@ -573,12 +573,9 @@ func (t *Trainer) copyParams(src, dst *replica, names map[string]bool, ver int) 
 			if dst != t.reps[t.home] {
 				continue
 			}
-			// Home dropped its copy (dropHomeCopies): it takes it back.
-			pt, err := dst.dev.Alloc(p.Shape...)
-			if err != nil {
-				return moved, fmt.Errorf("engine: bringing parameter %s back to home %s: %w", p.Name, dst.dev.ID(), err)
+			if _, err := t.homeParam(p); err != nil { // dropped by dropHomeCopies
+				return moved, err
 			}
-			dst.params[p.Name] = pt
 		}
 		t.stateMu.Lock()
 		if dst.ver == nil {

@@ -283,10 +283,9 @@ func (cm *CostModel) Resident(home, wholeUnits bool, used int64) int64 {
 // parameter counted once). Every device, home included, holds the
 // parameters its ops read, their gradients and the optimizer state of
 // those it owns (the executor drops home's copies of the rest once their
-// current values live elsewhere: engine's dropHomeCopies); home is an
-// argument for the callers' symmetry with Resident. The optimizer state
-// of owned bytes is the model's (OptStateBytes) in proportion.
-func (cm *CostModel) ResidentOwned(home, wholeUnits bool, used, owned int64) int64 {
+// current values live elsewhere: engine's dropHomeCopies). The optimizer
+// state of owned bytes is the model's (OptStateBytes) in proportion.
+func (cm *CostModel) ResidentOwned(wholeUnits bool, used, owned int64) int64 {
 	r := 2*used + cm.OptStateBytes(owned)
 	if wholeUnits {
 		r += cm.residentIn

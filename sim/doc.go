@@ -111,8 +111,8 @@
 //
 // Memory per device is the resident part — parameters and gradient
 // accumulators on every device, optimizer state on home (with StepOwners:
-// all parameters but only the accumulators of those its ops read on home,
-// and the optimizer state of what each device owns on that device;
+// on home too only the parameters and accumulators its ops read, and the
+// optimizer state of what each device owns on that device;
 // CostModel.ResidentOwned), the batch inputs where whole-graph units
 // run — plus, per unit on the device, from its
 // first task there to the end of its last backward there: its inputs (a

@@ -35,15 +35,15 @@ const tileOverheadK = 64
 //
 // — the tile's rate, tile quantization (partial tiles at the edges
 // compute padding) and wave quantization (the last wave of tiles leaves
-// SMs idle) of the guide's §3. Products thinner than 32 rows or columns
-// run at the 32-wide rate (matrix-vector kernels; the roofline's memory
-// term bounds them); each tile also pays tileOverheadK. Products with N
-// or K below 128 (a GNN's hidden widths, a 2-class output layer) get 1:
-// their kernels are bound by memory and launches, which the roofline
-// prices, and the model was checked on square products from 512 only
-// (with them in, a T-GCN's 32-wide products cost 2-4x their memory time). On 108 SMs (A100)
-// with N = 2048, K = 4096: 0.21 at M = 32, 0.42 at 64, 0.63 at 128, 0.76
-// at 256, 0.84 at 512, 0.89 at 1024, 0.92-0.97 from 2048.
+// SMs idle) of the guide's §3; each tile also pays tileOverheadK.
+// Products of fewer than 32 rows run at the 32-row rate (matrix-vector
+// kernels; the roofline's memory term bounds them). Products with N or K
+// below 128 (a GNN's hidden widths, a 2-class output layer) get 1: their
+// kernels are bound by memory and launches, which the roofline prices,
+// and the model was checked on square products from 512 only (with them
+// in, a T-GCN's 32-wide products cost 2-4x their memory time). On 108
+// SMs (A100) with N = 2048, K = 4096: 0.21 at M = 32, 0.42 at 64, 0.63 at
+// 128, 0.76 at 256, 0.84 at 512, 0.89 at 1024, 0.92-0.97 from 2048.
 // sms <= 0 or an empty product: 1 (no model).
 //
 // The rows M are the micro-batch's (forward and input-gradient products)
@@ -53,7 +53,7 @@ func GEMMEfficiency(g core.GEMM, sms int) float64 {
 	if sms <= 0 || g.M <= 0 || g.N < 128 || g.K < 128 {
 		return 1
 	}
-	g.M, g.N = max(g.M, 32), max(g.N, 32)
+	g.M = max(g.M, 32)
 	cdiv := func(a, b int64) int64 { return (a + b - 1) / b }
 	best := 0.0
 	for _, t := range gemmTiles {

@@ -190,7 +190,7 @@ func TestOwnerSteps(t *testing.T) {
 					t.Errorf("resident on %s: %d, want %d", dev, r.Resident[dev], b)
 				}
 			}
-			if r.Resident[d[3]] != cm.ResidentOwned(true, false, 1300, 300) || r.Resident[d[0]] != cm.ResidentOwned(false, false, 1100, 1100) {
+			if r.Resident[d[3]] != cm.ResidentOwned(false, 1300, 300) || r.Resident[d[0]] != cm.ResidentOwned(false, 1100, 1100) {
 				t.Error("resident memory is not CostModel.ResidentOwned's")
 			}
 			// The reduced gradients are a transient on the owner.
@@ -290,10 +290,10 @@ func TestStepBytes(t *testing.T) {
 	if got := cm.OptStateBytes(400); got != 800 {
 		t.Errorf("optimizer state of 400 bytes: %d, want 800", got)
 	}
-	if got := cm.ResidentOwned(true, false, 500, 400); got != 2*500+800 {
+	if got := cm.ResidentOwned(false, 500, 400); got != 2*500+800 {
 		t.Errorf("home resident %d, want the parameters it reads, their gradients and the state it owns", got)
 	}
-	if got := cm.ResidentOwned(false, false, 500, 0); got != 1000 {
+	if got := cm.ResidentOwned(false, 500, 0); got != 1000 {
 		t.Errorf("resident of a non-owner %d, want its parameters and gradients", got)
 	}
 	if got := cm.ParamBytesRead([]int{0, 2}); got != 1400 {

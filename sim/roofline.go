@@ -136,19 +136,19 @@ func roofLadder(n int64, gemm bool) []int64 {
 // (c minus the products') at d.GFLOPS, against the memory traffic at
 // d.MemGBps; it returns the forward's share and the forward+backward time.
 func gemmRoof(op core.GEMMOp, dims core.Dims, c core.Cost, d DeviceModel) (fwd, total time.Duration) {
+	// timed is the products' time and FLOPs.
+	timed := func(gs []core.GEMM) (t, flops float64) {
+		for _, g := range gs {
+			fl := 2 * float64(g.M) * float64(g.N) * float64(g.K)
+			t += fl / (d.GFLOPS * GEMMEfficiency(g, d.SMs))
+			flops += fl
+		}
+		return t, flops
+	}
 	f, b := op.GEMMs(dims)
-	var tf, tb, gemmFLOPs float64
-	for _, g := range f {
-		fl := 2 * float64(g.M) * float64(g.N) * float64(g.K)
-		tf += fl / (d.GFLOPS * GEMMEfficiency(g, d.SMs))
-		gemmFLOPs += fl
-	}
-	for _, g := range b {
-		fl := 2 * float64(g.M) * float64(g.N) * float64(g.K)
-		tb += fl / (d.GFLOPS * GEMMEfficiency(g, d.SMs))
-		gemmFLOPs += fl
-	}
-	rest := max(0, float64(c.FLOPs)-gemmFLOPs) / d.GFLOPS
+	tf, ff := timed(f)
+	tb, fb := timed(b)
+	rest := max(0, float64(c.FLOPs)-ff-fb) / d.GFLOPS
 	t := tf + tb + rest
 	var mem float64
 	if d.MemGBps > 0 {

@@ -632,9 +632,9 @@ func (s *sim) run() (*Result, error) {
 	// Resident memory: on home every parameter, its gradient accumulator
 	// and the optimizer state; elsewhere the parameters (and
 	// accumulators) the device's ops read; batch inputs where whole-graph
-	// units run. With StepOwners, home keeps only the gradients of the
-	// parameters it reads, and each device the optimizer state of those it
-	// owns (CostModel.ResidentOwned).
+	// units run. With StepOwners, home like every device keeps only the
+	// parameters (and accumulators) its ops read, and each device the
+	// optimizer state of those it owns (CostModel.ResidentOwned).
 	wholeOn := map[core.DeviceID]bool{}
 	for k := range s.units {
 		if s.whole[k.u] {
@@ -657,7 +657,7 @@ func (s *sim) run() (*Result, error) {
 		}
 		r := s.cm.Resident(d == s.p.Home, false, s.cm.UsedBytes(ops))
 		if s.owners {
-			r = s.cm.ResidentOwned(d == s.p.Home, false, s.readBytes[d], s.ownBytes[d])
+			r = s.cm.ResidentOwned(false, s.readBytes[d], s.ownBytes[d])
 		}
 		if wholeOn[d] {
 			r += s.cm.ResidentInputs(ops)

@@ -365,7 +365,7 @@ func (c *costs) inFlight(kind Kind, W, d int) int {
 // bound otherwise), home alike.
 func (c *costs) resident(s stageStat) float64 {
 	if c.owners {
-		return c.residentOwned(s.home, s.pw, s.pw)
+		return c.residentOwned(s.pw, s.pw)
 	}
 	if s.home {
 		return c.resHome
@@ -376,7 +376,7 @@ func (c *costs) resident(s stageStat) float64 {
 // residentOwned is sim.CostModel.ResidentOwned (to its rounding; the
 // DP calls it in its inner loops): a device reading used parameter bytes
 // and owning owned of them.
-func (c *costs) residentOwned(home bool, used, owned float64) float64 {
+func (c *costs) residentOwned(used, owned float64) float64 {
 	return 2*used + c.optPer*owned // home too: it keeps only what it reads
 }
 

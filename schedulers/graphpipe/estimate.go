@@ -232,14 +232,17 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// stages after it (b_q/d_q), times d_s (it takes every d_s-th).
 		// A stage faster than what feeds it finishes early (under 1F1B
 		// the forwards interleave and it runs at the pipeline's beat).
-		rate := make([]float64, S)
-		for _, s := range order {
-			rate[s] = b[s] / float64(len(part.Devices[s]))
-		}
-		for i := len(order) - 1; i >= 0; i-- {
-			s := order[i]
-			for _, q := range succs[s] {
-				rate[s] = math.Max(rate[s], rate[q])
+		var rate []float64
+		if kind == GPipe {
+			rate = make([]float64, S)
+			for _, s := range order {
+				rate[s] = b[s] / float64(len(part.Devices[s]))
+			}
+			for i := len(order) - 1; i >= 0; i-- {
+				s := order[i]
+				for _, q := range succs[s] {
+					rate[s] = math.Max(rate[s], rate[q])
+				}
 			}
 		}
 		bStart := LF + math.Max(steadyF, linkSteady)
@@ -381,7 +384,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			ownStages[o] = append(ownStages[o], q)
 		}
-		pk := c.peakWith(c.residentOwned(st[q].home, st[q].pw, owned[q]), st[q], kind, W[q], len(part.Devices[q]))
+		pk := c.peakWith(c.residentOwned(st[q].pw, owned[q]), st[q], kind, W[q], len(part.Devices[q]))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
@@ -434,14 +437,13 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 }
 
 // sharedPeaks adds the peaks of devices hosting several stages to p: one
-// resident part for all of them (home once, the parameters each stage
-// reads, the optimizer state of what its first replicas own), every
+// resident part for all of them (the parameters each stage reads, the
+// optimizer state of what its first replicas own), every
 // stage's in-flight micro-batches, and the largest one backward's
 // transients (the device runs one task at a time).
 func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned []float64, kind Kind, W []int) {
 	for _, hs := range shared {
 		var used, own, held, trans float64
-		home := false
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
@@ -450,12 +452,11 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			used += s.pw
 			if h.replica == 0 {
 				own += owned[h.stage]
-				home = home || s.home
 			}
 			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
 			trans = math.Max(trans, s.trans)
 		}
-		pk := c.residentOwned(home, used, own) + held + trans
+		pk := c.residentOwned(used, own) + held + trans
 		p.peak = math.Max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false

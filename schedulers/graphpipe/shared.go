@@ -20,18 +20,8 @@ func trunkOps(root *spNode) []int {
 		return nil
 	}
 	var ops []int
-	var walk func(n *spNode)
-	walk = func(n *spNode) {
-		if n.kind == spLeaf {
-			ops = append(ops, n.ops...)
-			return
-		}
-		for _, ch := range n.children {
-			walk(ch)
-		}
-	}
 	for _, ch := range root.children[last+1:] {
-		walk(ch)
+		ops = append(ops, ch.ops...) // a node's ops are its subtree's
 	}
 	return ops
 }
