@@ -87,8 +87,10 @@ func (p *Plan) HomeStep() *Plan {
 // OwnerStep returns p rewritten to step each parameter on its owner
 // (StepOwners, with w's OpInfo.Params): its ReduceGrads and Step tasks are
 // replaced by one reduction from each device into each other owner of
-// parameters it reads (after all of that device's backward tasks) and one
-// Step per owner (after its backward tasks and the reductions into it),
+// parameters it reads (after that device's backward tasks reading the
+// parameters it moves, which write those gradients; the executor adds
+// them in after the owner's own) and one Step per owner (after its
+// backward tasks and the reductions into it),
 // each on a stream of its own on its device. Devices are taken in ID
 // order (OwnerStepIn chooses).
 func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
@@ -116,7 +118,14 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 		}
 		for _, o := range inOrder(into, order) {
 			id := len(q.Tasks)
-			q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: o, Stream: stream[o], From: e, Deps: bwdOn[e]})
+			moved := map[string]bool{}
+			for name := range readers[e] {
+				if owner[name] == o {
+					moved[name] = true
+				}
+			}
+			deps := BackwardReading(q.Tasks, bwdOn[e], op, moved)
+			q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: o, Stream: stream[o], From: e, Deps: deps})
 			stepDeps[o] = append(stepDeps[o], id)
 		}
 	}
@@ -128,6 +137,25 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: d, Stream: stream[d], Deps: stepDeps[d]})
 	}
 	return q
+}
+
+// BackwardReading returns those of the backward tasks bwd (indices into
+// tasks) whose ops read a parameter in names: the tasks that write those
+// parameters' gradients on their device.
+func BackwardReading(tasks []Task, bwd []int, opParams func(op int) []string, names map[string]bool) []int {
+	var out []int
+	for _, b := range bwd {
+	ops:
+		for _, o := range tasks[b].OpIndices() {
+			for _, p := range opParams(o) {
+				if names[p] {
+					out = append(out, b)
+					break ops
+				}
+			}
+		}
+	}
+	return out
 }
 
 // inOrder lists m's devices: those in order first, in that order, then
@@ -223,8 +251,9 @@ func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 // validateOwnerSteps checks a StepOwners plan's reductions and steps: one
 // Step per owner, after the owner's backward tasks and every reduction
 // into it; one reduction from each device into each other owner of
-// parameters it reads, after all of that device's backward tasks; no
-// other reductions or steps.
+// parameters it reads, after that device's backward tasks reading the
+// parameters it moves (the executor adds it only after the owner's own
+// backward tasks reading them); no other reductions or steps.
 func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, backwardOn map[DeviceID][]int, fail func(string, ...any)) {
 	named := false
 	for _, o := range w.Ops {
@@ -301,7 +330,13 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 			fail("device %s reads parameters %s owns but has %d gradient reductions into it, want 1", k.from, k.into, len(r))
 			continue
 		}
-		for _, b := range backwardOn[k.from] {
+		moved := map[string]bool{}
+		for name := range readers[k.from] {
+			if owner[name] == k.into {
+				moved[name] = true
+			}
+		}
+		for _, b := range BackwardReading(p.Tasks, backwardOn[k.from], op, moved) {
 			if !reach(r[0], b) {
 				fail("the gradient reduction from %s into %s (task %d) does not wait for backward task %d", k.from, k.into, r[0], b)
 				break

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -44,7 +45,12 @@ func TestStepOwners(t *testing.T) {
 	// d1 reads wa and wc (unit 1 runs every op there), owned by d0; d0
 	// reads nothing d1 owns.
 	if len(reduces) != 1 || reduces[0].From != "d1" || reduces[0].Device != "d0" {
-		t.Errorf("reductions %+v, want exactly d1 -> d0", reduces)
+		t.Fatalf("reductions %+v, want exactly d1 -> d0", reduces)
+	}
+	// It moves wa and wc: it waits for d1's backward task writing their
+	// gradients (7), not for d1's task 4 (op b, reading only wb).
+	if got := reduces[0].Deps; !slices.Equal(got, []int{7}) {
+		t.Errorf("reduction d1 -> d0 waits for tasks %v, want [7]", got)
 	}
 	// Back to a home step: valid, one step on home.
 	h := p.HomeStep()

@@ -563,10 +563,16 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		ev.Name = fmt.Sprintf("bwd u%d %s", task.Unit, opSpan(idx))
 	case core.TaskReduceGrads:
 		// Add into the accumulators only once the device's own backward
-		// work is done, so the sum's order (own gradients, then each
-		// reduction in its stream's order) and the result do not depend on
-		// timing; the wait is not the reduction's time.
-		if err := ex.waitBackwardOn(ctx, task.Device); err != nil {
+		// work on them is done, so the sum's order (own gradients, then
+		// each reduction in its stream's order) and the result do not
+		// depend on timing; the wait is not the reduction's time. Under
+		// owner steps that is the backward tasks reading the parameters
+		// the reduction moves (the only ones writing their gradients),
+		// and the gradients travel before it, while the owner computes.
+		if ex.owners != nil {
+			return ex.ownerReduce(ctx, task)
+		}
+		if err := ex.waitBackwardOn(ctx, task.Device, nil); err != nil {
 			return err
 		}
 		t0 = time.Now()

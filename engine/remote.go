@@ -397,25 +397,48 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 			return ex.addRemote(ctx, run)
 		}
 	}
-	if ex.owners != nil {
-		names := map[string]bool{}
-		for p := range ex.used[task.From] {
-			if ex.owners[p] == task.Device {
-				names[p] = true
-			}
-		}
-		return t.reduceGrads(task.From, task.Device, names)
-	}
 	if task.From == t.home {
 		return 0, nil // the home's stand-in computed too: its gradients are there already
 	}
 	return t.reduceGrads(task.From, t.home, ex.used[task.From])
 }
 
-// waitBackwardOn waits for every local backward task on dev.
-func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID) error {
+// ownerReduce runs ReduceGrads task under owner steps: it moves the
+// gradients of the parameters its source reads and its device owns (the
+// plan has the source's backward tasks reading them done), then waits
+// for the device's own backward tasks reading them and adds them in.
+func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
+	names := map[string]bool{}
+	for p := range ex.used[task.From] {
+		if ex.owners[p] == task.Device {
+			names[p] = true
+		}
+	}
+	t0 := time.Now()
+	staged, n, err := ex.t.fetchGrads(task.From, task.Device, names)
+	if err == nil {
+		ex.record(core.TraceEvent{Name: "fetch grads from " + string(task.From), Cat: "transfer", Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t0)
+		if err = ex.waitBackwardOn(ctx, task.Device, names); err == nil {
+			t0 = time.Now()
+			err = ex.t.addStaged(task.Device, staged)
+			ex.record(core.TraceEvent{Name: "reduce grads from " + string(task.From), Cat: core.TaskReduceGrads.String(), Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t0)
+		}
+	}
+	ex.t.freeStaged(task.Device, staged)
+	if err != nil {
+		return fmt.Errorf("engine: reducing gradients from %s into %s: %w", task.From, task.Device, err)
+	}
+	return nil
+}
+
+// waitBackwardOn waits for every local backward task on dev, or with
+// names for those whose ops read one of them.
+func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID, names map[string]bool) error {
 	for i, t := range ex.plan.Tasks {
 		if t.Kind != core.TaskBackward || t.Device != dev || ex.remote != nil && ex.remote.remote[i] {
+			continue
+		}
+		if names != nil && !ex.reads(t, names) {
 			continue
 		}
 		select {
@@ -425,6 +448,18 @@ func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID) erro
 		}
 	}
 	return nil
+}
+
+// reads reports whether one of task t's ops reads a parameter in names.
+func (ex *execution) reads(t core.Task, names map[string]bool) bool {
+	for _, o := range t.OpIndices() {
+		for _, p := range ex.t.opPar[o] {
+			if names[p] {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // collectRemote adds the gradients of every Remote not reduced yet (those

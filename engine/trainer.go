@@ -702,6 +702,62 @@ func (t *Trainer) reduceGrads(from, into core.DeviceID, names map[string]bool) (
 	return moved, t.zeroGradsOf(src, names)
 }
 
+// staged is a gradient fetched from another device, waiting to be added
+// into the accumulator of param.
+type staged struct {
+	param string
+	grad  *core.Tensor
+}
+
+// fetchGrads copies from's gradient accumulators of the named params
+// onto into (in the model's parameter order) and clears them on from:
+// the first half of a reduction, which can run while into still
+// computes. addStaged adds them in; freeStaged frees them either way.
+func (t *Trainer) fetchGrads(from, into core.DeviceID, names map[string]bool) ([]staged, int64, error) {
+	src, dst := t.reps[from], t.reps[into]
+	src.gradMu.Lock()
+	defer src.gradMu.Unlock()
+	var out []staged
+	var moved int64
+	for _, p := range t.model.Params {
+		if !names[p.Name] {
+			continue
+		}
+		tmp, err := dst.dev.Alloc(p.Shape...)
+		if err != nil {
+			return out, moved, err
+		}
+		out = append(out, staged{p.Name, tmp})
+		if err := MoveTensor(src.dev, dst.dev, src.grads[p.Name], tmp); err != nil {
+			return out, moved, err
+		}
+		moved += int64(core.NumElems(p.Shape)) * 4
+	}
+	return out, moved, t.zeroGradsOf(src, names)
+}
+
+// addStaged adds fetched gradients into into's accumulators, in order.
+func (t *Trainer) addStaged(into core.DeviceID, st []staged) error {
+	dst := t.reps[into]
+	dst.gradMu.Lock()
+	defer dst.gradMu.Unlock()
+	k := dst.dev.Kernels()
+	for _, s := range st {
+		g := dst.grads[s.param]
+		if err := k.Map(core.MapAdd, g, s.grad, 0, g); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// freeStaged frees fetched gradients on into.
+func (t *Trainer) freeStaged(into core.DeviceID, st []staged) {
+	for _, s := range st {
+		t.reps[into].dev.Free(s.grad)
+	}
+}
+
 func (t *Trainer) zeroGrads(r *replica) error {
 	k := r.dev.Kernels()
 	for _, g := range r.grads {

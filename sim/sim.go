@@ -231,12 +231,20 @@ type sim struct {
 	owners              bool
 	readBytes, ownBytes map[core.DeviceID]int64
 	share               map[[2]core.DeviceID]int64
+	// addAfter[i] lists, for owner-step ReduceGrads task i, the owner's
+	// backward tasks reading the parameters it moves: the executor moves
+	// the gradients once the task's dependencies are done but adds them
+	// only after those (its deterministic sum order).
+	addAfter map[int][]int
 
 	// dynamic state
 	q          eventQ
 	seq        int
 	left       []int
 	readyAt    []time.Duration
+	addLeft    []int   // addAfter tasks not finished yet
+	addSucc    [][]int // reductions waiting for task i to add
+	parked     []bool  // transfer done, waiting on addLeft
 	queued     map[core.DeviceID][]int
 	busyUntil  map[core.DeviceID]time.Duration
 	running    map[core.DeviceID]bool
@@ -547,13 +555,33 @@ func (s *sim) ownerBytes() error {
 	for name, d := range owner {
 		s.ownBytes[d] += size[name]
 	}
-	for d, ps := range core.ParamReaders(s.p.Tasks, opParams) {
+	readers := core.ParamReaders(s.p.Tasks, opParams)
+	for d, ps := range readers {
 		for name := range ps {
 			s.readBytes[d] += size[name]
 			if o := owner[name]; o != d {
 				s.share[[2]core.DeviceID{d, o}] += size[name]
 			}
 		}
+	}
+	bwdOn := map[core.DeviceID][]int{}
+	for i, t := range s.p.Tasks {
+		if t.Kind == core.TaskBackward {
+			bwdOn[t.Device] = append(bwdOn[t.Device], i)
+		}
+	}
+	s.addAfter = map[int][]int{}
+	for i, t := range s.p.Tasks {
+		if t.Kind != core.TaskReduceGrads {
+			continue
+		}
+		moved := map[string]bool{}
+		for name := range readers[t.From] {
+			if owner[name] == t.Device {
+				moved[name] = true
+			}
+		}
+		s.addAfter[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.Device], opParams, moved)
 	}
 	return nil
 }
@@ -664,6 +692,13 @@ func (s *sim) run() (*Result, error) {
 		}
 		s.res.Resident[d] = r
 		s.alloc(d, r)
+	}
+	s.addLeft, s.addSucc, s.parked = make([]int, n), make([][]int, n), make([]bool, n)
+	for i, after := range s.addAfter {
+		s.addLeft[i] = len(after)
+		for _, b := range after {
+			s.addSucc[b] = append(s.addSucc[b], i)
+		}
 	}
 	for i := range n {
 		s.left[i] = len(s.preds[i])
@@ -806,6 +841,10 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 		}
 	}
 	s.readyAt[i] = at
+	if s.addLeft[i] > 0 {
+		s.parked[i] = true // the gradients are there; the add waits
+		return
+	}
 	s.push(event{t: at, kind: evReady, task: i})
 }
 
@@ -1293,6 +1332,13 @@ func (s *sim) finish(i int, now time.Duration) {
 					s.gArrival[key] = en
 				}
 			}
+		}
+	}
+	for _, j := range s.addSucc[i] {
+		if s.addLeft[j]--; s.addLeft[j] == 0 && s.parked[j] {
+			s.parked[j] = false
+			s.readyAt[j] = max(s.readyAt[j], now)
+			s.push(event{t: s.readyAt[j], kind: evReady, task: j})
 		}
 	}
 	for _, j := range s.succ[i] {

@@ -249,7 +249,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		lastB := func(s, r int) float64 {
 			d := len(part.Devices[s])
 			j := r + d*((c.m-1-r)/d) // replica r's last micro-batch
-			end := p.pipe - upB[s] - float64(c.m-1-j)*beat
+			end := p.pipe - (LB - latB[s]) - float64(c.m-1-j)*beat
 			if kind == GPipe {
 				end = math.Min(end, bStart+latB[s]+float64(j/d)*rate[s]*float64(d))
 			}
@@ -359,9 +359,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 		}
 	}
-	// A reduction adds into a device only after that device's own
-	// backwards (the executor's deterministic order): all of them, of
-	// every stage it hosts.
+	// A device steps after all its own backwards, of every stage it
+	// hosts.
 	devEnd := map[core.DeviceID]float64{}
 	for s := range stages {
 		for r, d := range active(s) {
@@ -391,13 +390,19 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		}
 	}
 	for _, o := range owners {
-		clock := devEnd[o]
+		clock := 0.0
 		var bcast, own float64
 		for _, q := range ownStages[o] {
 			own += owned[q]
+			// A reduction's gradients travel once its source is done
+			// with them, and are added in after O's own backwards of
+			// them (those of q: O's replica of q), after the previous
+			// reduction on O's flush stream.
+			mine := lastB(q, 0)
 			for _, x := range into[q] {
 				nb := int64(x.nb)
-				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(x.d, o, nb)) + secs(c.cm.ReduceSum(o, nb))
+				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(x.d, o, nb))
+				clock = math.Max(clock, mine) + secs(c.cm.ReduceSum(o, nb))
 				t := secs(c.cm.Transfer(o, x.d, nb))
 				if c.sync {
 					bcast += t
@@ -406,7 +411,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				}
 			}
 		}
-		clock += secs(c.cm.StepBytes(o, int64(own)))
+		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(o, int64(own)))
 		iter = math.Max(iter, clock+bcast)
 	}
 	return iter, peak, fits, owned

@@ -192,7 +192,8 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 // devices' stage order) after its last backward, and home steps once.
 // Under StepOwners (on a workload that names its ops' parameters) every
 // device E reduces into each owner O ≠ E of parameters it reads (on O's
-// stream 1, in E's stage order) after E's last backward, and every owner
+// flush stream, in E's stage order) after E's backward tasks reading
+// the parameters it moves, and every owner
 // steps on its stream 1 after its own backward tasks and the reductions
 // into it.
 func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step StepMode, name string) (*core.Plan, error) {
