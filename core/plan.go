@@ -122,6 +122,13 @@ type Plan struct {
 	// StepOwners) instead of on Home: one Step per owner, and gradients
 	// reduced from each reader into the owner, not into Home.
 	StepOwners bool `json:"step_owners,omitempty"`
+	// Owners, with StepOwners, names each parameter's owner: one of the
+	// devices whose forward tasks read it (a scheduler spreads a
+	// replicated stage's parameters over its replicas, as ZeRO stage 1
+	// does, so each holds the optimizer state and receives the
+	// gradients of its share). Nil: StepOwners' rule, the device of the
+	// first forward task reading it. See ParamOwners.
+	Owners map[string]DeviceID `json:"owners,omitempty"`
 }
 
 // Reuse describes activation reuse across the subgraph units of a
@@ -365,6 +372,9 @@ func (p *Plan) Validate(w *Workload) error {
 	if p.StepOwners {
 		p.validateOwnerSteps(w, reach, backwardOn, fail)
 	} else {
+		if p.Owners != nil {
+			fail("the plan names parameter owners but does not step on them (step_owners is off)")
+		}
 		var steps []int
 		reduces := map[DeviceID][]int{}
 		for i, t := range p.Tasks {

@@ -23,6 +23,16 @@ func StepOwners(tasks []Task, opParams func(op int) []string) map[string]DeviceI
 	return own
 }
 
+// ParamOwners returns each parameter's owner under p.StepOwners: p.Owners
+// where set, otherwise StepOwners' rule. opParams(o) names the parameters
+// op o reads.
+func (p *Plan) ParamOwners(opParams func(op int) []string) map[string]DeviceID {
+	if p.Owners != nil {
+		return p.Owners
+	}
+	return StepOwners(p.Tasks, opParams)
+}
+
 // ParamReaders returns the parameters each device's forward tasks read.
 func ParamReaders(tasks []Task, opParams func(op int) []string) map[DeviceID]map[string]bool {
 	out := map[DeviceID]map[string]bool{}
@@ -69,7 +79,7 @@ func (p *Plan) HomeStep() *Plan {
 		return p
 	}
 	q, bwdOn, stream := p.withoutFlush()
-	q.StepOwners = false
+	q.StepOwners, q.Owners = false, nil
 	var stepDeps []int
 	for _, d := range sortedDevs(bwdOn) {
 		if d == p.Home {
@@ -96,19 +106,31 @@ func (p *Plan) HomeStep() *Plan {
 func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
 
 // OwnerStepIn is OwnerStep emitting the reductions and steps with devices
-// in the given order (those it does not list after them, in ID order):
-// a stream runs its tasks in plan order, so the order is the owners'
-// order of adding the reductions in.
+// in the given order (those it does not list after them, in ID order).
+// A stream runs its tasks in plan order, so an owner adds its reductions
+// in the order they are emitted: by when their gradients should be
+// ready — the latest micro-batch (unit) among the backward tasks each
+// waits for, and for the same one the later ops first (a pipeline runs a
+// unit's backward from its last ops to its first) — then in that device
+// order. A reduction waiting on a source's last stage would otherwise
+// hold up one whose gradients were final long before (a shared stage's
+// replica that also reads a pipeline stage's parameters).
 func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	q, bwdOn, stream := p.withoutFlush()
 	q.StepOwners = true
 	op := w.OpParams()
-	owner := StepOwners(q.Tasks, op)
+	owner := q.ParamOwners(op)
 	readers := ParamReaders(q.Tasks, op)
 	stepDeps := map[DeviceID][]int{}
 	for _, d := range inOrder(bwdOn, order) {
 		stepDeps[d] = append(stepDeps[d], bwdOn[d]...)
 	}
+	type reduction struct {
+		from, into DeviceID
+		deps       []int
+		unit, op   int // readiness: the latest unit waited for, its first op
+	}
+	var reds []reduction
 	for _, e := range inOrder(readers, order) {
 		into := map[DeviceID]bool{}
 		for name := range readers[e] {
@@ -117,17 +139,36 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 			}
 		}
 		for _, o := range inOrder(into, order) {
-			id := len(q.Tasks)
 			moved := map[string]bool{}
 			for name := range readers[e] {
 				if owner[name] == o {
 					moved[name] = true
 				}
 			}
-			deps := BackwardReading(q.Tasks, bwdOn[e], op, moved)
-			q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: o, Stream: stream[o], From: e, Deps: deps})
-			stepDeps[o] = append(stepDeps[o], id)
+			r := reduction{from: e, into: o, deps: BackwardReading(q.Tasks, bwdOn[e], op, moved), unit: -1}
+			for _, d := range r.deps {
+				t := q.Tasks[d]
+				first := t.OpLo
+				if len(t.Ops) > 0 {
+					first = t.Ops[0]
+				}
+				if t.Unit > r.unit || t.Unit == r.unit && first < r.op {
+					r.unit, r.op = t.Unit, first
+				}
+			}
+			reds = append(reds, r)
 		}
+	}
+	sort.SliceStable(reds, func(i, j int) bool {
+		if reds[i].unit != reds[j].unit {
+			return reds[i].unit < reds[j].unit
+		}
+		return reds[i].op > reds[j].op
+	})
+	for _, r := range reds {
+		id := len(q.Tasks)
+		q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: r.into, Stream: stream[r.into], From: r.from, Deps: r.deps})
+		stepDeps[r.into] = append(stepDeps[r.into], id)
 	}
 	owns := map[DeviceID]bool{}
 	for _, d := range owner {
@@ -239,6 +280,15 @@ func (p *Plan) withoutFlush() (*Plan, map[DeviceID][]int, map[DeviceID]int) {
 	return &q, bwdOn, stream
 }
 
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
 func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 	out := make([]DeviceID, 0, len(m))
 	for d := range m {
@@ -264,8 +314,31 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 		return
 	}
 	op := w.OpParams()
-	owner := StepOwners(p.Tasks, op)
+	owner := p.ParamOwners(op)
 	readers := ParamReaders(p.Tasks, op)
+	if p.Owners != nil {
+		// Every parameter a forward task reads has an owner among its
+		// readers; nothing else has one.
+		read := map[string]bool{}
+		for _, ps := range readers {
+			for name := range ps {
+				read[name] = true
+			}
+		}
+		for _, name := range sortedKeys(read) {
+			if _, ok := owner[name]; !ok {
+				fail("parameter %s has no owner in the plan's owners", name)
+			}
+		}
+		for _, name := range sortedKeys(owner) {
+			switch d := owner[name]; {
+			case !read[name]:
+				fail("the plan's owners name %s (owner %s), which no forward task reads", name, d)
+			case !readers[d][name]:
+				fail("parameter %s's owner %s runs no forward task reading it (an owner must read what it steps)", name, d)
+			}
+		}
+	}
 	owns := map[DeviceID]bool{}
 	for _, d := range owner {
 		owns[d] = true
@@ -293,7 +366,7 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 		case owns[d] && n != 1:
 			fail("device %s owns parameters but has %d optimizer steps, want 1", d, n)
 		case !owns[d] && n > 0:
-			fail("device %s steps the optimizer but owns no parameter (the first forward task reading a parameter owns it)", d)
+			fail("device %s steps the optimizer but owns no parameter (the plan's owners, or else the first forward task reading a parameter, own them)", d)
 		}
 	}
 	// The reductions each device owes.

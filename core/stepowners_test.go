@@ -102,3 +102,83 @@ func TestStepOwnersValidate(t *testing.T) {
 		})
 	}
 }
+
+func TestPlanOwners(t *testing.T) {
+	w := ownerWorkload()
+	p := pipelinePlan()
+	// d0 reads wa and wc (unit 0's ops a and c), d1 every parameter
+	// (unit 1 runs all ops there): wa may be stepped on d1.
+	p.Owners = map[string]DeviceID{"wa": "d1", "wb": "d1", "wc": "d0"}
+	q := p.OwnerStep(w)
+	if err := q.Validate(w); err != nil {
+		t.Fatalf("plan with named owners rejected: %v", err)
+	}
+	type pair struct{ from, into DeviceID }
+	var reduces []pair
+	for _, task := range q.Tasks {
+		if task.Kind == TaskReduceGrads {
+			reduces = append(reduces, pair{task.From, task.Device})
+		}
+	}
+	if want := []pair{{"d0", "d1"}, {"d1", "d0"}}; !slices.Equal(reduces, want) {
+		t.Errorf("reductions %v, want %v (each device into the owner of what it reads)", reduces, want)
+	}
+	if h := q.HomeStep(); h.Owners != nil {
+		t.Error("HomeStep kept the owners")
+	}
+	for _, c := range []struct {
+		name   string
+		owners map[string]DeviceID
+		home   bool
+		want   string
+	}{
+		{"owner reads nothing of it", map[string]DeviceID{"wa": "d0", "wb": "d0", "wc": "d0"}, false, "runs no forward task reading it"},
+		{"parameter without owner", map[string]DeviceID{"wa": "d0", "wb": "d1"}, false, "wc has no owner"},
+		{"unknown parameter", map[string]DeviceID{"wa": "d0", "wb": "d1", "wc": "d0", "wz": "d1"}, false, "which no forward task reads"},
+		{"owners on a home step", map[string]DeviceID{"wa": "d0"}, true, "step_owners is off"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			q := pipelinePlan().OwnerStep(w) // the default owners' flush
+			q.Owners = c.owners
+			if c.home {
+				q = pipelinePlan()
+				q.Owners = c.owners
+			}
+			err := q.Validate(w)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
+// TestOwnerStepOrder: an owner adds its reductions in the order their
+// gradients should be ready (the latest unit each waits for), not in the
+// device order given.
+func TestOwnerStepOrder(t *testing.T) {
+	w := ownerWorkload()
+	w.Devices = append(w.Devices, DeviceInfo{ID: "d2"})
+	p := &Plan{Scheduler: "test", Home: "d2",
+		Units: []Unit{{ID: 0, Targets: []int32{0, 1}, LossWeight: 1. / 3}, {ID: 1, Targets: []int32{2, 3}, LossWeight: 1. / 3}, {ID: 2, Targets: []int32{4, 5}, LossWeight: 1. / 3}},
+		Owners: map[string]DeviceID{"wa": "d2", "wb": "d2", "wc": "d2"},
+	}
+	// Unit u runs on device d(u); d1 gets the later unit 2, d0 unit 1.
+	for u, d := range []DeviceID{"d2", "d0", "d1"} {
+		p.Tasks = append(p.Tasks,
+			Task{ID: 2 * u, Kind: TaskForward, Unit: u, Device: d, OpLo: 0, OpHi: 3},
+			Task{ID: 2*u + 1, Kind: TaskBackward, Unit: u, Device: d, OpLo: 0, OpHi: 3, Deps: []int{2 * u}})
+	}
+	q := p.OwnerStepIn(w, []DeviceID{"d1", "d0", "d2"})
+	if err := q.Validate(w); err != nil {
+		t.Fatal(err)
+	}
+	var from []DeviceID
+	for _, task := range q.Tasks {
+		if task.Kind == TaskReduceGrads {
+			from = append(from, task.From)
+		}
+	}
+	if want := []DeviceID{"d0", "d1"}; !slices.Equal(from, want) {
+		t.Errorf("reductions into d2 from %v, want %v (d0's unit 1 is done before d1's unit 2)", from, want)
+	}
+}

@@ -149,7 +149,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	var owners map[string]core.DeviceID
 	t.gradAt = nil
 	if plan.StepOwners {
-		owners = core.StepOwners(plan.Tasks, func(o int) []string { return t.opPar[o] })
+		owners = plan.ParamOwners(func(o int) []string { return t.opPar[o] })
 		// Home keeps the gradients of the parameters its ops read, and
 		// (dropHomeCopies, once the replicas are refreshed) only those
 		// parameters and the ones it owns.

@@ -165,7 +165,7 @@ func checkOwnerMemory(t *testing.T, tr *engine.Trainer, devs, refDevs []core.Dev
 		t.Fatal(err)
 	}
 	op := w.OpParams()
-	owner := core.StepOwners(p.Tasks, op)
+	owner := p.ParamOwners(op)
 	read := core.ParamReaders(p.Tasks, op)
 	size := map[string]int64{}
 	for _, o := range w.Ops {

@@ -548,7 +548,7 @@ func (s *sim) ownerBytes() error {
 		return fmt.Errorf("sim: the plan steps parameters on their owners (step_owners) but the workload names no op's parameters")
 	}
 	opParams := s.w.OpParams()
-	owner := core.StepOwners(s.p.Tasks, opParams)
+	owner := s.p.ParamOwners(opParams)
 	s.owners = true
 	s.readBytes, s.ownBytes = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
 	s.share = map[[2]core.DeviceID]int64{}

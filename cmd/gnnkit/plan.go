@@ -128,7 +128,7 @@ func ownersOf(p *core.Plan, w *core.Workload) []ownerReport {
 		}
 	}
 	by := map[core.DeviceID]*ownerReport{}
-	for name, d := range core.StepOwners(p.Tasks, w.OpParams()) {
+	for name, d := range p.ParamOwners(w.OpParams()) {
 		if by[d] == nil {
 			by[d] = &ownerReport{Device: d}
 		}

@@ -1,7 +1,10 @@
 package graphpipe
 
 import (
+	"cmp"
+	"maps"
 	"math"
+	"slices"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -248,6 +251,12 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		bStart := LF + math.Max(steadyF, linkSteady)
 		lastB := func(s, r int) float64 {
 			d := len(part.Devices[s])
+			if len(preds[s]) == 0 && len(succs[s]) == 0 {
+				// One stage (data parallelism): the replicas run in
+				// lockstep, nothing feeding them one beat apart; one
+				// with fewer micro-batches ends that many earlier.
+				return p.pipe - float64((c.m+d-1)/d-(c.m-r+d-1)/d)*t[s]
+			}
 			j := r + d*((c.m-1-r)/d) // replica r's last micro-batch
 			end := p.pipe - (LB - latB[s]) - float64(c.m-1-j)*beat
 			if kind == GPipe {
@@ -255,7 +264,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			}
 			return end
 		}
-		var owned []float64
+		var owned map[core.DeviceID]float64
 		p.iter, p.peak, p.fits, owned = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
 		if len(shared) > 0 {
 			c.sharedPeaks(&p, part, shared, st, owned, kind, W)
@@ -299,122 +308,140 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 }
 
 // ownerFlush is the end of the iteration of the partition's owner-stepped
-// plan (core.Plan.StepOwners) whose pipeline ends at pipe (stage s's last
-// backward upB[s] earlier), and the largest per-device peak and whether
-// every device fits. A parameter's owner is the first replica of the
-// lowest-numbered stage reading it (BuildPlan's plan order). Each owner
-// O, in parallel with the others: the replicas reading parameters O owns
-// send it their gradients of them once their last backward is done
-// (transfer, then the sum on O, one after another in plan order), O
-// steps the bytes it owns once its own last backward is done too, then
-// sends the new values to those replicas (in parallel over copy engines,
-// in turn with synchronous copies). Memory: a stage's first replica holds
-// its parameters and gradients and the optimizer state of what it owns
-// (home alike: it drops the parameters it does not read), the other
-// replicas their parameters and gradients.
-func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, owned []float64) {
+// plan (core.Plan.StepOwners) whose pipeline ends at pipe (lastB(s, r):
+// replica r of stage s's last backward), and the largest per-device peak,
+// whether every device fits, and the bytes each device owns. Owners are
+// BuildPlan's (spreadOwners). Each owner O, in parallel with the others:
+// every device E reading parameters O owns sends it their gradients once
+// E's last backward reading them is done, and O adds them in after its
+// own last backward reading them (one reduction after another on O's
+// flush stream, sources in plan order); O steps the bytes it owns once
+// all its backwards are done, then sends the new values to those devices
+// (in parallel over copy engines, in turn with synchronous copies).
+// Memory: a replica holds its stage's parameters and gradients and the
+// optimizer state of what it owns (home alike: it drops the parameters
+// it does not read).
+func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, ownedDev map[core.DeviceID]float64) {
 	S := len(stages)
 	nP := len(c.parBytes)
-	ownSt := make([]int, nP) // the stage owning each parameter
-	for i := range ownSt {
-		ownSt[i] = -1
-	}
+	// The parameters each stage reads.
+	stageParams := make([][]int32, S)
 	seen := make([]int, nP)
 	for i := range seen {
 		seen[i] = -1
 	}
-	// by[s][q]: the bytes of the parameters stage s reads that stage q owns.
-	by := make([]map[int]float64, S)
 	for s, ops := range stages {
-		by[s] = map[int]float64{}
 		for _, o := range ops {
 			for _, p := range c.opPar[o] {
-				if seen[p] == s {
-					continue
+				if seen[p] != s {
+					seen[p] = s
+					stageParams[s] = append(stageParams[s], p)
 				}
-				seen[p] = s
-				if ownSt[p] < 0 {
-					ownSt[p] = s
-				}
-				by[s][ownSt[p]] += c.parBytes[p]
 			}
 		}
 	}
 	// What each replica runs on: replicas past the micro-batch count run
 	// nothing and hold nothing.
-	active := func(s int) []core.DeviceID { return part.Devices[s][:min(len(part.Devices[s]), c.m)] }
-	type in struct {
-		end float64 // the replica's last backward
-		d   core.DeviceID
-		nb  float64
+	active := make([][]core.DeviceID, S)
+	for s := range S {
+		active[s] = part.Devices[s][:min(len(part.Devices[s]), c.m)]
 	}
-	into := make([][]in, S) // the reductions into stage q's owner, in plan order
-	for s := range stages {
-		for r, d := range active(s) {
-			for q := range S { // owners in plan order
-				nb := by[s][q]
-				if nb > 0 && (q != s || r > 0) {
-					into[q] = append(into[q], in{lastB(s, r), d, nb})
-				}
+	owner := spreadOwners(stageParams, active, c.parBytes)
+	ownedDev = map[core.DeviceID]float64{}
+	for p, d := range owner {
+		if d != "" {
+			ownedDev[d] += c.parBytes[p]
+		}
+	}
+	// Devices in plan order (stage by stage, replica by replica), and per
+	// device the parameters it reads with its last backward reading each.
+	pos := map[core.DeviceID]int{}
+	var devs []core.DeviceID
+	var endOf []map[int32]float64
+	devEnd := map[core.DeviceID]float64{} // a device steps after all its backwards
+	for s := range S {
+		for r, d := range active[s] {
+			i, ok := pos[d]
+			if !ok {
+				i = len(devs)
+				pos[d] = i
+				devs = append(devs, d)
+				endOf = append(endOf, map[int32]float64{})
+			}
+			e := lastB(s, r)
+			devEnd[d] = math.Max(devEnd[d], e)
+			for _, p := range stageParams[s] {
+				endOf[i][p] = math.Max(endOf[i][p], e)
 			}
 		}
 	}
-	// A device steps after all its own backwards, of every stage it
-	// hosts.
-	devEnd := map[core.DeviceID]float64{}
-	for s := range stages {
-		for r, d := range active(s) {
-			devEnd[d] = math.Max(devEnd[d], lastB(s, r))
+	// The reductions: from each device into each other owner of what it
+	// reads, with the source's and the owner's last backwards over the
+	// parameters moved.
+	type red struct {
+		e         int // source, by plan position
+		nb        float64
+		end, mine float64
+	}
+	into := make([][]red, len(devs)) // by the owner's plan position
+	for e, ps := range endOf {
+		at := map[int]int{} // owner position -> index in into[owner]
+		for _, p := range slices.Sorted(maps.Keys(ps)) {
+			o := pos[owner[p]]
+			if o == e {
+				continue
+			}
+			j, ok := at[o]
+			if !ok {
+				j = len(into[o])
+				at[o] = j
+				into[o] = append(into[o], red{e: e})
+			}
+			x := &into[o][j]
+			x.nb += c.parBytes[p]
+			x.end = math.Max(x.end, ps[p])
+			x.mine = math.Max(x.mine, endOf[o][p])
 		}
 	}
 	iter, fits = pipe, true
-	owned = make([]float64, S)
-	// Per owner device, the stages it owns for (several where it hosts a
-	// shared stage's first replica too): their reductions one after
-	// another on its flush stream, one step over all it owns.
-	var owners []core.DeviceID
-	ownStages := map[core.DeviceID][]int{}
-	for q := range stages {
-		owned[q] = by[q][q]
-		o := part.Devices[q][0]
-		if owned[q] > 0 {
-			if len(ownStages[o]) == 0 {
-				owners = append(owners, o)
-			}
-			ownStages[o] = append(ownStages[o], q)
+	for o, d := range devs {
+		if ownedDev[d] <= 0 {
+			continue
 		}
-		pk := c.peakWith(c.residentOwned(st[q].pw, owned[q]), st[q], kind, W[q], len(part.Devices[q]))
+		clock := 0.0
+		var bcast float64
+		// The plan adds them in by when their gradients are ready
+		// (core.Plan.OwnerStepIn), then in plan order.
+		slices.SortStableFunc(into[o], func(a, b red) int { return cmp.Compare(a.end, b.end) })
+		for _, x := range into[o] {
+			nb := int64(x.nb)
+			src := devs[x.e]
+			// The gradients travel once the source is done with them and
+			// are added in after the owner's own backwards of them.
+			clock = math.Max(clock, x.end) + secs(c.cm.Transfer(src, d, nb))
+			clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
+			t := secs(c.cm.Transfer(d, src, nb))
+			if c.sync {
+				bcast += t
+			} else {
+				bcast = math.Max(bcast, t)
+			}
+		}
+		clock = math.Max(clock, devEnd[d]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
+		iter = math.Max(iter, clock+bcast)
+	}
+	for q := range stages {
+		var own float64
+		for _, d := range active[q] {
+			own = math.Max(own, ownedDev[d])
+		}
+		pk := c.peakWith(c.residentOwned(st[q].pw, own), st[q], kind, W[q], len(part.Devices[q]))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
 		}
 	}
-	for _, o := range owners {
-		clock := 0.0
-		var bcast, own float64
-		for _, q := range ownStages[o] {
-			own += owned[q]
-			// A reduction's gradients travel once its source is done
-			// with them, and are added in after O's own backwards of
-			// them (those of q: O's replica of q), after the previous
-			// reduction on O's flush stream.
-			mine := lastB(q, 0)
-			for _, x := range into[q] {
-				nb := int64(x.nb)
-				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(x.d, o, nb))
-				clock = math.Max(clock, mine) + secs(c.cm.ReduceSum(o, nb))
-				t := secs(c.cm.Transfer(o, x.d, nb))
-				if c.sync {
-					bcast += t
-				} else {
-					bcast = math.Max(bcast, t)
-				}
-			}
-		}
-		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(o, int64(own)))
-		iter = math.Max(iter, clock+bcast)
-	}
-	return iter, peak, fits, owned
+	return iter, peak, fits, ownedDev
 }
 
 // hosted is one replica a device runs: replica of stage.
@@ -443,21 +470,19 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 
 // sharedPeaks adds the peaks of devices hosting several stages to p: one
 // resident part for all of them (the parameters each stage reads, the
-// optimizer state of what its first replicas own), every
+// optimizer state of what the device owns), every
 // stage's in-flight micro-batches, and the largest one backward's
 // transients (the device runs one task at a time).
-func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned []float64, kind Kind, W []int) {
-	for _, hs := range shared {
-		var used, own, held, trans float64
+func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, kind Kind, W []int) {
+	for d, hs := range shared {
+		own := owned[d]
+		var used, held, trans float64
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
 			}
 			s := st[h.stage]
 			used += s.pw
-			if h.replica == 0 {
-				own += owned[h.stage]
-			}
 			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
 			trans = math.Max(trans, s.trans)
 		}

@@ -307,6 +307,7 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 		}
 	}
 	if step.owners(w) {
+		p.Owners = planOwners(w, part, m)
 		p = p.OwnerStepIn(w, devs)
 	} else {
 		homeStep(p, devs, bwdOn)

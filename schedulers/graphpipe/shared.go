@@ -61,10 +61,10 @@ func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
 			q.StageOf[o] = len(p.Devices)
 		}
 	}
-	// The trunk's first replica becomes home and the owner of the
-	// trunk's parameters (their Adam state): start the trunk on the
-	// devices that own nothing else (replicas after their stage's first),
-	// so those roles do not pile onto one branch stage's owner.
+	// The trunk's first replica becomes home: start the trunk on the
+	// replicas after their stage's first, so home does not pile onto the
+	// device whose stage it also leads (spreadOwners, which names owners
+	// replica by replica, then starts a tie there too).
 	var all, firsts []core.DeviceID
 	for _, ds := range p.Devices {
 		firsts = append(firsts, ds[0])

@@ -107,6 +107,12 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 		return nil, fmt.Errorf("%w: no plan in the response", core.ErrInvalidPlan)
 	}
 	p := &core.Plan{Scheduler: m.GetScheduler(), Home: core.DeviceID(m.GetHome()), StepOwners: m.GetStepOwners()}
+	for name, d := range m.GetOwners() {
+		if p.Owners == nil {
+			p.Owners = map[string]core.DeviceID{}
+		}
+		p.Owners[name] = core.DeviceID(d)
+	}
 	var err error
 	if len(m.GetUnits()) > 0 {
 		p.Units = make([]core.Unit, len(m.GetUnits()))

@@ -41,7 +41,8 @@ func plan() *core.Plan {
 			{ID: 4, Kind: core.TaskReduceGrads, Unit: -1, Device: "cpu:0", From: "cpu:1", Deps: []int{3}},
 			{ID: 5, Kind: core.TaskStep, Unit: -1, Device: "cpu:0", Deps: []int{1, 4}},
 		},
-		MemEstimate: map[core.DeviceID]int64{"cpu:0": 1 << 20}, Metrics: map[string]float64{"micro_batches": 2}}
+		MemEstimate: map[core.DeviceID]int64{"cpu:0": 1 << 20}, Metrics: map[string]float64{"micro_batches": 2},
+		StepOwners: true, Owners: map[string]core.DeviceID{"w0": "cpu:0", "w1": "cpu:1"}}
 }
 
 // roundTrip marshals m to bytes and back, as the wire does.

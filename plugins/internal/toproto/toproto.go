@@ -76,6 +76,12 @@ func Plan(p *core.Plan) *pb.Plan {
 		Units:      make([]*pb.Unit, len(p.Units)),
 		Tasks:      make([]*pb.Task, len(p.Tasks)),
 	}
+	for name, d := range p.Owners {
+		if out.Owners == nil {
+			out.Owners = map[string]string{}
+		}
+		out.Owners[name] = string(d)
+	}
 	for i, u := range p.Units {
 		out.Units[i] = &pb.Unit{Id: int64(u.ID), Targets: u.Targets, LossWeight: u.LossWeight, Subgraph: u.Subgraph}
 	}

@@ -1049,7 +1049,10 @@ type Plan struct {
 	// absent: none.
 	Reuse *Reuse `protobuf:"bytes,7,opt,name=reuse,proto3" json:"reuse,omitempty"`
 	// Step each parameter on its owner, not on home (core.Plan.StepOwners).
-	StepOwners    bool `protobuf:"varint,8,opt,name=step_owners,json=stepOwners,proto3" json:"step_owners,omitempty"`
+	StepOwners bool `protobuf:"varint,8,opt,name=step_owners,json=stepOwners,proto3" json:"step_owners,omitempty"`
+	// Each parameter's owner, with step_owners (core.Plan.Owners); empty:
+	// the device of the first forward task reading it.
+	Owners        map[string]string `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1138,6 +1141,13 @@ func (x *Plan) GetStepOwners() bool {
 		return x.StepOwners
 	}
 	return false
+}
+
+func (x *Plan) GetOwners() map[string]string {
+	if x != nil {
+		return x.Owners
+	}
+	return nil
 }
 
 // Reuse is core.Reuse: compute each shared activation once per iteration.
@@ -1815,7 +1825,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x0ekernel_variant\x18\b \x01(\tR\rkernelVariant\x12\x16\n" +
 	"\x06gflops\x18\t \x01(\x01R\x06gflops\x12\x19\n" +
 	"\bmem_gbps\x18\n" +
-	" \x01(\x01R\amemGbps\"\xfa\x03\n" +
+	" \x01(\x01R\amemGbps\"\xf4\x04\n" +
 	"\x04Plan\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12\x12\n" +
 	"\x04home\x18\x02 \x01(\tR\x04home\x12/\n" +
@@ -1825,13 +1835,17 @@ const file_scheduler_proto_rawDesc = "" +
 	"\ametrics\x18\x06 \x03(\v2&.gnnkit.scheduler.v1.Plan.MetricsEntryR\ametrics\x120\n" +
 	"\x05reuse\x18\a \x01(\v2\x1a.gnnkit.scheduler.v1.ReuseR\x05reuse\x12\x1f\n" +
 	"\vstep_owners\x18\b \x01(\bR\n" +
-	"stepOwners\x1a>\n" +
+	"stepOwners\x12=\n" +
+	"\x06owners\x18\t \x03(\v2%.gnnkit.scheduler.v1.Plan.OwnersEntryR\x06owners\x1a>\n" +
 	"\x10MemEstimateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
 	"\fMetricsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\"n\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
+	"\vOwnersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
 	"\x05Reuse\x12\x1a\n" +
 	"\bboundary\x18\x01 \x01(\tR\bboundary\x125\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x1d.gnnkit.scheduler.v1.NodeListR\x06chunks\x12\x12\n" +
@@ -1916,7 +1930,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 26)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -1945,7 +1959,8 @@ var file_scheduler_proto_goTypes = []any{
 	(*OutOfMemory)(nil),      // 24: gnnkit.scheduler.v1.OutOfMemory
 	nil,                      // 25: gnnkit.scheduler.v1.Plan.MemEstimateEntry
 	nil,                      // 26: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 27: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	nil,                      // 27: gnnkit.scheduler.v1.Plan.OwnersEntry
+	nil,                      // 28: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
@@ -1966,22 +1981,23 @@ var file_scheduler_proto_depIdxs = []int32{
 	25, // 15: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
 	26, // 16: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
 	17, // 17: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
-	18, // 18: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
-	1,  // 19: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	22, // 20: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	27, // 21: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	24, // 22: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 23: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 24: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 25: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 26: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 27: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 28: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	26, // [26:29] is the sub-list for method output_type
-	23, // [23:26] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	27, // 18: gnnkit.scheduler.v1.Plan.owners:type_name -> gnnkit.scheduler.v1.Plan.OwnersEntry
+	18, // 19: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 20: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	22, // 21: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	28, // 22: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	24, // 23: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 24: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 25: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 26: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 27: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 28: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 29: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	27, // [27:30] is the sub-list for method output_type
+	24, // [24:27] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -1995,7 +2011,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   26,
+			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
