@@ -159,7 +159,7 @@ func TestOwnerStepOrder(t *testing.T) {
 	w := ownerWorkload()
 	w.Devices = append(w.Devices, DeviceInfo{ID: "d2"})
 	p := &Plan{Scheduler: "test", Home: "d2",
-		Units: []Unit{{ID: 0, Targets: []int32{0, 1}, LossWeight: 1. / 3}, {ID: 1, Targets: []int32{2, 3}, LossWeight: 1. / 3}, {ID: 2, Targets: []int32{4, 5}, LossWeight: 1. / 3}},
+		Units:  []Unit{{ID: 0, Targets: []int32{0, 1}, LossWeight: 1. / 3}, {ID: 1, Targets: []int32{2, 3}, LossWeight: 1. / 3}, {ID: 2, Targets: []int32{4, 5}, LossWeight: 1. / 3}},
 		Owners: map[string]DeviceID{"wa": "d2", "wb": "d2", "wc": "d2"},
 	}
 	// Unit u runs on device d(u); d1 gets the later unit 2, d0 unit 1.
