@@ -2,7 +2,6 @@ package graphpipe
 
 import (
 	"cmp"
-	"maps"
 	"math"
 	"slices"
 
@@ -353,54 +352,92 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			ownedDev[d] += c.parBytes[p]
 		}
 	}
-	// Devices in plan order (stage by stage, replica by replica), and per
-	// device the parameters it reads with its last backward reading each.
+	// Devices in plan order (stage by stage, replica by replica), the
+	// replicas each hosts, and each replica's last backward.
 	pos := map[core.DeviceID]int{}
 	var devs []core.DeviceID
-	var endOf []map[int32]float64
-	devEnd := map[core.DeviceID]float64{} // a device steps after all its backwards
+	var hostedOn [][][2]int
+	var devEnd []float64 // a device steps after all its backwards
+	ends := make([][]float64, S)
 	for s := range S {
+		ends[s] = make([]float64, len(active[s]))
 		for r, d := range active[s] {
 			i, ok := pos[d]
 			if !ok {
 				i = len(devs)
 				pos[d] = i
 				devs = append(devs, d)
-				endOf = append(endOf, map[int32]float64{})
+				hostedOn = append(hostedOn, nil)
+				devEnd = append(devEnd, 0)
 			}
-			e := lastB(s, r)
-			devEnd[d] = math.Max(devEnd[d], e)
+			ends[s][r] = lastB(s, r)
+			hostedOn[i] = append(hostedOn[i], [2]int{s, r})
+			devEnd[i] = math.Max(devEnd[i], ends[s][r])
+		}
+	}
+	// Each parameter's owner (by plan position) and the owner's last
+	// backward reading it.
+	ownerAt := make([]int, nP)
+	mine := make([]float64, nP)
+	for p, d := range owner {
+		ownerAt[p] = -1
+		if d != "" {
+			ownerAt[p] = pos[d]
+		}
+	}
+	for s := range S {
+		for r, d := range active[s] {
 			for _, p := range stageParams[s] {
-				endOf[i][p] = math.Max(endOf[i][p], e)
+				if ownerAt[p] == pos[d] {
+					mine[p] = math.Max(mine[p], ends[s][r])
+				}
 			}
 		}
 	}
 	// The reductions: from each device into each other owner of what it
-	// reads, with the source's and the owner's last backwards over the
-	// parameters moved.
+	// reads, with the source's last backward over the parameters moved
+	// and the owner's.
 	type red struct {
 		e         int // source, by plan position
 		nb        float64
 		end, mine float64
 	}
 	into := make([][]red, len(devs)) // by the owner's plan position
-	for e, ps := range endOf {
-		at := map[int]int{} // owner position -> index in into[owner]
-		for _, p := range slices.Sorted(maps.Keys(ps)) {
-			o := pos[owner[p]]
-			if o == e {
+	slot, slotOf := make([]int, len(devs)), make([]int, len(devs))
+	for i := range slotOf {
+		slotOf[i] = -1
+	}
+	stamp, endAt := make([]int, nP), make([]float64, nP)
+	for i := range stamp {
+		stamp[i] = -1
+	}
+	var list []int32
+	for e := range devs {
+		list = list[:0]
+		for _, h := range hostedOn[e] {
+			end := ends[h[0]][h[1]]
+			for _, p := range stageParams[h[0]] {
+				if stamp[p] != e {
+					stamp[p], endAt[p] = e, end
+					list = append(list, p)
+				} else {
+					endAt[p] = math.Max(endAt[p], end)
+				}
+			}
+		}
+		for _, p := range list {
+			o := ownerAt[p]
+			if o == e || o < 0 {
 				continue
 			}
-			j, ok := at[o]
-			if !ok {
-				j = len(into[o])
-				at[o] = j
+			if slotOf[o] != e {
+				slotOf[o], slot[o] = e, len(into[o])
 				into[o] = append(into[o], red{e: e})
 			}
-			x := &into[o][j]
+			x := &into[o][slot[o]]
 			x.nb += c.parBytes[p]
-			x.end = math.Max(x.end, ps[p])
-			x.mine = math.Max(x.mine, endOf[o][p])
+			x.end = math.Max(x.end, endAt[p])
+			x.mine = math.Max(x.mine, mine[p])
 		}
 	}
 	iter, fits = pipe, true
@@ -427,7 +464,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				bcast = math.Max(bcast, t)
 			}
 		}
-		clock = math.Max(clock, devEnd[d]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
+		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
 		iter = math.Max(iter, clock+bcast)
 	}
 	for q := range stages {

@@ -19,46 +19,53 @@ import (
 // own them all. Unread parameters get "".
 func spreadOwners(stageParams [][]int32, devs [][]core.DeviceID, bytes []float64) []core.DeviceID {
 	n := len(bytes)
-	readers := make([][]core.DeviceID, n)
-	first := make([]int, n)
-	for i := range first {
-		first[i] = -1
-	}
+	// The stages reading each parameter, lowest first; its readers are
+	// their replicas in that order.
+	stagesOf := make([][]int32, n)
 	for s, ps := range stageParams {
+		if len(devs[s]) == 0 {
+			continue
+		}
 		for _, p := range ps {
-			if first[p] < 0 {
-				first[p] = s
-			}
-			for _, d := range devs[s] {
-				if !slices.Contains(readers[p], d) {
-					readers[p] = append(readers[p], d)
-				}
+			if k := len(stagesOf[p]); k == 0 || stagesOf[p][k-1] != int32(s) {
+				stagesOf[p] = append(stagesOf[p], int32(s))
 			}
 		}
 	}
 	order := make([]int, 0, n)
 	for i := range n {
-		if first[i] >= 0 && len(readers[i]) > 0 {
+		if len(stagesOf[i]) > 0 {
 			order = append(order, i)
 		}
 	}
 	slices.SortStableFunc(order, func(a, b int) int {
-		if c := cmp.Compare(first[a], first[b]); c != 0 {
+		if c := cmp.Compare(stagesOf[a][0], stagesOf[b][0]); c != 0 {
 			return c
 		}
 		return cmp.Compare(bytes[b], bytes[a])
 	})
-	owned := map[core.DeviceID]float64{}
+	idx := map[core.DeviceID]int{}
+	for _, ds := range devs {
+		for _, d := range ds {
+			if _, ok := idx[d]; !ok {
+				idx[d] = len(idx)
+			}
+		}
+	}
+	owned := make([]float64, len(idx))
 	out := make([]core.DeviceID, n)
 	for _, p := range order {
-		best := readers[p][0]
-		for _, d := range readers[p][1:] {
-			if owned[d] < owned[best] {
-				best = d
+		var best core.DeviceID
+		bi := -1
+		for _, s := range stagesOf[p] {
+			for _, d := range devs[s] {
+				if i := idx[d]; bi < 0 || owned[i] < owned[bi] {
+					best, bi = d, i
+				}
 			}
 		}
 		out[p] = best
-		owned[best] += bytes[p]
+		owned[bi] += bytes[p]
 	}
 	return out
 }
