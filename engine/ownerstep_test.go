@@ -67,6 +67,9 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 					if got.Loss != want.Loss {
 						t.Errorf("step %d: loss %.9g, home-step %.9g", i, got.Loss, want.Loss)
 					}
+					if useOwner {
+						checkReduceEvents(t, got.Trace, p, ob, own, odevs)
+					}
 				}
 				if own.Step() != ref.Step() {
 					t.Errorf("step count %d, want %d", own.Step(), ref.Step())
@@ -149,6 +152,59 @@ func relL2(a, b []float32) float64 {
 		return math.Sqrt(num)
 	}
 	return math.Sqrt(num / den)
+}
+
+// checkReduceEvents: every owner reduction shows in the trace as a fetch
+// on its owner's stream carrying the bytes of the parameters it moves
+// (those its source reads and the owner owns), then the add, which
+// carries none (the bytes are counted once).
+func checkReduceEvents(t *testing.T, tr *core.Trace, p *core.Plan, b *engine.Batch, own *engine.Trainer, devs []core.Device) {
+	t.Helper()
+	w, err := own.Workload(b, infos(devs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := w.OpParams()
+	owner := p.ParamOwners(op)
+	read := core.ParamReaders(p.Tasks, op)
+	size := map[string]int64{}
+	for _, o := range w.Ops {
+		for _, r := range o.Params {
+			size[r.Name] = r.Bytes
+		}
+	}
+	for _, task := range p.Tasks {
+		if task.Kind != core.TaskReduceGrads {
+			continue
+		}
+		var want int64
+		for name := range read[task.From] {
+			if owner[name] == task.Device {
+				want += size[name]
+			}
+		}
+		var fetched, added int
+		for _, e := range tr.Events {
+			if e.Device != task.Device || e.Stream != task.Stream {
+				continue
+			}
+			switch e.Name {
+			case "fetch grads from " + string(task.From):
+				fetched++
+				if e.Bytes != want {
+					t.Errorf("fetch from %s into %s moved %d bytes, want %d", task.From, task.Device, e.Bytes, want)
+				}
+			case "reduce grads from " + string(task.From):
+				added++
+				if e.Bytes != 0 {
+					t.Errorf("the add from %s into %s counts %d bytes again", task.From, task.Device, e.Bytes)
+				}
+			}
+		}
+		if fetched != 1 || added != 1 {
+			t.Errorf("reduction %s -> %s: %d fetch and %d add events, want 1 each", task.From, task.Device, fetched, added)
+		}
+	}
 }
 
 // checkOwnerMemory: after an owner-stepped iteration p of the two-stage

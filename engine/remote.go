@@ -421,7 +421,8 @@ func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 		if err = ex.waitBackwardOn(ctx, task.Device, names); err == nil {
 			t0 = time.Now()
 			err = ex.t.addStaged(task.Device, staged)
-			ex.record(core.TraceEvent{Name: "reduce grads from " + string(task.From), Cat: core.TaskReduceGrads.String(), Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t0)
+			// The bytes moved are the fetch's (counted once).
+			ex.record(core.TraceEvent{Name: "reduce grads from " + string(task.From), Cat: core.TaskReduceGrads.String(), Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
 		}
 	}
 	ex.t.freeStaged(task.Device, staged)
