@@ -127,7 +127,8 @@ type Plan struct {
 	// replicated stage's parameters over its replicas, as ZeRO stage 1
 	// does, so each holds the optimizer state and receives the
 	// gradients of its share). Nil: StepOwners' rule, the device of the
-	// first forward task reading it. See ParamOwners.
+	// first forward task reading it (so does an empty map). See
+	// ParamOwners.
 	Owners map[string]DeviceID `json:"owners,omitempty"`
 }
 
@@ -372,7 +373,7 @@ func (p *Plan) Validate(w *Workload) error {
 	if p.StepOwners {
 		p.validateOwnerSteps(w, reach, backwardOn, fail)
 	} else {
-		if p.Owners != nil {
+		if len(p.Owners) > 0 {
 			fail("the plan names parameter owners but does not step on them (step_owners is off)")
 		}
 		var steps []int

@@ -27,7 +27,7 @@ func StepOwners(tasks []Task, opParams func(op int) []string) map[string]DeviceI
 // where set, otherwise StepOwners' rule. opParams(o) names the parameters
 // op o reads.
 func (p *Plan) ParamOwners(opParams func(op int) []string) map[string]DeviceID {
-	if p.Owners != nil {
+	if len(p.Owners) > 0 {
 		return p.Owners
 	}
 	return StepOwners(p.Tasks, opParams)
@@ -316,7 +316,7 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 	op := w.OpParams()
 	owner := p.ParamOwners(op)
 	readers := ParamReaders(p.Tasks, op)
-	if p.Owners != nil {
+	if len(p.Owners) > 0 {
 		// Every parameter a forward task reads has an owner among its
 		// readers; nothing else has one.
 		read := map[string]bool{}
@@ -407,6 +407,14 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 		for name := range readers[k.from] {
 			if owner[name] == k.into {
 				moved[name] = true
+			}
+		}
+		// The executor adds them in after the owner's own backward tasks
+		// reading them: none of those may wait for the reduction.
+		for _, b := range BackwardReading(p.Tasks, backwardOn[k.into], op, moved) {
+			if reach(b, r[0]) {
+				fail("the gradient reduction from %s into %s (task %d) comes before %s's backward task %d, which writes gradients it moves (the reduction adds after it: deadlock)", k.from, k.into, r[0], k.into, b)
+				break
 			}
 		}
 		for _, b := range BackwardReading(p.Tasks, backwardOn[k.from], op, moved) {

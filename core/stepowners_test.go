@@ -83,6 +83,7 @@ func TestStepOwnersValidate(t *testing.T) {
 		{"missing reduction", func(p *Plan) { p.Tasks[8].From = "d0"; p.Tasks[8].Device = "d1" }, "has 0 gradient reductions"},
 		{"reduction into itself", func(p *Plan) { p.Tasks[8].Device = "d1" }, "into itself"},
 		{"reduction too early", func(p *Plan) { p.Tasks[8].Deps = []int{4} }, "does not wait for backward task 7"},
+		{"owner's backward after the reduction", func(p *Plan) { p.Tasks[5].Deps = append(p.Tasks[5].Deps, 8) }, "comes before d0's backward task 5"},
 		{"step before reduction", func(p *Plan) { p.Tasks[9].Deps = []int{3, 5}; p.Tasks[9].Stream = 5 }, "does not wait for the gradient reduction"},
 		{"step before own backward", func(p *Plan) { p.Tasks[10].Deps = []int{4}; p.Tasks[10].Stream = 6 }, "does not wait for its backward task 7"},
 		{"no parameter names", func(p *Plan) {
@@ -125,6 +126,12 @@ func TestPlanOwners(t *testing.T) {
 	}
 	if h := q.HomeStep(); h.Owners != nil {
 		t.Error("HomeStep kept the owners")
+	}
+	// An empty map (as JSON "owners": {} decodes) is the default rule.
+	e := pipelinePlan()
+	e.Owners = map[string]DeviceID{}
+	if e = e.OwnerStep(w); e.Validate(w) != nil || e.ParamOwners(w.OpParams())["wb"] != "d1" {
+		t.Errorf("empty owners: %v, owners %v; want the first-reader rule", e.Validate(w), e.ParamOwners(w.OpParams()))
 	}
 	for _, c := range []struct {
 		name   string

@@ -103,9 +103,12 @@
 // runs the measured optimizer time (or 8 × parameter bytes at memory
 // bandwidth, Adam's traffic) and then sends the parameters to every other
 // device of the plan. A plan with core.Plan.StepOwners steps each
-// parameter on its owner (core.StepOwners; sizes from the workload's
+// parameter on its owner (core.Plan.ParamOwners; sizes from the workload's
 // OpInfo.Params, each parameter once): ReduceGrads{From: E, Device: O}
-// moves and sums only the bytes of the parameters E reads and O owns, and
+// moves only the bytes of the parameters E reads and O owns, as soon as
+// its dependencies are done (O holds them from then), and sums them once
+// O's own backward tasks reading them are done too (the executor's
+// order), and
 // O's Step costs the step over the bytes O owns (CostModel.StepBytes)
 // and sends each other device the bytes it reads and O owns.
 //

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -250,6 +251,50 @@ func TestHomeStepUnchanged(t *testing.T) {
 
 // TestOwnerStepsNeedNamedParams: a StepOwners plan over a workload that
 // names no op's parameters is an error, not a guess.
+// TestOwnerReduceAddsAfterOwner: cpu:3's gradients of s travel to cpu:0
+// once cpu:3 is done with them, but cpu:0 adds them in only after its
+// own backward tasks reading s (10 and 11), holding them meanwhile; a
+// plan where one of those waits for the reduction deadlocks, and the
+// error says what the reduction waits for.
+func TestOwnerReduceAddsAfterOwner(t *testing.T) {
+	w := ownerWorkload(true)
+	d := devIDs(4)
+	cl := sim.CPU(4, sim.DeviceModel{GFLOPS: 1, MemGBps: 1}, sim.Link{GBps: 1})
+	cl.SyncTransfers = false // copy engines: the transfer runs beside compute
+	prof := flat(w, time.Millisecond, time.Millisecond, 0, 0)
+	r, err := sim.Simulate(ownerPlan(), w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xfer, add, lastBwd core.TraceEvent
+	for _, e := range r.Trace.Events {
+		switch {
+		case e.Name == "reduce grads" && e.Device == core.DeviceID("link "+string(d[3])+"->"+string(d[0])):
+			xfer = e
+		case e.Name == "reduce grads from "+string(d[3]):
+			add = e
+		case e.Cat == "backward" && e.Device == d[0] && e.Start+e.Dur > lastBwd.Start+lastBwd.Dur:
+			lastBwd = e
+		}
+	}
+	if xfer.Dur == 0 || add.Dur == 0 || lastBwd.Dur == 0 {
+		t.Fatalf("missing events: transfer %+v, add %+v, cpu:0's last backward %+v", xfer, add, lastBwd)
+	}
+	if xfer.Start >= lastBwd.Start+lastBwd.Dur {
+		t.Errorf("the gradients left cpu:3 at %v, after cpu:0's backward ended (%v): they should travel meanwhile", xfer.Start, lastBwd.Start+lastBwd.Dur)
+	}
+	if add.Start < lastBwd.Start+lastBwd.Dur {
+		t.Errorf("cpu:0 added cpu:3's gradients at %v, before its own backward reading them ended (%v)", add.Start, lastBwd.Start+lastBwd.Dur)
+	}
+	// cpu:0's backward of op 0 for unit 0 waiting for the reduction.
+	p := ownerPlan()
+	p.Tasks[10].Deps = append(p.Tasks[10].Deps, 13)
+	_, err = sim.Simulate(p, w, prof, cl)
+	if !errors.Is(err, sim.ErrDeadlock) || !strings.Contains(err.Error(), "waits to add them after its owner's backward task(s) 10") {
+		t.Errorf("got %v, want a deadlock naming the backward task the reduction waits for", err)
+	}
+}
+
 func TestOwnerStepsNeedNamedParams(t *testing.T) {
 	w := ownerWorkload(false)
 	_, err := sim.Simulate(ownerPlan(), w, flat(w, time.Millisecond, time.Millisecond, 0, 0), free(4))

@@ -226,7 +226,7 @@ type sim struct {
 	usedBytes map[core.DeviceID]int64
 	// With Plan.StepOwners (owners): readBytes[d] and ownBytes[d] are the
 	// bytes of the parameters d's forward tasks read and of those d owns
-	// (core.StepOwners), and share[{e, o}] the bytes of those e reads and
+	// (core.Plan.ParamOwners), and share[{e, o}] the bytes of those e reads and
 	// o owns: what e reduces into o and o's step sends back to e.
 	owners              bool
 	readBytes, ownBytes map[core.DeviceID]int64
@@ -245,6 +245,7 @@ type sim struct {
 	addLeft    []int   // addAfter tasks not finished yet
 	addSucc    [][]int // reductions waiting for task i to add
 	parked     []bool  // transfer done, waiting on addLeft
+	staged     []int64 // bytes a parked reduction holds on its owner
 	queued     map[core.DeviceID][]int
 	busyUntil  map[core.DeviceID]time.Duration
 	running    map[core.DeviceID]bool
@@ -694,7 +695,9 @@ func (s *sim) run() (*Result, error) {
 		s.alloc(d, r)
 	}
 	s.addLeft, s.addSucc, s.parked = make([]int, n), make([][]int, n), make([]bool, n)
-	for i, after := range s.addAfter {
+	s.staged = make([]int64, n)
+	for i := range n { // in task order: wakeups in plan order
+		after := s.addAfter[i]
 		s.addLeft[i] = len(after)
 		for _, b := range after {
 			s.addSucc[b] = append(s.addSucc[b], i)
@@ -833,6 +836,12 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			// The copy engine moves the gradients as soon as they are final.
 			l := [2]core.DeviceID{t.From, t.Device}
 			nb := s.reduceBytes(t)
+			if s.owners {
+				// The executor stages them on the owner until it adds
+				// them in (after the owner's own backwards of them).
+				s.staged[i] = nb
+				s.alloc(t.Device, nb)
+			}
 			st := max(now, s.linkFree[l])
 			en := st + s.cm.Transfer(t.From, t.Device, nb)
 			s.linkFree[l] = en
@@ -1067,7 +1076,9 @@ func (s *sim) start(i int, now time.Duration) {
 		nb := s.reduceBytes(t)
 		run.name, run.bytes = "reduce grads from "+string(t.From), nb
 		run.transient = nb
-		s.alloc(d, run.transient)
+		if s.staged[i] == 0 {
+			s.alloc(d, run.transient) // else held since the transfer began
+		}
 		if s.c.SyncTransfers {
 			syncCopy(t.From, nb)
 		}
@@ -1408,6 +1419,13 @@ func (s *sim) deadlock(now time.Duration) error {
 		switch {
 		case len(waits) > 0:
 			why = "waits for task(s) " + strings.Join(waits, ", ")
+		case s.parked[i]:
+			for _, b := range s.addAfter[i] {
+				if !s.finished[b] {
+					waits = append(waits, fmt.Sprint(b))
+				}
+			}
+			why = "has its gradients and waits to add them after its owner's backward task(s) " + strings.Join(waits, ", ")
 		default:
 			t := s.p.Tasks[i]
 			why = "waits for its device"

@@ -139,9 +139,9 @@ type Scheduler struct {
 	// option: replicas=N.
 	MaxReplicas int
 	// Step is where the plan steps the optimizer: StepOwners (the
-	// default) steps each parameter on its owner, the first replica of
-	// the first stage reading it (core.Plan.StepOwners), when the workload
-	// names its ops' parameters; StepHome flushes every device's gradients
+	// default) steps each parameter on its owner (core.Plan.StepOwners;
+	// owners spread over the replicas reading them, spreadOwners), when
+	// the workload names its ops' parameters; StepHome flushes every device's gradients
 	// into home, which steps the whole model. The partitioners price the
 	// flush and the memory of the mode they plan for. Registry option:
 	// step=owners or step=home.

@@ -144,9 +144,9 @@ type event struct {
 type StepMode int
 
 const (
-	// StepOwners steps each parameter on its owner (core.Plan.StepOwners:
-	// the device of the first forward task reading it, here the first
-	// replica of the lowest-numbered stage reading it): each replica
+	// StepOwners steps each parameter on its owner (core.Plan.StepOwners,
+	// core.Plan.Owners named by spreadOwners: a replicated stage's
+	// parameters spread over its replicas): each replica
 	// reduces into the owners of the parameters it reads, each owner steps
 	// what it owns and sends it back to the other readers. Workloads that
 	// name no op's parameters (OpInfo.Params) get StepHome plans.
@@ -192,10 +192,10 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 // devices' stage order) after its last backward, and home steps once.
 // Under StepOwners (on a workload that names its ops' parameters) every
 // device E reduces into each owner O ≠ E of parameters it reads (on O's
-// flush stream, in E's stage order) after E's backward tasks reading
-// the parameters it moves, and every owner
-// steps on its stream 1 after its own backward tasks and the reductions
-// into it.
+// flush stream, the stream after its others, in readiness order) after
+// E's backward tasks reading the parameters it moves, and every owner
+// steps on its flush stream after its own backward tasks and the
+// reductions into it. Owners are spreadOwners'.
 func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step StepMode, name string) (*core.Plan, error) {
 	if len(part.StageOf) != len(w.Ops) {
 		return nil, fmt.Errorf("graphpipe: partition covers %d ops, the model has %d", len(part.StageOf), len(w.Ops))
