@@ -21,7 +21,8 @@ const (
 	TaskBackward
 	// TaskReduceGrads adds device From's gradient accumulators into the
 	// task's device (the plan's Home) and clears From's; with
-	// Plan.StepOwners, only those of the parameters the task's device owns.
+	// Plan.StepOwners, only those of the parameters the task's device owns
+	// (or Task.Params of them).
 	TaskReduceGrads
 	// TaskStep applies the optimizer on Home and refreshes the replicas;
 	// with Plan.StepOwners, on its device to the parameters that device
@@ -89,6 +90,12 @@ type Task struct {
 	Ops    []int    `json:"ops,omitempty"`
 	From   DeviceID `json:"from,omitempty"` // ReduceGrads source
 	Deps   []int    `json:"deps,omitempty"`
+	// Params, on a ReduceGrads task of a StepOwners plan, names the
+	// parameters it moves; empty: every parameter From reads and the
+	// task's device owns. Several reductions between two devices split
+	// those parameters between them, so gradients final early (a stage
+	// a device runs beside another) need not wait for the rest.
+	Params []string `json:"params,omitempty"`
 }
 
 // OpIndices returns the ops a forward or backward task runs, ascending.
@@ -270,6 +277,9 @@ func (p *Plan) Validate(w *Workload) error {
 		}
 		switch t.Kind {
 		case TaskForward, TaskBackward:
+			if len(t.Params) > 0 {
+				fail("task %d (%s) names parameters; only gradient reductions do", i, t.Kind)
+			}
 			if t.Unit < 0 || t.Unit >= len(p.Units) {
 				fail("task %d (%s) names unit %d of %d", i, t.Kind, t.Unit, len(p.Units))
 			}
@@ -296,9 +306,15 @@ func (p *Plan) Validate(w *Workload) error {
 			if !p.StepOwners && t.Device != p.Home {
 				fail("task %d reduces gradients into %s, not the home device %s", i, t.Device, p.Home)
 			}
+			if !p.StepOwners && len(t.Params) > 0 {
+				fail("task %d names the parameters it reduces, which only owner-stepped plans (step_owners) do", i)
+			}
 		case TaskStep:
 			if !p.StepOwners && t.Device != p.Home {
 				fail("task %d steps the optimizer on %s, not the home device %s", i, t.Device, p.Home)
+			}
+			if len(t.Params) > 0 {
+				fail("task %d (step) names parameters; only gradient reductions do", i)
 			}
 		default:
 			fail("task %d has unknown kind %d", i, t.Kind)

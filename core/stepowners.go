@@ -1,6 +1,10 @@
 package core
 
-import "sort"
+import (
+	"maps"
+	"sort"
+	"strings"
+)
 
 // StepOwners returns each parameter's owner under Plan.StepOwners: the
 // device of the first forward task, in plan order, whose ops read it.
@@ -114,7 +118,10 @@ func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
 // unit's backward from its last ops to its first) — then in that device
 // order. A reduction waiting on a source's last stage would otherwise
 // hold up one whose gradients were final long before (a shared stage's
-// replica that also reads a pipeline stage's parameters).
+// replica that also reads a pipeline stage's parameters); for the same
+// reason a pair's parameters whose gradients are final at different
+// times on the source (different last backward tasks) go in separate
+// reductions, each naming its parameters (Task.Params).
 func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	q, bwdOn, stream := p.withoutFlush()
 	q.StepOwners = true
@@ -125,13 +132,34 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	for _, d := range inOrder(bwdOn, order) {
 		stepDeps[d] = append(stepDeps[d], bwdOn[d]...)
 	}
+	type ready struct{ unit, op int } // the latest unit waited for, its first op
+	later := func(a, b ready) bool { return a.unit > b.unit || a.unit == b.unit && a.op < b.op }
 	type reduction struct {
 		from, into DeviceID
+		params     []string // nil: all the pair's
 		deps       []int
-		unit, op   int // readiness: the latest unit waited for, its first op
+		ready
 	}
 	var reds []reduction
 	for _, e := range inOrder(readers, order) {
+		// When each parameter's gradient on e is final: its last
+		// backward task there.
+		final := map[string]ready{}
+		for _, b := range bwdOn[e] {
+			t := q.Tasks[b]
+			ops := t.OpIndices()
+			if len(ops) == 0 {
+				continue
+			}
+			r := ready{t.Unit, ops[0]}
+			for _, o := range ops {
+				for _, name := range op(o) {
+					if f, ok := final[name]; !ok || later(r, f) {
+						final[name] = r
+					}
+				}
+			}
+		}
 		into := map[DeviceID]bool{}
 		for name := range readers[e] {
 			if o := owner[name]; o != e {
@@ -139,35 +167,34 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 			}
 		}
 		for _, o := range inOrder(into, order) {
-			moved := map[string]bool{}
+			// One reduction per readiness: gradients final early (a
+			// stage e runs beside another) go without waiting for the
+			// rest.
+			groups := map[ready][]string{}
 			for name := range readers[e] {
 				if owner[name] == o {
+					groups[final[name]] = append(groups[final[name]], name)
+				}
+			}
+			for r, names := range groups {
+				sort.Strings(names)
+				moved := map[string]bool{}
+				for _, name := range names {
 					moved[name] = true
 				}
-			}
-			r := reduction{from: e, into: o, deps: BackwardReading(q.Tasks, bwdOn[e], op, moved), unit: -1}
-			for _, d := range r.deps {
-				t := q.Tasks[d]
-				first := t.OpLo
-				if len(t.Ops) > 0 {
-					first = t.Ops[0]
+				x := reduction{from: e, into: o, deps: BackwardReading(q.Tasks, bwdOn[e], op, moved), ready: r}
+				if len(groups) > 1 {
+					x.params = names
 				}
-				if t.Unit > r.unit || t.Unit == r.unit && first < r.op {
-					r.unit, r.op = t.Unit, first
-				}
+				reds = append(reds, x)
 			}
-			reds = append(reds, r)
 		}
 	}
-	sort.SliceStable(reds, func(i, j int) bool {
-		if reds[i].unit != reds[j].unit {
-			return reds[i].unit < reds[j].unit
-		}
-		return reds[i].op > reds[j].op
-	})
+	// A pair's groups differ in readiness, so the order is deterministic.
+	sort.SliceStable(reds, func(i, j int) bool { return later(reds[j].ready, reds[i].ready) })
 	for _, r := range reds {
 		id := len(q.Tasks)
-		q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: r.into, Stream: stream[r.into], From: r.from, Deps: r.deps})
+		q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: r.into, Stream: stream[r.into], From: r.from, Deps: r.deps, Params: r.params})
 		stepDeps[r.into] = append(stepDeps[r.into], id)
 	}
 	owns := map[DeviceID]bool{}
@@ -178,6 +205,25 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: d, Stream: stream[d], Deps: stepDeps[d]})
 	}
 	return q
+}
+
+// MovedParams returns the parameters ReduceGrads task t of a StepOwners
+// plan moves: t.Params, or every parameter t.From reads and t.Device owns
+// (readers: ParamReaders; owner: ParamOwners).
+func MovedParams(t Task, readers map[DeviceID]map[string]bool, owner map[string]DeviceID) map[string]bool {
+	out := map[string]bool{}
+	if len(t.Params) > 0 {
+		for _, name := range t.Params {
+			out[name] = true
+		}
+		return out
+	}
+	for name := range readers[t.From] {
+		if owner[name] == t.Device {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // BackwardReading returns those of the backward tasks bwd (indices into
@@ -394,37 +440,72 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 		return pairs[i].into < pairs[j].into
 	})
 	for _, k := range pairs {
-		r := reduces[k]
+		rs := reduces[k]
 		switch {
 		case !want[k]:
 			fail("gradients are reduced from %s into %s, which owns none of the parameters %s reads", k.from, k.into, k.from)
 			continue
-		case len(r) != 1:
-			fail("device %s reads parameters %s owns but has %d gradient reductions into it, want 1", k.from, k.into, len(r))
+		case len(rs) == 0:
+			fail("device %s reads parameters %s owns but has 0 gradient reductions into it, want 1", k.from, k.into)
 			continue
 		}
-		moved := map[string]bool{}
+		all := map[string]bool{}
 		for name := range readers[k.from] {
 			if owner[name] == k.into {
-				moved[name] = true
+				all[name] = true
 			}
 		}
-		// The executor adds them in after the owner's own backward tasks
-		// reading them: none of those may wait for the reduction.
-		for _, b := range BackwardReading(p.Tasks, backwardOn[k.into], op, moved) {
-			if reach(b, r[0]) {
-				fail("the gradient reduction from %s into %s (task %d) comes before %s's backward task %d, which writes gradients it moves (the reduction adds after it: deadlock)", k.from, k.into, r[0], k.into, b)
-				break
+		// Several reductions between the pair must each name their
+		// parameters, together each of all exactly once.
+		if len(rs) > 1 {
+			left := maps.Clone(all)
+			bad := false
+			for _, r := range rs {
+				if len(p.Tasks[r].Params) == 0 {
+					fail("device %s has %d gradient reductions into %s and task %d names no parameters: with several, each names the parameters it moves", k.from, len(rs), k.into, r)
+					bad = true
+					continue
+				}
+				for _, name := range p.Tasks[r].Params {
+					if !left[name] {
+						fail("the gradient reduction from %s into %s (task %d) moves %s, which is not one %s reads and %s owns, or another reduction moves it too", k.from, k.into, r, name, k.from, k.into)
+						bad = true
+						continue
+					}
+					delete(left, name)
+				}
+			}
+			if !bad && len(left) > 0 {
+				fail("the gradient reductions from %s into %s leave %s unreduced", k.from, k.into, strings.Join(sortedKeys(left), ", "))
+			}
+		} else if ps := p.Tasks[rs[0]].Params; len(ps) > 0 {
+			named := map[string]bool{}
+			for _, name := range ps {
+				named[name] = true
+			}
+			if !maps.Equal(named, all) {
+				fail("the gradient reduction from %s into %s (task %d) names %s, want every parameter %s reads and %s owns (%s)", k.from, k.into, rs[0], strings.Join(sortedKeys(named), ", "), k.from, k.into, strings.Join(sortedKeys(all), ", "))
 			}
 		}
-		for _, b := range BackwardReading(p.Tasks, backwardOn[k.from], op, moved) {
-			if !reach(r[0], b) {
-				fail("the gradient reduction from %s into %s (task %d) does not wait for backward task %d", k.from, k.into, r[0], b)
-				break
+		for _, r := range rs {
+			moved := MovedParams(p.Tasks[r], readers, owner)
+			// The executor adds them in after the owner's own backward
+			// tasks reading them: none of those may wait for the reduction.
+			for _, b := range BackwardReading(p.Tasks, backwardOn[k.into], op, moved) {
+				if reach(b, r) {
+					fail("the gradient reduction from %s into %s (task %d) comes before %s's backward task %d, which writes gradients it moves (the reduction adds after it: deadlock)", k.from, k.into, r, k.into, b)
+					break
+				}
 			}
-		}
-		if s := steps[k.into]; len(s) == 1 && !reach(s[0], r[0]) {
-			fail("the step on %s (task %d) does not wait for the gradient reduction from %s (task %d)", k.into, s[0], k.from, r[0])
+			for _, b := range BackwardReading(p.Tasks, backwardOn[k.from], op, moved) {
+				if !reach(r, b) {
+					fail("the gradient reduction from %s into %s (task %d) does not wait for backward task %d", k.from, k.into, r, b)
+					break
+				}
+			}
+			if s := steps[k.into]; len(s) == 1 && !reach(s[0], r) {
+				fail("the step on %s (task %d) does not wait for the gradient reduction from %s (task %d)", k.into, s[0], k.from, r)
+			}
 		}
 	}
 	for _, d := range sortedDevs(owns) {

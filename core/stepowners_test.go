@@ -189,3 +189,46 @@ func TestOwnerStepOrder(t *testing.T) {
 		t.Errorf("reductions into d2 from %v, want %v (d0's unit 1 is done before d1's unit 2)", from, want)
 	}
 }
+
+// TestSplitReductions: the reduction from d1 into d0 (wa and wc) may be
+// split in two, each naming its parameters, together all of them once.
+func TestSplitReductions(t *testing.T) {
+	w := ownerWorkload()
+	// Task ids in OwnerStep's plan: 0-7 forward/backward, 8 reduce d1->d0
+	// (wa, wc), 9 step d0, 10 step d1; split appends a second reduction
+	// (11) and makes d0's step wait for it.
+	split := func(a, b []string) *Plan {
+		p := pipelinePlan().OwnerStep(w)
+		p.Tasks[8].Params = a
+		r := p.Tasks[8]
+		r.ID, r.Params = len(p.Tasks), b
+		r.Stream += 5 // after the step on the flush stream would be a cycle
+		p.Tasks = append(p.Tasks, r)
+		p.Tasks[9].Deps = append(p.Tasks[9].Deps, r.ID)
+		return p
+	}
+	if err := split([]string{"wa"}, []string{"wc"}).Validate(w); err != nil {
+		t.Errorf("split reduction rejected: %v", err)
+	}
+	for _, c := range []struct {
+		name string
+		p    *Plan
+		want string
+	}{
+		{"one names nothing", split([]string{"wa"}, nil), "task 11 names no parameters"},
+		{"both move wa", split([]string{"wa"}, []string{"wa", "wc"}), "or another reduction moves it too"},
+		{"a parameter d0 does not own", split([]string{"wa"}, []string{"wc", "wb"}), "moves wb, which is not one d1 reads and d0 owns"},
+		{"lone reduction naming part", func() *Plan { p := pipelinePlan().OwnerStep(w); p.Tasks[8].Params = []string{"wa"}; return p }(), "names wa, want every parameter d1 reads and d0 owns (wa, wc)"},
+		{"params on a backward task", func() *Plan { p := pipelinePlan().OwnerStep(w); p.Tasks[7].Params = []string{"wa"}; return p }(), "only gradient reductions do"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			err := c.p.Validate(w)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+		})
+	}
+	if err := split([]string{"wc"}, []string{"wa"}).Validate(w); err != nil {
+		t.Errorf("split in the other order rejected: %v", err)
+	}
+}

@@ -414,6 +414,12 @@ func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 			names[p] = true
 		}
 	}
+	if len(task.Params) > 0 { // one of several reductions between the pair
+		names = map[string]bool{}
+		for _, p := range task.Params {
+			names[p] = true
+		}
+	}
 	t0 := time.Now()
 	staged, n, err := ex.t.fetchGrads(task.From, task.Device, names)
 	if err == nil {

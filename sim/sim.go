@@ -236,6 +236,8 @@ type sim struct {
 	// the gradients once the task's dependencies are done but adds them
 	// only after those (its deterministic sum order).
 	addAfter map[int][]int
+	// moves[i] is the bytes owner-step ReduceGrads task i moves.
+	moves map[int]int64
 
 	// dynamic state
 	q          eventQ
@@ -571,28 +573,27 @@ func (s *sim) ownerBytes() error {
 			bwdOn[t.Device] = append(bwdOn[t.Device], i)
 		}
 	}
-	s.addAfter = map[int][]int{}
+	s.addAfter, s.moves = map[int][]int{}, map[int]int64{}
 	for i, t := range s.p.Tasks {
 		if t.Kind != core.TaskReduceGrads {
 			continue
 		}
-		moved := map[string]bool{}
-		for name := range readers[t.From] {
-			if owner[name] == t.Device {
-				moved[name] = true
-			}
+		moved := core.MovedParams(t, readers, owner)
+		for name := range moved {
+			s.moves[i] += size[name]
 		}
 		s.addAfter[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.Device], opParams, moved)
 	}
 	return nil
 }
 
-// reduceBytes is what ReduceGrads task t moves: the gradients of the
+// reduceBytes is what ReduceGrads task i moves: the gradients of the
 // parameters its source reads (into home), or with StepOwners of those
-// it reads and the task's device owns.
-func (s *sim) reduceBytes(t core.Task) int64 {
+// it reads and the task's device owns (or names, core.MovedParams).
+func (s *sim) reduceBytes(i int) int64 {
+	t := s.p.Tasks[i]
 	if s.owners {
-		return s.share[[2]core.DeviceID{t.From, t.Device}]
+		return s.moves[i]
 	}
 	return s.usedBytes[t.From]
 }
@@ -835,7 +836,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 		if !s.c.SyncTransfers {
 			// The copy engine moves the gradients as soon as they are final.
 			l := [2]core.DeviceID{t.From, t.Device}
-			nb := s.reduceBytes(t)
+			nb := s.reduceBytes(i)
 			if s.owners {
 				// The executor stages them on the owner until it adds
 				// them in (after the owner's own backwards of them).
@@ -1073,7 +1074,7 @@ func (s *sim) start(i int, now time.Duration) {
 			run.name = fmt.Sprintf("bwd u%d %s", u, opSpan(t.OpIndices()))
 		}
 	case core.TaskReduceGrads:
-		nb := s.reduceBytes(t)
+		nb := s.reduceBytes(i)
 		run.name, run.bytes = "reduce grads from "+string(t.From), nb
 		run.transient = nb
 		if s.staged[i] == 0 {

@@ -403,9 +403,11 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		end, mine float64
 	}
 	into := make([][]red, len(devs)) // by the owner's plan position
-	slot, slotOf := make([]int, len(devs)), make([]int, len(devs))
-	for i := range slotOf {
-		slotOf[i] = -1
+	// One reduction per owner and readiness (core.Plan.OwnerStepIn: a
+	// source's gradients final at different times travel apart).
+	type group struct {
+		o   int
+		end float64
 	}
 	stamp, endAt := make([]int, nP), make([]float64, nP)
 	for i := range stamp {
@@ -425,16 +427,20 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				}
 			}
 		}
+		slot := map[group]int{}
 		for _, p := range list {
 			o := ownerAt[p]
 			if o == e || o < 0 {
 				continue
 			}
-			if slotOf[o] != e {
-				slotOf[o], slot[o] = e, len(into[o])
+			g := group{o, endAt[p]}
+			j, ok := slot[g]
+			if !ok {
+				j = len(into[o])
+				slot[g] = j
 				into[o] = append(into[o], red{e: e})
 			}
-			x := &into[o][slot[o]]
+			x := &into[o][j]
 			x.nb += c.parBytes[p]
 			x.end = math.Max(x.end, endAt[p])
 			x.mine = math.Max(x.mine, mine[p])

@@ -225,9 +225,9 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // other counts the walk tries.
 const capsPerFamily = 3
 
-// bestCaps is the replica caps of each family's capsPerFamily
-// best-estimated fitting candidates of e; nil (every cap) when nothing
-// fits.
+// bestCaps is the capsPerFamily distinct replica caps of each family's
+// best-estimated fitting candidates of e (several of the best often share
+// one cap); nil (every cap) when nothing fits.
 func bestCaps(e *mEval) map[int]bool {
 	var only map[int]bool
 	for _, pool := range e.pools {
@@ -238,7 +238,12 @@ func bestCaps(e *mEval) map[int]bool {
 			}
 		}
 		sort.SliceStable(fit, func(i, j int) bool { return fit[i].pred.iter < fit[j].pred.iter })
-		for _, cd := range fit[:min(len(fit), capsPerFamily)] {
+		mine := map[int]bool{}
+		for _, cd := range fit {
+			if len(mine) == capsPerFamily {
+				break
+			}
+			mine[cd.cap] = true
 			if only == nil {
 				only = map[int]bool{}
 			}

@@ -81,8 +81,12 @@ func TestSharedTrunkPartition(t *testing.T) {
 
 // sharedFixed schedules the shared-trunk variant of a fixed partition:
 // the ops before the trunk in contiguous topological runs, one stage per
-// device, the trunk on the last of them, then sharedTrunk.
-type sharedFixed struct{ kind Kind }
+// device (per replicas devices, each stage replicated), the trunk on the
+// last of them, then sharedTrunk.
+type sharedFixed struct {
+	kind     Kind
+	replicas int
+}
 
 func (sharedFixed) Name() string { return "shared-fixed" }
 
@@ -93,10 +97,15 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 	for _, o := range trunk {
 		in[o] = true
 	}
-	n := len(w.Devices)
+	r := max(1, f.replicas)
+	n := len(w.Devices) / r
 	part := Partition{StageOf: make([]int, len(w.Ops))}
-	for _, d := range w.Devices {
-		part.Devices = append(part.Devices, []core.DeviceID{d.ID})
+	for s := range n {
+		var devs []core.DeviceID
+		for _, d := range w.Devices[s*r : (s+1)*r] {
+			devs = append(devs, d.ID)
+		}
+		part.Devices = append(part.Devices, devs)
 	}
 	k, rest := 0, len(w.Ops)-len(trunk)
 	for o := range w.Ops {
@@ -111,7 +120,20 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 	if !ok {
 		return nil, fmt.Errorf("%s: no shared-trunk variant (trunk %v)", w.ModelName, trunk)
 	}
-	return BuildPlan(w, q, 5, f.kind, "shared-fixed")
+	p, err := BuildPlan(w, q, 5, f.kind, "shared-fixed")
+	if err == nil && r > 1 {
+		// A replica of a stage reads its stage's and the trunk's
+		// parameters, both partly owned by its partner: two reductions
+		// into it, the trunk's final first.
+		split := false
+		for _, t := range p.Tasks {
+			split = split || t.Kind == core.TaskReduceGrads && len(t.Params) > 0
+		}
+		if !split {
+			return nil, fmt.Errorf("%s: no reduction split by readiness in the replicated shared-trunk plan", w.ModelName)
+		}
+	}
+	return p, err
 }
 
 // TestOracleSharedTrunk: shared-trunk plans (the trunk replicated over
@@ -120,7 +142,10 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 func TestOracleSharedTrunk(t *testing.T) {
 	for _, kind := range []Kind{OneFOneB, GPipe} {
 		t.Run(kind.String(), func(t *testing.T) {
-			schedtest.Oracle(t, sharedFixed{kind}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			schedtest.Oracle(t, sharedFixed{kind: kind}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			// Stages replicated beside the shared trunk: reductions
+			// split by when their gradients are final.
+			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
 		})
 	}
 }

@@ -148,6 +148,9 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 		if task.Ops, err = ints("task ops", t.GetOps()); err != nil {
 			return nil, fmt.Errorf("%w: %v", core.ErrInvalidPlan, err)
 		}
+		if len(t.GetParams()) > 0 {
+			task.Params = t.GetParams()
+		}
 		p.Tasks[i] = task
 	}
 	if len(m.GetMetrics()) > 0 {

@@ -38,7 +38,7 @@ func plan() *core.Plan {
 			{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2, Deps: []int{0}},
 			{ID: 2, Kind: core.TaskForward, Unit: 1, Device: "cpu:1", Stream: 3, Ops: []int{0, 1}},
 			{ID: 3, Kind: core.TaskBackward, Unit: 1, Device: "cpu:1", Stream: 3, Ops: []int{0, 1}, Deps: []int{2}},
-			{ID: 4, Kind: core.TaskReduceGrads, Unit: -1, Device: "cpu:0", From: "cpu:1", Deps: []int{3}},
+			{ID: 4, Kind: core.TaskReduceGrads, Unit: -1, Device: "cpu:0", From: "cpu:1", Deps: []int{3}, Params: []string{"w0"}},
 			{ID: 5, Kind: core.TaskStep, Unit: -1, Device: "cpu:0", Deps: []int{1, 4}},
 		},
 		MemEstimate: map[core.DeviceID]int64{"cpu:0": 1 << 20}, Metrics: map[string]float64{"micro_batches": 2},

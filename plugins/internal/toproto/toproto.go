@@ -97,6 +97,7 @@ func Plan(p *core.Plan) *pb.Plan {
 			From:   string(t.From),
 			Deps:   ints(t.Deps),
 			Ops:    ints(t.Ops),
+			Params: t.Params,
 		}
 	}
 	if len(p.Metrics) > 0 {

@@ -1339,7 +1339,10 @@ type Task struct {
 	Deps   []int64 `protobuf:"varint,9,rep,packed,name=deps,proto3" json:"deps,omitempty"`
 	// The ops a forward or backward task runs (ascending); empty: the range
 	// [op_lo, op_hi).
-	Ops           []int64 `protobuf:"varint,10,rep,packed,name=ops,proto3" json:"ops,omitempty"`
+	Ops []int64 `protobuf:"varint,10,rep,packed,name=ops,proto3" json:"ops,omitempty"`
+	// The parameters a reduce_grads task of a step_owners plan moves
+	// (core.Task.Params); empty: all its source reads and its device owns.
+	Params        []string `protobuf:"bytes,11,rep,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1440,6 +1443,13 @@ func (x *Task) GetDeps() []int64 {
 func (x *Task) GetOps() []int64 {
 	if x != nil {
 		return x.Ops
+	}
+	return nil
+}
+
+func (x *Task) GetParams() []string {
+	if x != nil {
+		return x.Params
 	}
 	return nil
 }
@@ -1857,7 +1867,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\atargets\x18\x02 \x03(\x05R\atargets\x12\x1f\n" +
 	"\vloss_weight\x18\x03 \x01(\x01R\n" +
 	"lossWeight\x12\x1a\n" +
-	"\bsubgraph\x18\x04 \x01(\bR\bsubgraph\"\xf1\x01\n" +
+	"\bsubgraph\x18\x04 \x01(\bR\bsubgraph\"\x89\x02\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x121\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1d.gnnkit.scheduler.v1.TaskKindR\x04kind\x12\x12\n" +
@@ -1869,7 +1879,8 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x04from\x18\b \x01(\tR\x04from\x12\x12\n" +
 	"\x04deps\x18\t \x03(\x03R\x04deps\x12\x10\n" +
 	"\x03ops\x18\n" +
-	" \x03(\x03R\x03ops\"\x8f\x02\n" +
+	" \x03(\x03R\x03ops\x12\x16\n" +
+	"\x06params\x18\v \x03(\tR\x06params\"\x8f\x02\n" +
 	"\x05Trace\x127\n" +
 	"\x06events\x18\x01 \x03(\v2\x1f.gnnkit.scheduler.v1.TraceEventR\x06events\x12R\n" +
 	"\x0epeak_mem_bytes\x18\x02 \x03(\v2,.gnnkit.scheduler.v1.Trace.PeakMemBytesEntryR\fpeakMemBytes\x12\x1f\n" +
