@@ -218,7 +218,8 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	ex := &execution{t: t, plan: plan, batch: b, opts: opts, start: t0, envs: map[envKey]*core.Env{}, used: used,
 		owners: owners, stepNo: t.step + 1,
 		done: make([]chan struct{}, len(plan.Tasks)), trace: &core.Trace{PeakMem: map[core.DeviceID]int64{}},
-		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}, remote: rx}
+		opDev: make([][]core.DeviceID, len(plan.Units)), pending: map[envKey]int{}, remote: rx,
+		unitLoss: make([]float64, len(plan.Units))}
 	for u := range plan.Units {
 		ex.opDev[u] = make([]core.DeviceID, len(t.model.Ops))
 	}
@@ -298,7 +299,20 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	if owners != nil && !opts.SkipStep {
 		t.step = ex.stepNo
 	}
-	return &Result{Loss: ex.loss, Trace: ex.trace}, nil
+	// Sum the units' losses in unit order, then the remote slices' in
+	// theirs: the same total whatever order they finished in.
+	var loss float64
+	for _, l := range ex.unitLoss {
+		loss += l
+	}
+	if ex.remote != nil {
+		for _, run := range ex.remote.runs {
+			if run.res != nil {
+				loss += run.res.Loss
+			}
+		}
+	}
+	return &Result{Loss: loss, Trace: ex.trace}, nil
 }
 
 type execution struct {
@@ -315,13 +329,13 @@ type execution struct {
 	owners map[string]core.DeviceID
 	stepNo int
 
-	mu      sync.Mutex
-	envs    map[envKey]*core.Env
-	pending map[envKey]int // backward tasks left per env
-	loss    float64
-	err     error
-	trace   *core.Trace
-	remote  *remoteExec // the slices on workers (remote.go), nil for none
+	mu       sync.Mutex
+	envs     map[envKey]*core.Env
+	pending  map[envKey]int // backward tasks left per env
+	unitLoss []float64      // per unit, summed in unit order at the end
+	err      error
+	trace    *core.Trace
+	remote   *remoteExec // the slices on workers (remote.go), nil for none
 }
 
 // envKey names the Env of one unit on one device.
@@ -521,7 +535,7 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		}
 		if idx[len(idx)-1] == len(ops)-1 {
 			ex.mu.Lock()
-			ex.loss += env.Loss
+			ex.unitLoss[task.Unit] += env.Loss
 			ex.mu.Unlock()
 		}
 		ev.Name = fmt.Sprintf("fwd u%d %s", task.Unit, opSpan(idx))

@@ -310,3 +310,32 @@ func TestOwnersChangeBetweenPlans(t *testing.T) {
 	}
 	equalParams(t, "after owners moved", own, ref)
 }
+
+// TestLossSameEveryRun: the iteration's loss sums its units' losses in
+// unit order, so identical runs report identical losses whatever order
+// the units finished in on their devices.
+func TestLossSameEveryRun(t *testing.T) {
+	ctx := context.Background()
+	var first float64
+	for i := range 6 {
+		tr, devs, _ := setup(t, "gcn", 0)
+		b := tr.FullBatch(batch(60))
+		w, err := tr.Workload(b, infos(devs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := schedtest.Split{K: 5}.Schedule(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := tr.Run(ctx, p, b, engine.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			first = res.Loss
+		} else if res.Loss != first {
+			t.Fatalf("run %d: loss %.17g, first run %.17g", i, res.Loss, first)
+		}
+	}
+}

@@ -351,13 +351,13 @@ func (ex *execution) startRemote(ctx context.Context, wg *sync.WaitGroup, cancel
 	return nil
 }
 
-// mergeRemote adds a slice's loss and trace to the iteration's.
+// mergeRemote adds a slice's trace to the iteration's (Run sums its loss
+// with the others at the end).
 func (ex *execution) mergeRemote(run *remoteRun, t0 time.Time) {
 	res := run.res
 	off := t0.Sub(ex.start)
 	ex.mu.Lock()
 	defer ex.mu.Unlock()
-	ex.loss += res.Loss
 	ex.trace.Events = append(ex.trace.Events, core.TraceEvent{Name: "worker " + run.rs.r.Name(), Cat: "remote",
 		Device: run.rs.ids[0], Unit: -1, Start: off, Dur: time.Since(t0)})
 	if res.Trace == nil {
