@@ -99,13 +99,13 @@ func (p *Plan) HomeStep() *Plan {
 }
 
 // OwnerStep returns p rewritten to step each parameter on its owner
-// (StepOwners, with w's OpInfo.Params): its ReduceGrads and Step tasks are
-// replaced by one reduction from each device into each other owner of
-// parameters it reads (after that device's backward tasks reading the
-// parameters it moves, which write those gradients; the executor adds
-// them in after the owner's own) and one Step per owner (after its
-// backward tasks and the reductions into it),
-// each on a stream of its own on its device. Devices are taken in ID
+// (ParamOwners, with w's OpInfo.Params): its ReduceGrads and Step tasks
+// are replaced by reductions from each device into each other owner of
+// parameters it reads (one per readiness group, see OwnerStepIn; each
+// after that device's backward tasks reading the parameters it moves,
+// which write those gradients; the executor adds them in after the
+// owner's own) and one Step per owner (after its backward tasks and the
+// reductions into it), each on a stream of its own on its device. Devices are taken in ID
 // order (OwnerStepIn chooses).
 func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
 
@@ -346,10 +346,12 @@ func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 
 // validateOwnerSteps checks a StepOwners plan's reductions and steps: one
 // Step per owner, after the owner's backward tasks and every reduction
-// into it; one reduction from each device into each other owner of
-// parameters it reads, after that device's backward tasks reading the
-// parameters it moves (the executor adds it only after the owner's own
-// backward tasks reading them); no other reductions or steps.
+// into it; from each device into each other owner of parameters it
+// reads one reduction, or several that each name their share (together
+// all of them once), each after that device's backward tasks reading
+// the parameters it moves and not before the owner's own backward tasks
+// reading them (the executor adds it after those); no other reductions
+// or steps.
 func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, backwardOn map[DeviceID][]int, fail func(string, ...any)) {
 	named := false
 	for _, o := range w.Ops {
