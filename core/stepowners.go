@@ -451,12 +451,7 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 			fail("device %s reads parameters %s owns but has 0 gradient reductions into it, want 1", k.from, k.into)
 			continue
 		}
-		all := map[string]bool{}
-		for name := range readers[k.from] {
-			if owner[name] == k.into {
-				all[name] = true
-			}
-		}
+		all := MovedParams(Task{From: k.from, Device: k.into}, readers, owner)
 		// Several reductions between the pair must each name their
 		// parameters, together each of all exactly once.
 		if len(rs) > 1 {

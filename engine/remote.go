@@ -408,18 +408,7 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 // plan has the source's backward tasks reading them done), then waits
 // for the device's own backward tasks reading them and adds them in.
 func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
-	names := map[string]bool{}
-	for p := range ex.used[task.From] {
-		if ex.owners[p] == task.Device {
-			names[p] = true
-		}
-	}
-	if len(task.Params) > 0 { // one of several reductions between the pair
-		names = map[string]bool{}
-		for _, p := range task.Params {
-			names[p] = true
-		}
-	}
+	names := core.MovedParams(task, ex.used, ex.owners)
 	t0 := time.Now()
 	staged, n, err := ex.t.fetchGrads(task.From, task.Device, names)
 	if err == nil {
@@ -441,13 +430,16 @@ func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 // waitBackwardOn waits for every local backward task on dev, or with
 // names for those whose ops read one of them.
 func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID, names map[string]bool) error {
+	var bwd []int
 	for i, t := range ex.plan.Tasks {
-		if t.Kind != core.TaskBackward || t.Device != dev || ex.remote != nil && ex.remote.remote[i] {
-			continue
+		if t.Kind == core.TaskBackward && t.Device == dev && (ex.remote == nil || !ex.remote.remote[i]) {
+			bwd = append(bwd, i)
 		}
-		if names != nil && !ex.reads(t, names) {
-			continue
-		}
+	}
+	if names != nil {
+		bwd = core.BackwardReading(ex.plan.Tasks, bwd, func(o int) []string { return ex.t.opPar[o] }, names)
+	}
+	for _, i := range bwd {
 		select {
 		case <-ex.done[i]:
 		case <-ctx.Done():
@@ -455,18 +447,6 @@ func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID, name
 		}
 	}
 	return nil
-}
-
-// reads reports whether one of task t's ops reads a parameter in names.
-func (ex *execution) reads(t core.Task, names map[string]bool) bool {
-	for _, o := range t.OpIndices() {
-		for _, p := range ex.t.opPar[o] {
-			if names[p] {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // collectRemote adds the gradients of every Remote not reduced yet (those

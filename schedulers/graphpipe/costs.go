@@ -2,7 +2,6 @@ package graphpipe
 
 import (
 	"math"
-	"slices"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -138,20 +137,11 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 		}
 	}
 	if c.owners {
-		idx := map[string]int32{}
-		c.opPar, c.pbyte = make([][]int32, n), make([]float64, n)
-		for o, op := range w.Ops {
-			for _, r := range op.Params {
-				i, ok := idx[r.Name]
-				if !ok {
-					i = int32(len(c.parBytes))
-					idx[r.Name] = i
-					c.parBytes = append(c.parBytes, float64(r.Bytes))
-				}
-				if !slices.Contains(c.opPar[o], i) {
-					c.opPar[o] = append(c.opPar[o], i)
-					c.pbyte[o] += float64(r.Bytes)
-				}
+		_, c.parBytes, c.opPar = paramIndex(w)
+		c.pbyte = make([]float64, n)
+		for o, ps := range c.opPar {
+			for _, p := range ps {
+				c.pbyte[o] += c.parBytes[p]
 			}
 		}
 		c.parSeen = make([]int32, len(c.parBytes))

@@ -324,21 +324,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	S := len(stages)
 	nP := len(c.parBytes)
 	// The parameters each stage reads.
-	stageParams := make([][]int32, S)
-	seen := make([]int, nP)
-	for i := range seen {
-		seen[i] = -1
-	}
-	for s, ops := range stages {
-		for _, o := range ops {
-			for _, p := range c.opPar[o] {
-				if seen[p] != s {
-					seen[p] = s
-					stageParams[s] = append(stageParams[s], p)
-				}
-			}
-		}
-	}
+	stageParams := paramsOfStages(stages, c.opPar, nP)
 	// What each replica runs on: replicas past the micro-batch count run
 	// nothing and hold nothing.
 	active := make([][]core.DeviceID, S)

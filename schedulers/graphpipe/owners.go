@@ -70,15 +70,12 @@ func spreadOwners(stageParams [][]int32, devs [][]core.DeviceID, bytes []float64
 	return out
 }
 
-// planOwners is spreadOwners for BuildPlan: the owner of each of w's
-// parameters, by name, under partition part with m micro-batches.
-func planOwners(w *core.Workload, part Partition, m int) map[string]core.DeviceID {
+// paramIndex numbers w's parameters in the order its ops first read
+// them: their names and bytes, and each op's parameters by number.
+func paramIndex(w *core.Workload) (names []string, bytes []float64, opPar [][]int32) {
 	idx := map[string]int32{}
-	var names []string
-	var bytes []float64
-	stageParams := make([][]int32, len(part.Devices))
+	opPar = make([][]int32, len(w.Ops))
 	for o, op := range w.Ops {
-		s := part.StageOf[o]
 		for _, r := range op.Params {
 			i, ok := idx[r.Name]
 			if !ok {
@@ -87,17 +84,45 @@ func planOwners(w *core.Workload, part Partition, m int) map[string]core.DeviceI
 				names = append(names, r.Name)
 				bytes = append(bytes, float64(r.Bytes))
 			}
-			if !slices.Contains(stageParams[s], i) {
-				stageParams[s] = append(stageParams[s], i)
+			if !slices.Contains(opPar[o], i) {
+				opPar[o] = append(opPar[o], i)
 			}
 		}
 	}
+	return names, bytes, opPar
+}
+
+// paramsOfStages lists the parameters (numbers of paramIndex) each stage's
+// ops read, each once, in op order.
+func paramsOfStages(stages [][]int, opPar [][]int32, nParams int) [][]int32 {
+	out := make([][]int32, len(stages))
+	seen := make([]int, nParams)
+	for i := range seen {
+		seen[i] = -1
+	}
+	for s, ops := range stages {
+		for _, o := range ops {
+			for _, p := range opPar[o] {
+				if seen[p] != s {
+					seen[p] = s
+					out[s] = append(out[s], p)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// planOwners is spreadOwners for BuildPlan: the owner of each of w's
+// parameters, by name, under partition part with m micro-batches.
+func planOwners(w *core.Workload, part Partition, m int) map[string]core.DeviceID {
+	names, bytes, opPar := paramIndex(w)
 	devs := make([][]core.DeviceID, len(part.Devices))
 	for s, d := range part.Devices {
 		devs[s] = d[:min(len(d), m)]
 	}
 	out := map[string]core.DeviceID{}
-	for i, d := range spreadOwners(stageParams, devs, bytes) {
+	for i, d := range spreadOwners(paramsOfStages(part.Stages(), opPar, len(names)), devs, bytes) {
 		if d != "" {
 			out[names[i]] = d
 		}
