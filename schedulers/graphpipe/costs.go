@@ -196,6 +196,7 @@ type stageStat struct {
 	trans  float64 // backward transient bytes: temporaries and the gradients received
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
+	pmax   float64 // with owners: the largest of those parameters
 	in     float64 // activation bytes received per micro-batch
 	gin    float64 // gradient bytes received per micro-batch
 	home   bool    // holds the loss op (the plan's home, with the optimizer state)
@@ -222,6 +223,7 @@ func (c *costs) stat(ops []int) stageStat {
 				if c.parSeen[p] != c.stamp {
 					c.parSeen[p] = c.stamp
 					s.pw += c.parBytes[p]
+					s.pmax = math.Max(s.pmax, c.parBytes[p])
 				}
 			}
 		}
@@ -344,23 +346,35 @@ func (c *costs) inFlight(kind Kind, W, d int) int {
 	return min((W+d-1)/d, per)
 }
 
-// resident is the resident part of the memory of a replica of a stage,
-// as the simulator counts it (sim.CostModel). Home-step plans: the whole
-// model's parameters, gradients and optimizer state on home, and (an
-// upper bound: the DP does not track which stage reads what) the whole
-// model's parameters and gradients elsewhere. Owner-step plans: the
-// stage's parameters and gradients, and as if the replica owned every
-// parameter its stage reads, their optimizer state (exact for a stage's
-// first replica unless an earlier stage reads some of them too; an upper
-// bound otherwise), home alike.
-func (c *costs) resident(s stageStat) float64 {
+// resident is the resident part of the memory of one of d replicas of
+// a stage, as the simulator counts it (sim.CostModel). Home-step plans:
+// the whole model's parameters, gradients and optimizer state on home,
+// and (an upper bound: the DP does not track which stage reads what) the
+// whole model's parameters and gradients elsewhere. Owner-step plans: the
+// stage's parameters and gradients, and the optimizer state of at most
+// pw/d + (1-1/d)·pmax of its parameter bytes — spreadOwners gives each
+// parameter, largest first, to a least-owning reader, and a replica's
+// readers' own bytes are all the stage's, so (Graham's list-scheduling
+// bound) no replica owns more (exact for one replica unless an earlier
+// stage reads some of them too; home alike).
+func (c *costs) resident(s stageStat, d int) float64 {
 	if c.owners {
-		return c.residentOwned(s.pw, s.pw)
+		return c.residentOwned(s.pw, ownedBound(s.pw, s.pmax, d))
 	}
 	if s.home {
 		return c.resHome
 	}
 	return c.resOther
+}
+
+// ownedBound is the most parameter bytes one of d replicas owns when
+// spreadOwners spreads parameters of total bytes, the largest max, over
+// them (the largest, largest).
+func ownedBound(total, largest float64, d int) float64 {
+	if d <= 1 {
+		return total
+	}
+	return math.Min(total, total/float64(d)+(1-1/float64(d))*largest)
 }
 
 // residentOwned is sim.CostModel.ResidentOwned (to its rounding; the
@@ -374,7 +388,7 @@ func (c *costs) residentOwned(used, owned float64) float64 {
 // resident) plus its in-flight micro-batches and one backward's
 // transients.
 func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
-	return c.peakWith(c.resident(s), s, kind, W, d)
+	return c.peakWith(c.resident(s, d), s, kind, W, d)
 }
 
 // peakWith is peak with the resident part r.
@@ -388,7 +402,7 @@ func (c *costs) slack(s stageStat, W, d int) int {
 	if c.memCap <= 0 {
 		return unlimited
 	}
-	r := c.resident(s)
+	r := c.resident(s, d)
 	room := c.memCap - r - s.trans
 	per := (c.m + d - 1) / d
 	if s.held <= 0 || room >= float64(per)*s.held {
@@ -414,23 +428,39 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 	if c.memCap <= 0 {
 		return d
 	}
-	r := c.resident(s)
-	room := c.memCap - r - s.trans
-	if room < 0 || (room < s.held && s.held > 0) {
+	// More replicas each own less (resident falls with d) and keep fewer
+	// micro-batches: take what the room at d asks for until it suffices
+	// (the room grows with d, so the need falls and this ends). Beyond
+	// the cluster's devices no plan can use them.
+	limit := max(len(c.devs), d)
+	fitsOne := func(d int) bool {
+		room := c.memCap - c.resident(s, d) - s.trans
+		return room >= 0 && (s.held <= 0 || room >= s.held)
+	}
+	if !fitsOne(limit) {
 		return math.MaxInt32 // not even one micro-batch fits
 	}
-	if s.held <= 0 {
-		return d
-	}
-	most := int(math.Floor(room / s.held)) // in-flight micro-batches that fit, >= 1
-	// ceil(m/d) <= most, or ceil((k+d)/d) <= most, i.e. k <= (most-1)·d.
-	need := (c.m + most - 1) / most
-	if most >= 2 {
-		need = min(need, (k+most-2)/(most-1))
-	}
-	d = max(d, need)
-	for d < math.MaxInt32/2 && !c.fits(s, OneFOneB, k+d, d) { // rounding guard
+	for d < limit && !fitsOne(d) {
 		d++
+	}
+	for s.held > 0 {
+		room := c.memCap - c.resident(s, d) - s.trans
+		most := int(math.Floor(room / s.held)) // in-flight micro-batches that fit, >= 1
+		// ceil(m/d) <= most, or ceil((k+d)/d) <= most, i.e. k <= (most-1)·d.
+		need := (c.m + most - 1) / most
+		if most >= 2 {
+			need = min(need, (k+most-2)/(most-1))
+		}
+		if need <= d {
+			break
+		}
+		d = need
+	}
+	for d <= limit && !c.fits(s, OneFOneB, k+d, d) { // rounding guard
+		d++
+	}
+	if d > limit {
+		return math.MaxInt32
 	}
 	return d
 }
