@@ -1,8 +1,11 @@
 package sim
 
 import (
+	"encoding/binary"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -26,6 +29,13 @@ type CostModel struct {
 	paramBytes, optBytes, residentIn int64
 	mark                             []int32
 	stamp                            int32
+	// outs caches UnitOuts by the unit's targets (hash, then compared).
+	outs map[uint64][]unitOuts
+}
+
+type unitOuts struct {
+	targets []int32
+	out     []int64
 }
 
 // NewCostModel prices workload w's ops on every device of cluster c with
@@ -132,7 +142,7 @@ func (cm *CostModel) Clone() *CostModel {
 		x.cache = map[[3]int64][]Cost{}
 		c.prof[d] = &x
 	}
-	c.mark, c.stamp = nil, 0
+	c.mark, c.stamp, c.outs = nil, 0, nil
 	return &c
 }
 
@@ -195,6 +205,56 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 		}
 	}
 	return max(rows, 1), edges
+}
+
+// UnitOuts is each op's output bytes in subgraph unit u of a graph
+// model, from a shape pass over the unit's receptive field as the
+// executor builds it (sim's shape pass: no arithmetic); nil for a unit
+// computing the whole graph, a workload without a graph model, or a
+// model the pass cannot run. The ops of a subgraph unit compute different
+// hops of its field, so their sizes do not follow the unit's rows alike;
+// UnitOps prices each op at its own output (OpProfile.AtOut).
+func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
+	w := cm.w
+	if !u.Subgraph || w.Graph == nil || w.Model == nil || len(w.Model.Graphs) == 0 || w.Model.Config.Layers <= 0 ||
+		w.Graph.NumDst != w.Graph.NumSrc || len(w.Model.Ops) != len(w.Ops) {
+		return nil
+	}
+	h := fnv.New64a()
+	var b [4]byte
+	for _, t := range u.Targets {
+		binary.LittleEndian.PutUint32(b[:], uint32(t))
+		h.Write(b[:])
+	}
+	key := h.Sum64()
+	for _, e := range cm.outs[key] {
+		if slices.Equal(e.targets, u.Targets) {
+			return e.out
+		}
+	}
+	var out []int64
+	if so, err := subgraphShapes(w.Model, w.Graph, w.FeatureDim, u.Targets); err == nil && len(so.out) == len(w.Ops) {
+		out = so.out
+	}
+	if cm.outs == nil {
+		cm.outs = map[uint64][]unitOuts{}
+	}
+	cm.outs[key] = append(cm.outs[key], unitOuts{slices.Clone(u.Targets), out})
+	return out
+}
+
+// UnitOps is every op's cost on device d in unit u, with the device's
+// Speedup applied, and last the unit's setup (Setup): each op at the
+// unit's size (UnitSize), or in a subgraph unit of a graph model at its
+// own output (UnitOuts, OpProfile.AtOut).
+func (cm *CostModel) UnitOps(d core.DeviceID, u core.Unit) []Cost {
+	dp := cm.dev(d)
+	rows, edges := cm.UnitSize(u)
+	cs := slices.Clone(dp.unitCosts(rows, edges, !u.Subgraph, cm.UnitOuts(u)))
+	for i := range cs {
+		cs[i].Fwd, cs[i].Bwd = dp.t(cs[i].Fwd), dp.t(cs[i].Bwd)
+	}
+	return cs
 }
 
 // Transfer is how long bytes take from device a to device b (the link's

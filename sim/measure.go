@@ -170,16 +170,7 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets, nil)
 			}
 		default:
-			if ks, err := g.KHop(lp.targets, max(m.Config.Layers, 0)); err == nil {
-				local := make([]int32, len(lp.targets))
-				for i := range local {
-					local[i] = int32(i)
-				}
-				// The executor's view: no edge ids (edges are its own) and
-				// layers trimmed to the rows read later.
-				view := &core.Graph{NumDst: ks.NumDst, NumSrc: ks.NumSrc, Offsets: ks.Offsets, Indices: ks.Indices}
-				lp.shape, _ = shapes(m, view, featDim, local, ks.HopEnds)
-			}
+			lp.shape, _ = subgraphShapes(m, g, featDim, lp.targets)
 		}
 		lp.fwd, lp.bwd = make([][]time.Duration, nOps), make([][]time.Duration, nOps)
 		lp.out = make([]int64, nOps)

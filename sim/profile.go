@@ -256,6 +256,34 @@ func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
 			}
 		}
 	}
+	return interpAlong(pts, x, q)
+}
+
+// AtOut predicts the op's cost where it outputs out bytes: At's
+// interpolation along the points' output sizes instead of their units'.
+// A subgraph unit's ops compute different hops of its receptive field,
+// whose sizes do not grow with the unit's rows alike (a 2-layer GCN's
+// first aggregation outputs the 1-hop rows, its second the targets, while
+// the unit's rows are its 2-hop field); the unit's shape pass says what
+// each op outputs (CostModel.UnitOuts). Where the points' outputs do not
+// grow strictly with their sizes (an op whose output is fixed, a loss)
+// or out is unknown (<= 0), it is At(rows, edges).
+func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
+	pts := o.Points
+	ok := out > 0 && len(pts) > 0 && pts[0].OutBytes > 0
+	for i := 1; ok && i < len(pts); i++ {
+		ok = pts[i].OutBytes > pts[i-1].OutBytes
+	}
+	if !ok {
+		return o.At(rows, edges)
+	}
+	return interpAlong(pts, func(pt Point) float64 { return float64(pt.OutBytes) }, float64(out))
+}
+
+// interpAlong interpolates the points' fields at q along x (ascending
+// over pts): linearly between the two nearest, linearly beyond the ends,
+// in proportion with one point, never below zero.
+func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 	fields := func(pt Point) [7]float64 {
 		return [7]float64{float64(pt.Fwd), float64(pt.Bwd), float64(pt.Mem), float64(pt.OutBytes), float64(pt.Temp),
 			float64(pt.GradIn), float64(pt.GradOut)}

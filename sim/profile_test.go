@@ -3,6 +3,7 @@ package sim_test
 import (
 	"bytes"
 	"errors"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -219,5 +220,41 @@ func TestSetupForUnitKind(t *testing.T) {
 	}
 	if got := q.SetupFor(3800, 0, false); got.Fwd != 380*time.Microsecond {
 		t.Errorf("after the JSON round trip: %v, want 380µs", got)
+	}
+}
+
+// TestAtOut: an op priced at its own output interpolates along the
+// points' outputs, and falls back to the unit's size where those do not
+// grow (a loss's fixed output) or the output is unknown.
+func TestAtOut(t *testing.T) {
+	ms := time.Millisecond
+	// A 1-hop op: at 3,671 unit rows it output 1,601 rows (409,856
+	// bytes), at 4,000 all 4,000 (1,024,000).
+	hop := sim.OpProfile{Name: "relu0", Kind: core.KindElem, Points: []sim.Point{
+		{Rows: 3671, Edges: 30639, Fwd: 1 * ms, Mem: 409856, OutBytes: 409856},
+		{Rows: 4000, Edges: 32246, Fwd: 3 * ms, Mem: 1024000, OutBytes: 1024000}}}
+	loss := sim.OpProfile{Name: "loss", Kind: core.KindLoss, Points: []sim.Point{
+		{Rows: 3671, Fwd: 1 * ms, OutBytes: 4}, {Rows: 4000, Fwd: 2 * ms, OutBytes: 4}}}
+	mid := float64(3835-3671) / (4000 - 3671) // the unit's place between the points
+	for _, c := range []struct {
+		name       string
+		op         sim.OpProfile
+		out, rows  int64
+		wantOut    int64
+		wantFwd    time.Duration
+		wantMemMin int64
+	}{
+		{"at a point", hop, 409856, 3824, 409856, 1 * ms, 409856},
+		{"between: 3,474 rows of 1-hop output", hop, 889344, 3824, 889344, time.Duration(float64(ms) * (1 + 2*float64(889344-409856)/float64(1024000-409856))), 889344},
+		{"beyond the ladder", hop, 1638144, 4000, 1638144, 5 * ms, 1638144},
+		{"fixed output: the unit's size", loss, 4, 3835, 4, ms + time.Duration(mid*float64(ms)), 0},
+		{"unknown output: the unit's size", hop, 0, 3835, int64(math.Round(409856 + mid*(1024000-409856))), ms + time.Duration(mid*2*float64(ms)), 715995},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.op.AtOut(c.out, c.rows, 0)
+			if got.OutBytes != c.wantOut || (got.Fwd-c.wantFwd).Abs() > time.Microsecond || got.Mem < c.wantMemMin {
+				t.Errorf("AtOut(%d, %d) = out %d, fwd %v, mem %d; want out %d, fwd %v, mem >= %d", c.out, c.rows, got.OutBytes, got.Fwd, got.Mem, c.wantOut, c.wantFwd, c.wantMemMin)
+			}
+		})
 	}
 }

@@ -114,6 +114,23 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	return so, nil
 }
 
+// subgraphShapes is shapes over the receptive field of targets (global
+// node ids of g) over m's layers, as the executor builds a subgraph
+// unit's view: no edge ids, rows in hop order, layers trimmed to the rows
+// read later.
+func subgraphShapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (*shapeOut, error) {
+	ks, err := g.KHop(targets, max(m.Config.Layers, 0))
+	if err != nil {
+		return nil, fmt.Errorf("sim: shape pass: %w", err)
+	}
+	local := make([]int32, len(targets))
+	for i := range local {
+		local[i] = int32(i)
+	}
+	view := &core.Graph{NumDst: ks.NumDst, NumSrc: ks.NumSrc, Offsets: ks.Offsets, Indices: ks.Indices}
+	return shapes(m, view, featDim, local, ks.HopEnds)
+}
+
 // shapeDev is a device with shapes and a memory accountant only.
 type shapeDev struct{ mem *core.MemAccountant }
 

@@ -128,6 +128,21 @@ func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
 	return c
 }
 
+// unitCosts is costs for a unit whose ops output outs bytes (nil: not
+// known, the unit's size prices every op): each op at its own output
+// (OpProfile.AtOut), the setup at the unit's size. The result is fresh.
+func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs []int64) []Cost {
+	if outs == nil {
+		return dp.costs(rows, edges, whole)
+	}
+	c := make([]Cost, len(dp.idx)+1)
+	for o, j := range dp.idx {
+		c[o] = dp.p.Ops[j].AtOut(outs[o], rows, edges)
+	}
+	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole)
+	return c
+}
+
 func (dp *devProf) t(d time.Duration) time.Duration {
 	return time.Duration(math.Round(float64(d) * dp.scale))
 }
@@ -216,6 +231,11 @@ type sim struct {
 	rows      []int64
 	edges     []int64
 	whole     []bool
+	// outs[u] are each op's output bytes in subgraph unit u
+	// (CostModel.UnitOuts; nil: priced at the unit's size), and ucost
+	// the costs they give, per device profile and unit.
+	outs  [][]int64
+	ucost map[*devProf][][]Cost
 
 	preds, succ [][]int
 	needIn      [][]xfer // forward tasks: values from other devices
@@ -380,6 +400,10 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	for u, un := range p.Units {
 		s.whole[u] = !un.Subgraph
 		s.rows[u], s.edges[u] = s.cm.UnitSize(un)
+	}
+	s.outs, s.ucost = make([][]int64, nu), map[*devProf][][]Cost{}
+	for u, un := range p.Units {
+		s.outs[u] = s.cm.UnitOuts(un)
 	}
 	s.opDev = make([][]core.DeviceID, nu)
 	s.fwdOf, s.bwdOf = make([][]int, nu), make([][]int, nu)
@@ -888,6 +912,22 @@ func (s *sim) unitInputs(u int, d core.DeviceID, mem int64) int64 {
 	return int64(math.Round(float64(mem) * part / total))
 }
 
+// costsOf is unit u's op costs (and setup, last) under profile dp.
+func (s *sim) costsOf(dp *devProf, u int) []Cost {
+	if s.outs[u] == nil {
+		return dp.costs(s.rows[u], s.edges[u], s.whole[u])
+	}
+	byUnit := s.ucost[dp]
+	if byUnit == nil {
+		byUnit = make([][]Cost, len(s.outs))
+		s.ucost[dp] = byUnit
+	}
+	if byUnit[u] == nil {
+		byUnit[u] = dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u])
+	}
+	return byUnit[u]
+}
+
 func (s *sim) notDone(task int) string {
 	if task < 0 {
 		return "no task runs"
@@ -989,7 +1029,7 @@ func (s *sim) start(i int, now time.Duration) {
 	case core.TaskForward, core.TaskBackward:
 		u := t.Unit
 		us := s.units[ukey{u, d}]
-		costs := dp.costs(s.rows[u], s.edges[u], s.whole[u])
+		costs := s.costsOf(dp, u)
 		setup := costs[len(costs)-1]
 		if us.started == 0 {
 			run.work += dp.t(setup.Fwd)
@@ -1013,7 +1053,7 @@ func (s *sim) start(i int, now time.Duration) {
 					continue // fetched by an earlier task of the unit here
 				}
 				s.present[key] = true
-				b := s.prof[x.src].costs(s.rows[u], s.edges[u], s.whole[u])[x.op].OutBytes
+				b := s.costsOf(s.prof[x.src], u)[x.op].OutBytes
 				if s.c.SyncTransfers {
 					syncCopy(x.src, b)
 					moved += b
@@ -1096,7 +1136,7 @@ func (s *sim) start(i int, now time.Duration) {
 	if t.Kind == core.TaskForward || t.Kind == core.TaskBackward {
 		// Memory-bound (graph, gather, elementwise ops) or compute-bound
 		// (dense, loss), by where the task's time goes.
-		costs := dp.costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])
+		costs := s.costsOf(dp, t.Unit)
 		var dense, other time.Duration
 		for _, o := range t.OpIndices() {
 			c := costs[o].Fwd
@@ -1297,7 +1337,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					}
 					sent[[2]int{o, s.devIndex[dst]}] = true
 					l := [2]core.DeviceID{d, dst}
-					b := s.prof[d].costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])[o].OutBytes
+					b := s.costsOf(s.prof[d], t.Unit)[o].OutBytes
 					st := max(now, s.linkFree[l])
 					en := st + s.cm.Transfer(d, dst, b)
 					s.linkFree[l] = en
@@ -1336,7 +1376,7 @@ func (s *sim) finish(i int, now time.Duration) {
 					}
 					delete(s.gradSrc, key)
 					l := [2]core.DeviceID{d, src}
-					b := s.prof[src].costs(s.rows[t.Unit], s.edges[t.Unit], s.whole[t.Unit])[q].OutBytes
+					b := s.costsOf(s.prof[src], t.Unit)[q].OutBytes
 					st := max(now, s.linkFree[l])
 					en := st + s.cm.Transfer(d, src, b)
 					s.linkFree[l] = en

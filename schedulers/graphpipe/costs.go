@@ -104,8 +104,9 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	d0 := devs[0]
 	for _, u := range units {
 		rows, edges := cm.UnitSize(u)
+		ocs := cm.UnitOps(d0, u) // each op at its own size; the setup last
 		for o := range w.Ops {
-			oc := cm.Op(d0, o, rows, edges)
+			oc := ocs[o]
 			c.fwd[o] += secs(oc.Fwd) / float64(len(units))
 			c.bwd[o] += secs(oc.Bwd) / float64(len(units))
 			c.held[o] = math.Max(c.held[o], float64(oc.Mem))
@@ -114,7 +115,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 			c.gOut[o] = math.Max(c.gOut[o], float64(oc.GradOut))
 			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
 		}
-		sc := cm.Setup(d0, rows, edges, !u.Subgraph)
+		sc := ocs[len(w.Ops)]
 		c.setInputShares(rows, edges)
 		c.setupF += secs(sc.Fwd) / float64(len(units))
 		c.setupB += secs(sc.Bwd) / float64(len(units))
