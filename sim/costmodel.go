@@ -7,6 +7,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -27,15 +28,47 @@ type CostModel struct {
 	// paramBytes, optBytes, residentIn as Simulate's memory model uses
 	// them (see Resident).
 	paramBytes, optBytes, residentIn int64
-	mark                             []int32
+	mark, pos                        []int32 // receptive, fieldShape
 	stamp                            int32
-	// outs caches UnitOuts by the unit's targets (hash, then compared).
-	outs map[uint64][]unitOuts
+	// fields caches subgraph units' sizes and op outputs, shared by
+	// clones.
+	fields *fieldCache
 }
 
-type unitOuts struct {
-	targets []int32
-	out     []int64
+// fieldCache holds what UnitSize and UnitOuts learn of a subgraph unit's
+// receptive field, by the unit's targets (hashed, then compared); it
+// depends on the workload only.
+type fieldCache struct {
+	mu sync.Mutex
+	m  map[uint64][]*unitField
+}
+
+type unitField struct {
+	targets       []int32
+	rows, edges   int64
+	sized, shaped bool
+	out           []int64 // nil: the shape pass could not run
+}
+
+// field is the cache entry of targets (a new one if none).
+func (c *fieldCache) field(targets []int32) *unitField {
+	h := fnv.New64a()
+	var b [4]byte
+	for _, t := range targets {
+		binary.LittleEndian.PutUint32(b[:], uint32(t))
+		h.Write(b[:])
+	}
+	key := h.Sum64()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, e := range c.m[key] {
+		if slices.Equal(e.targets, targets) {
+			return e
+		}
+	}
+	e := &unitField{targets: slices.Clone(targets)}
+	c.m[key] = append(c.m[key], e)
+	return e
 }
 
 // NewCostModel prices workload w's ops on every device of cluster c with
@@ -62,7 +95,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			return nil, err
 		}
 	}
-	cm := &CostModel{w: w, c: c, prof: map[core.DeviceID]*devProf{}}
+	cm := &CostModel{w: w, c: c, prof: map[core.DeviceID]*devProf{}, fields: &fieldCache{m: map[uint64][]*unitField{}}}
 	roofs := map[DeviceModel]*Profile{}
 	for _, d := range devs {
 		m, ok := c.Device(d)
@@ -142,7 +175,7 @@ func (cm *CostModel) Clone() *CostModel {
 		x.cache = map[[3]int64][]Cost{}
 		c.prof[d] = &x
 	}
-	c.mark, c.stamp, c.outs = nil, 0, nil
+	c.mark, c.pos, c.stamp = nil, nil, 0 // fields stays shared
 	return &c
 }
 
@@ -193,11 +226,21 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 			rows = int64(len(u.Targets))
 		}
 	case w.Graph != nil && w.Model != nil && len(w.Model.Graphs) > 0 && w.Model.Config.Layers > 0 && w.Graph.NumDst == w.Graph.NumSrc:
-		if cm.mark == nil {
-			cm.mark = make([]int32, w.Graph.NumDst)
+		f := cm.fields.field(u.Targets)
+		cm.fields.mu.Lock()
+		sized := f.sized
+		rows, edges = f.rows, f.edges
+		cm.fields.mu.Unlock()
+		if !sized {
+			if cm.mark == nil {
+				cm.mark = make([]int32, w.Graph.NumDst)
+			}
+			cm.stamp++
+			rows, edges = receptive(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.stamp)
+			cm.fields.mu.Lock()
+			f.rows, f.edges, f.sized = rows, edges, true
+			cm.fields.mu.Unlock()
 		}
-		cm.stamp++
-		rows, edges = receptive(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.stamp)
 	default:
 		rows = int64(len(u.Targets))
 		if w.Dims.Nodes > 0 {
@@ -220,26 +263,31 @@ func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
 		w.Graph.NumDst != w.Graph.NumSrc || len(w.Model.Ops) != len(w.Ops) {
 		return nil
 	}
-	h := fnv.New64a()
-	var b [4]byte
-	for _, t := range u.Targets {
-		binary.LittleEndian.PutUint32(b[:], uint32(t))
-		h.Write(b[:])
+	f := cm.fields.field(u.Targets)
+	cm.fields.mu.Lock()
+	shaped, out := f.shaped, f.out
+	cm.fields.mu.Unlock()
+	if shaped {
+		return out
 	}
-	key := h.Sum64()
-	for _, e := range cm.outs[key] {
-		if slices.Equal(e.targets, u.Targets) {
-			return e.out
-		}
+	if cm.mark == nil {
+		cm.mark = make([]int32, w.Graph.NumDst)
 	}
-	var out []int64
-	if so, err := subgraphShapes(w.Model, w.Graph, w.FeatureDim, u.Targets); err == nil && len(so.out) == len(w.Ops) {
+	if cm.pos == nil {
+		cm.pos = make([]int32, w.Graph.NumDst)
+	}
+	cm.stamp++
+	view, ends := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, len(w.Model.Graphs) != 1)
+	local := make([]int32, ends[0])
+	for i := range local {
+		local[i] = int32(i)
+	}
+	if so, err := shapes(w.Model, view, w.FeatureDim, local, ends); err == nil && len(so.out) == len(w.Ops) {
 		out = so.out
 	}
-	if cm.outs == nil {
-		cm.outs = map[uint64][]unitOuts{}
-	}
-	cm.outs[key] = append(cm.outs[key], unitOuts{slices.Clone(u.Targets), out})
+	cm.fields.mu.Lock()
+	f.out, f.shaped = out, true
+	cm.fields.mu.Unlock()
 	return out
 }
 

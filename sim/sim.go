@@ -656,6 +656,60 @@ func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (
 	return int64(len(nodes)), edges
 }
 
+// fieldShape is the receptive field of seeds over k hops as the
+// executor's view of a subgraph unit (core.Graph.KHop's induced graph,
+// without edge ids): rows in hop order with hopEnds as core.Subgraph's,
+// each row's in-edges from within the field in g's order. Unless full,
+// the rows k hops out get no edges: a model whose layers read one graph
+// trimmed by hop (core.Env.HopRows) reads only the edges into rows
+// nearer, and those are most of the field's edges. mark (with stamp)
+// flags the field's nodes and pos keeps their rows; both are g's size and
+// reused across calls, where KHop allocates an index per call.
+func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp int32, full bool) (*core.Graph, []int) {
+	nodes := make([]int32, 0, len(seeds)*4)
+	add := func(v int32) {
+		mark[v], pos[v] = stamp, int32(len(nodes))
+		nodes = append(nodes, v)
+	}
+	for _, v := range seeds {
+		if v >= 0 && int(v) < g.NumDst && mark[v] != stamp {
+			add(v)
+		}
+	}
+	ends := []int{len(nodes)}
+	frontier := nodes
+	for hop := 0; hop < k; hop++ {
+		start := len(nodes)
+		for _, v := range frontier {
+			for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+				if mark[x] != stamp {
+					add(x)
+				}
+			}
+		}
+		frontier = nodes[start:]
+		ends = append(ends, len(nodes))
+	}
+	rows := len(nodes)
+	if !full && k > 0 {
+		rows = ends[k-1]
+	}
+	offs := make([]int64, len(nodes)+1)
+	var idx []int32
+	for i, v := range nodes[:rows] {
+		for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+			if mark[x] == stamp {
+				idx = append(idx, pos[x])
+			}
+		}
+		offs[i+1] = int64(len(idx))
+	}
+	for i := rows; i < len(nodes); i++ {
+		offs[i+1] = offs[i]
+	}
+	return &core.Graph{NumDst: len(nodes), NumSrc: len(nodes), Offsets: offs, Indices: idx}, ends
+}
+
 func (s *sim) push(e event) {
 	e.seq = s.seq
 	s.seq++

@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -33,15 +34,23 @@ func TestPipelineMemory(t *testing.T) {
 	for _, sc := range []struct {
 		name string
 		s    core.Scheduler
+		// retained: a device's backward leaves the gradient of a value
+		// it received until the producer's backward fetches it, and in
+		// these plans the producer may start that backward before or
+		// after the device's next forward (the measured peak then holds
+		// one such gradient more or not); the simulator takes its
+		// profile's timing. Its peak must lie within 2% of the measured
+		// one, less that gradient's bytes.
+		retained bool
 	}{
-		{"unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}},
-		{"GPipe order", schedtest.Stages{K: 4, Assign: schedtest.Halves, GPipe: true}},
+		{"unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}, false},
+		{"GPipe order", schedtest.Stages{K: 4, Assign: schedtest.Halves, GPipe: true}, false},
 		// Subgraph micro-batches of 1,000 targets: each op is priced at
 		// its own hop's size (CostModel.UnitOuts); priced at the unit's
 		// rows, the first stage's 1-hop activations came out 22% small
 		// and the loss's device 19% under.
-		{"1F1B, subgraph units, owner steps", halves(graphpipe.OneFOneB)},
-		{"GPipe, subgraph units, owner steps", halves(graphpipe.GPipe)},
+		{"1F1B, subgraph units, owner steps", halves(graphpipe.OneFOneB), true},
+		{"GPipe, subgraph units, owner steps", halves(graphpipe.GPipe), true},
 	} {
 		p, err := sc.s.Schedule(ctx, s.w)
 		if err != nil {
@@ -55,9 +64,20 @@ func TestPipelineMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The largest gradient another device fetches from each device.
+		slack := map[core.DeviceID]int64{}
+		for _, e := range r.Trace.Events {
+			if sc.retained && strings.HasPrefix(e.Name, "recv gradients") {
+				for _, d := range s.devs {
+					if d.ID() != e.Device {
+						slack[d.ID()] = max(slack[d.ID()], e.Bytes)
+					}
+				}
+			}
+		}
 		for _, d := range s.devs {
 			got, want := r.PeakMem[d.ID()], res.Trace.PeakMem[d.ID()]
-			if diff := float64(got-want) / float64(want); diff > 0.02 || diff < -0.02 {
+			if float64(got-want)/float64(want) > 0.02 || float64(got+slack[d.ID()]-want)/float64(want) < -0.02 {
 				t.Errorf("%s: %s peaks at %s simulated, %s measured", sc.name, d.ID(), core.FormatBytes(got), core.FormatBytes(want))
 			}
 		}
