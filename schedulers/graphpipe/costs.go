@@ -430,40 +430,22 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 		return d
 	}
 	// More replicas each own less (resident falls with d) and keep fewer
-	// micro-batches: take what the room at d asks for until it suffices
-	// (the room grows with d, so the need falls and this ends). Beyond
-	// the cluster's devices no plan can use them.
+	// micro-batches, so fitting is monotone in d: the fewest that fit,
+	// by bisection up to the cluster's devices (no plan uses more).
 	limit := max(len(c.devs), d)
-	fitsOne := func(d int) bool {
-		room := c.memCap - c.resident(s, d) - s.trans
-		return room >= 0 && (s.held <= 0 || room >= s.held)
+	fitsAt := func(d int) bool { return c.fits(s, OneFOneB, k+d, d) }
+	if !fitsAt(limit) {
+		return math.MaxInt32 // not even the most replicas fit
 	}
-	if !fitsOne(limit) {
-		return math.MaxInt32 // not even one micro-batch fits
-	}
-	for d < limit && !fitsOne(d) {
-		d++
-	}
-	for s.held > 0 {
-		room := c.memCap - c.resident(s, d) - s.trans
-		most := int(math.Floor(room / s.held)) // in-flight micro-batches that fit, >= 1
-		// ceil(m/d) <= most, or ceil((k+d)/d) <= most, i.e. k <= (most-1)·d.
-		need := (c.m + most - 1) / most
-		if most >= 2 {
-			need = min(need, (k+most-2)/(most-1))
+	lo, hi := d, limit
+	for lo < hi {
+		if mid := (lo + hi) / 2; fitsAt(mid) {
+			hi = mid
+		} else {
+			lo = mid + 1
 		}
-		if need <= d {
-			break
-		}
-		d = need
 	}
-	for d <= limit && !c.fits(s, OneFOneB, k+d, d) { // rounding guard
-		d++
-	}
-	if d > limit {
-		return math.MaxInt32
-	}
-	return d
+	return lo
 }
 
 // memoryFree reports whether memory can never bind: every op's held

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 func TestSpreadOwners(t *testing.T) {
@@ -104,5 +105,63 @@ func TestOwnedBound(t *testing.T) {
 				t.Fatalf("trial %d: %s owns %v bytes > bound %v (sizes %v, %d replicas)", trial, r, owned[r], bound, bytes, d)
 			}
 		}
+	}
+}
+
+// TestReplicasFitWithSpreadOwners: under a memory cap the DPs must see
+// that replicas of a stage, each owning a share of its optimizer state,
+// fit where one holding all of it would not — uno-4's whole model on
+// A100s capped at the benchmark's cap (its training state is 75% of it)
+// with 8 micro-batches: 1.1 GiB of 1.4 GiB simulated on 4 replicas. Charged
+// all the state, no replica count fitted, and the capped searches never
+// weighed data parallelism there.
+func TestReplicasFitWithSpreadOwners(t *testing.T) {
+	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
+	m, err := core.BuildModel("uno", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 8192
+	g, _ := core.Undirected(n, nil, nil)
+	batch := make([]int32, n)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	cl, err := sim.Preset("pcie-a100", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / 0.75)
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = limit
+	}
+	w = core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
+		t.Fatal(err)
+	}
+	var ids []core.DeviceID
+	for _, d := range cl.Devices {
+		ids = append(ids, d.ID)
+	}
+	c := newCosts(cm, w, ids, 8, StepOwners)
+	all := make([]int, len(w.Ops))
+	for i := range all {
+		all[i] = i
+	}
+	st := c.stat(all)
+	if d := c.minReplicas(st, 0, 0); d > 4 {
+		t.Errorf("the whole model needs %d replicas to fit %s under 1F1B with 8 micro-batches, want at most 4", d, core.FormatBytes(limit))
+	}
+	if c.fits(st, OneFOneB, 1, 1) {
+		t.Errorf("one replica holding all the state fits %s: the cap does not test the bound", core.FormatBytes(limit))
 	}
 }
