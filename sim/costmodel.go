@@ -190,7 +190,9 @@ func (cm *CostModel) dev(d core.DeviceID) *devProf {
 	return dp
 }
 
-// Op is op o's cost on device d for a unit of rows rows and edges edges,
+// Op is op o's cost on device d for a unit of rows rows and edges edges
+// (the unit's size prices every op; Simulate prices a subgraph unit of a
+// graph model's ops each at its own size: UnitOps),
 // with the device's Speedup applied to the times.
 func (cm *CostModel) Op(d core.DeviceID, o int, rows, edges int64) Cost {
 	dp := cm.dev(d)

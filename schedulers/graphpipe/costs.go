@@ -369,8 +369,8 @@ func (c *costs) resident(s stageStat, d int) float64 {
 }
 
 // ownedBound is the most parameter bytes one of d replicas owns when
-// spreadOwners spreads parameters of total bytes, the largest max, over
-// them (the largest, largest).
+// spreadOwners spreads parameters of total bytes over them, the largest
+// of which has largest bytes.
 func ownedBound(total, largest float64, d int) float64 {
 	if d <= 1 {
 		return total

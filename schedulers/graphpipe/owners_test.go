@@ -108,16 +108,12 @@ func TestOwnedBound(t *testing.T) {
 	}
 }
 
-// TestReplicasFitWithSpreadOwners: under a memory cap the DPs must see
-// that replicas of a stage, each owning a share of its optimizer state,
-// fit where one holding all of it would not — uno-4's whole model on
-// A100s capped at the benchmark's cap (its training state is 75% of it)
-// with 8 micro-batches: 1.1 GiB of 1.4 GiB simulated on 4 replicas. Charged
-// all the state, no replica count fitted, and the capped searches never
-// weighed data parallelism there.
-func TestReplicasFitWithSpreadOwners(t *testing.T) {
+// cappedUno prices uno-4 (the benchmark's) on 4 A100s capped at the
+// benchmark's cap (its training state is 75% of it) for m micro-batches.
+func cappedUno(t *testing.T, m int) (*costs, int64) {
+	t.Helper()
 	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
-	m, err := core.BuildModel("uno", cfg)
+	mod, err := core.BuildModel("uno", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +127,7 @@ func TestReplicasFitWithSpreadOwners(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+	w := core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1)
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
 		t.Fatal(err)
@@ -141,19 +137,27 @@ func TestReplicasFitWithSpreadOwners(t *testing.T) {
 		t.Fatal(err)
 	}
 	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / 0.75)
+	var ids []core.DeviceID
 	for i := range cl.Devices {
 		cl.Devices[i].MemBytes = limit
+		ids = append(ids, cl.Devices[i].ID)
 	}
-	w = core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+	w = core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1)
 	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
 		t.Fatal(err)
 	}
-	var ids []core.DeviceID
-	for _, d := range cl.Devices {
-		ids = append(ids, d.ID)
-	}
-	c := newCosts(cm, w, ids, 8, StepOwners)
-	all := make([]int, len(w.Ops))
+	return newCosts(cm, w, ids, m, StepOwners), limit
+}
+
+// TestReplicasFitWithSpreadOwners: under a memory cap the DPs must see
+// that replicas of a stage, each owning a share of its optimizer state,
+// fit where one holding all of it would not — uno-4's whole model on
+// A100s capped at the benchmark's cap, 8 micro-batches (1.1 GiB of 1.4 GiB
+// simulated on 4 replicas). Charged all the state, no replica count
+// fitted, and the capped searches never weighed data parallelism there.
+func TestReplicasFitWithSpreadOwners(t *testing.T) {
+	c, limit := cappedUno(t, 8)
+	all := make([]int, len(c.w.Ops))
 	for i := range all {
 		all[i] = i
 	}
@@ -163,5 +167,28 @@ func TestReplicasFitWithSpreadOwners(t *testing.T) {
 	}
 	if c.fits(st, OneFOneB, 1, 1) {
 		t.Errorf("one replica holding all the state fits %s: the cap does not test the bound", core.FormatBytes(limit))
+	}
+}
+
+// TestChainStatBoundsOwners: the chain DP's stage of ops [i, j) carries
+// the largest parameter its ops read, as the DAG DP's does, so both
+// bound a replica's optimizer state alike (it had none: pw/d, no bound).
+func TestChainStatBoundsOwners(t *testing.T) {
+	c, _ := cappedUno(t, 8)
+	x := newChainDP(c)
+	n := len(c.w.Ops)
+	for _, r := range [][2]int{{0, n}, {0, 1}, {n - 1, n}, {1, n / 2}, {n / 3, 2 * n / 3}} {
+		rows := x.rows()
+		for i := n - 1; i >= r[0]; i-- {
+			x.advance(rows, i)
+		}
+		ops := make([]int, 0, r[1]-r[0])
+		for o := r[0]; o < r[1]; o++ {
+			ops = append(ops, o)
+		}
+		got, want := x.stat(rows, r[1]), c.stat(ops)
+		if got.pmax != want.pmax || want.pmax <= 0 && r[1]-r[0] > 2 {
+			t.Errorf("ops [%d, %d): chain stage's largest parameter %v bytes, the stage's %v", r[0], r[1], got.pmax, want.pmax)
+		}
 	}
 }

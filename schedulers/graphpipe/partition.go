@@ -38,6 +38,7 @@ type chainDP struct {
 	featPre []int
 	wPre    [][]int
 	ppre    []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
+	pmax    [][]float64 // with owners: the largest parameter each op reads, as a sparse table
 }
 
 func newChainDP(c *costs) *chainDP {
@@ -79,6 +80,15 @@ func newChainDP(c *costs) *chainDP {
 			}
 		}
 	}
+	if c.owners && n > 0 {
+		v := make([]float64, n)
+		for o := range n {
+			for _, q := range c.opPar[o] {
+				v[o] = math.Max(v[o], c.parBytes[q])
+			}
+		}
+		x.pmax = sparseMax(v)
+	}
 	if c.walk {
 		x.live = make([]float64, n+1)
 		for o := n - 1; o >= 0; o-- {
@@ -88,23 +98,33 @@ func newChainDP(c *costs) *chainDP {
 		for o := range n {
 			v[o] = c.temp[o] + x.live[o+1]
 		}
-		x.vmax = [][]float64{v}
-		for w := 1; 2*w <= n; w *= 2 {
-			prev, next := x.vmax[len(x.vmax)-1], make([]float64, n-2*w+1)
-			for o := range next {
-				next[o] = math.Max(prev[o], prev[o+w])
-			}
-			x.vmax = append(x.vmax, next)
-		}
+		x.vmax = sparseMax(v)
 	}
 	return x
 }
 
-// rangeMax is the maximum of temp[o] + live[o+1] over o in [i, j).
-func (x *chainDP) rangeMax(i, j int) float64 {
-	k := bits.Len(uint(j-i)) - 1
-	return math.Max(x.vmax[k][i], x.vmax[k][j-(1<<k)])
+// sparseMax is v's sparse table for range maxima: level k holds the
+// maximum of each run of 2^k values.
+func sparseMax(v []float64) [][]float64 {
+	t := [][]float64{v}
+	for w := 1; 2*w <= len(v); w *= 2 {
+		prev, next := t[len(t)-1], make([]float64, len(v)-2*w+1)
+		for o := range next {
+			next[o] = math.Max(prev[o], prev[o+w])
+		}
+		t = append(t, next)
+	}
+	return t
 }
+
+// tableMax is the maximum of the values [i, j) of sparse table t (i < j).
+func tableMax(t [][]float64, i, j int) float64 {
+	k := bits.Len(uint(j-i)) - 1
+	return math.Max(t[k][i], t[k][j-(1<<k)])
+}
+
+// rangeMax is the maximum of temp[o] + live[o+1] over o in [i, j).
+func (x *chainDP) rangeMax(i, j int) float64 { return tableMax(x.vmax, i, j) }
 
 // chainRows hold, for the stages starting at op i, in[j]: the bytes a
 // stage of ops [i, j) reads from earlier ops, and gin[j]: the bytes of
@@ -150,6 +170,9 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	i := r.i
 	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
 		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i]}
+	if x.pmax != nil && i < j {
+		s.pmax = tableMax(x.pmax, i, j)
+	}
 	if x.c.walk {
 		s.trans = math.Max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
 	}
