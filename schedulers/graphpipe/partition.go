@@ -37,7 +37,7 @@ type chainDP struct {
 	// features and graph g's edge weights (costs.inputPart of a range).
 	featPre []int
 	wPre    [][]int
-	ppre    []float64 // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
+	ppre    []float64   // with owners: parameter bytes (a parameter several ops of a range read counted for each: an upper bound)
 	pmax    [][]float64 // with owners: the largest parameter each op reads, as a sparse table
 }
 
