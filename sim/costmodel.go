@@ -41,7 +41,11 @@ type CostModel struct {
 type fieldCache struct {
 	mu sync.Mutex
 	m  map[uint64][]*unitField
+	n  int // entries
 }
+
+// maxFields bounds a fieldCache: past it the cache starts over.
+const maxFields = 4096
 
 type unitField struct {
 	targets       []int32
@@ -66,8 +70,13 @@ func (c *fieldCache) field(targets []int32) *unitField {
 			return e
 		}
 	}
+	if c.n >= maxFields {
+		clear(c.m) // a long search's earlier micro-batch counts
+		c.n = 0
+	}
 	e := &unitField{targets: slices.Clone(targets)}
 	c.m[key] = append(c.m[key], e)
+	c.n++
 	return e
 }
 
@@ -254,9 +263,11 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 
 // UnitOuts is each op's output bytes in subgraph unit u of a graph
 // model, from a shape pass over the unit's receptive field as the
-// executor builds it (sim's shape pass: no arithmetic); nil for a unit
-// computing the whole graph, a workload without a graph model, or a
-// model the pass cannot run. The ops of a subgraph unit compute different
+// executor builds it, layers trimmed to the rows read later (its
+// default; engine.Config.NoTrim runs are not priced so); sim's shape
+// pass, no arithmetic. nil for a unit computing the whole graph, a
+// workload without a graph model, targets KHop would reject, or a model
+// the pass cannot run. The ops of a subgraph unit compute different
 // hops of its field, so their sizes do not follow the unit's rows alike;
 // UnitOps prices each op at its own output (OpProfile.AtOut).
 func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
@@ -279,13 +290,14 @@ func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
 		cm.pos = make([]int32, w.Graph.NumDst)
 	}
 	cm.stamp++
-	view, ends := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, len(w.Model.Graphs) != 1)
-	local := make([]int32, ends[0])
-	for i := range local {
-		local[i] = int32(i)
-	}
-	if so, err := shapes(w.Model, view, w.FeatureDim, local, ends); err == nil && len(so.out) == len(w.Ops) {
-		out = so.out
+	if view, ends, ok := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, len(w.Model.Graphs) != 1); ok {
+		local := make([]int32, ends[0])
+		for i := range local {
+			local[i] = int32(i)
+		}
+		if so, err := shapes(w.Model, view, w.FeatureDim, local, ends); err == nil && len(so.out) == len(w.Ops) {
+			out = so.out
+		}
 	}
 	cm.fields.mu.Lock()
 	f.out, f.shaped = out, true

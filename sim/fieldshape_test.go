@@ -48,7 +48,10 @@ func TestFieldShapeMatchesKHop(t *testing.T) {
 				}
 				for _, full := range []bool{true, false} {
 					stamp++
-					view, ends := fieldShape(g, seeds, m.Config.Layers, mark, pos, stamp, full)
+					view, ends, ok := fieldShape(g, seeds, m.Config.Layers, mark, pos, stamp, full)
+					if !ok {
+						t.Fatalf("%s: fieldShape rejects valid seeds", model)
+					}
 					local := make([]int32, ends[0])
 					for i := range local {
 						local[i] = int32(i)
@@ -85,5 +88,26 @@ func TestFieldShapeMatchesKHop(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestFieldShapeRejectsBadSeeds: seeds KHop rejects (out of range, listed
+// twice) give no field, so UnitOuts falls back to the unit's size.
+func TestFieldShapeRejectsBadSeeds(t *testing.T) {
+	g, err := core.Undirected(4, []int32{0, 1, 2}, []int32{1, 2, 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mark, pos := make([]int32, 4), make([]int32, 4)
+	for i, seeds := range [][]int32{{0, 0}, {4}, {-1}} {
+		if _, err := g.KHop(seeds, 1); err == nil {
+			t.Fatalf("KHop accepts %v", seeds)
+		}
+		if _, _, ok := fieldShape(g, seeds, 1, mark, pos, int32(i+1), true); ok {
+			t.Errorf("fieldShape accepts %v, which KHop rejects", seeds)
+		}
+	}
+	if _, ends, ok := fieldShape(g, []int32{0}, 2, mark, pos, 9, true); !ok || !slices.Equal(ends, []int{1, 2, 3}) {
+		t.Errorf("fieldShape of seed 0 over 2 hops: ends %v, ok %v; want [1 2 3]", ends, ok)
 	}
 }

@@ -664,17 +664,19 @@ func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (
 // trimmed by hop (core.Env.HopRows) reads only the edges into rows
 // nearer, and those are most of the field's edges. mark (with stamp)
 // flags the field's nodes and pos keeps their rows; both are g's size and
-// reused across calls, where KHop allocates an index per call.
-func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp int32, full bool) (*core.Graph, []int) {
+// reused across calls, where KHop allocates an index per call. Seeds out
+// of range or listed twice, which KHop rejects, give false.
+func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp int32, full bool) (*core.Graph, []int, bool) {
 	nodes := make([]int32, 0, len(seeds)*4)
 	add := func(v int32) {
 		mark[v], pos[v] = stamp, int32(len(nodes))
 		nodes = append(nodes, v)
 	}
 	for _, v := range seeds {
-		if v >= 0 && int(v) < g.NumDst && mark[v] != stamp {
-			add(v)
+		if v < 0 || int(v) >= g.NumDst || mark[v] == stamp {
+			return nil, nil, false // as KHop rejects them
 		}
+		add(v)
 	}
 	ends := []int{len(nodes)}
 	frontier := nodes
@@ -707,7 +709,7 @@ func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp in
 	for i := rows; i < len(nodes); i++ {
 		offs[i+1] = offs[i]
 	}
-	return &core.Graph{NumDst: len(nodes), NumSrc: len(nodes), Offsets: offs, Indices: idx}, ends
+	return &core.Graph{NumDst: len(nodes), NumSrc: len(nodes), Offsets: offs, Indices: idx}, ends, true
 }
 
 func (s *sim) push(e event) {

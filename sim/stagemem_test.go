@@ -2,6 +2,7 @@ package sim_test
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 
@@ -39,8 +40,8 @@ func TestPipelineMemory(t *testing.T) {
 		// these plans the producer may start that backward before or
 		// after the device's next forward (the measured peak then holds
 		// one such gradient more or not); the simulator takes its
-		// profile's timing. Its peak must lie within 2% of the measured
-		// one, less that gradient's bytes.
+		// profile's timing. Its peak must be within 2% of the measured
+		// one, or of the measured one less that gradient's bytes.
 		retained bool
 	}{
 		{"unit by unit", schedtest.Stages{K: 4, Assign: schedtest.Halves}, false},
@@ -64,7 +65,8 @@ func TestPipelineMemory(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The largest gradient another device fetches from each device.
+		// The largest gradient the other device fetches from each one (two
+		// devices: a device's "recv gradients" come from the other).
 		slack := map[core.DeviceID]int64{}
 		for _, e := range r.Trace.Events {
 			if sc.retained && strings.HasPrefix(e.Name, "recv gradients") {
@@ -75,9 +77,10 @@ func TestPipelineMemory(t *testing.T) {
 				}
 			}
 		}
+		near := func(a, b int64) bool { return math.Abs(float64(a-b)) <= 0.02*float64(b) }
 		for _, d := range s.devs {
 			got, want := r.PeakMem[d.ID()], res.Trace.PeakMem[d.ID()]
-			if float64(got-want)/float64(want) > 0.02 || float64(got+slack[d.ID()]-want)/float64(want) < -0.02 {
+			if !near(got, want) && !(slack[d.ID()] > 0 && near(got+slack[d.ID()], want)) {
 				t.Errorf("%s: %s peaks at %s simulated, %s measured", sc.name, d.ID(), core.FormatBytes(got), core.FormatBytes(want))
 			}
 		}
