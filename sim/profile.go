@@ -190,8 +190,9 @@ type Cost struct {
 
 // At predicts the op's cost for a unit computing rows rows over a graph
 // of edges edges: linear interpolation between the two nearest ladder
-// points, linear extrapolation from the two end points beyond them (a
-// single point scales in proportion), never below zero. Graph ops
+// points, linear extrapolation from the two end points beyond them (below
+// the first, never under its value in proportion; a single point scales
+// in proportion), never below zero. Graph ops
 // (KindGraph) interpolate in edges when the points and the query have
 // them, since their work follows the edges; every other op in rows.
 func (o *OpProfile) At(rows, edges int64) Cost {
@@ -281,8 +282,9 @@ func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
 }
 
 // interpAlong interpolates the points' fields at q along x (ascending
-// over pts): linearly between the two nearest, linearly beyond the ends,
-// in proportion with one point, never below zero.
+// over pts): linearly between the two nearest, linearly beyond the ends
+// but below the first never under its value in proportion, in
+// proportion with one point, never below zero.
 func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 	fields := func(pt Point) [7]float64 {
 		return [7]float64{float64(pt.Fwd), float64(pt.Bwd), float64(pt.Mem), float64(pt.OutBytes), float64(pt.Temp),
@@ -311,6 +313,15 @@ func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 		}
 		for k := range y {
 			y[k] = fa[k] + t*(fb[k]-fa[k])
+		}
+		if x0 := x(pts[0]); q < x0 && x0 > 0 {
+			// Below the ladder: the first segment's line keeps a fixed
+			// cost (a launch) where it has one; where it would fall
+			// faster than in proportion (even below zero), proportion.
+			f0 := fields(pts[0])
+			for k := range y {
+				y[k] = math.Max(y[k], f0[k]*q/x0)
+			}
 		}
 	}
 	for k := range y {
