@@ -52,6 +52,7 @@ type unitField struct {
 	rows, edges   int64
 	sized, shaped bool
 	out           []int64 // nil: the shape pass could not run
+	opEdges       []int64 // the edges each op reads (shapeOut.edges)
 }
 
 // field is the cache entry of targets (a new one if none).
@@ -271,17 +272,24 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 // hops of its field, so their sizes do not follow the unit's rows alike;
 // UnitOps prices each op at its own output (OpProfile.AtOut).
 func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
+	out, _ := cm.unitShape(u)
+	return out
+}
+
+// unitShape is UnitOuts and the edges each op reads (a graph op's hop
+// block; 0 for the others).
+func (cm *CostModel) unitShape(u core.Unit) (out, opEdges []int64) {
 	w := cm.w
 	if !u.Subgraph || w.Graph == nil || w.Model == nil || len(w.Model.Graphs) == 0 || w.Model.Config.Layers <= 0 ||
 		w.Graph.NumDst != w.Graph.NumSrc || len(w.Model.Ops) != len(w.Ops) {
-		return nil
+		return nil, nil
 	}
 	f := cm.fields.field(u.Targets)
 	cm.fields.mu.Lock()
-	shaped, out := f.shaped, f.out
+	shaped, out, opEdges := f.shaped, f.out, f.opEdges
 	cm.fields.mu.Unlock()
 	if shaped {
-		return out
+		return out, opEdges
 	}
 	if cm.mark == nil {
 		cm.mark = make([]int32, w.Graph.NumDst)
@@ -289,30 +297,43 @@ func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
 	if cm.pos == nil {
 		cm.pos = make([]int32, w.Graph.NumDst)
 	}
-	cm.stamp++
-	if view, ends, ok := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, len(w.Model.Graphs) != 1); ok {
+	// Models reading only hop blocks skip the outermost hop's edges
+	// (most of the field's); one reading the field's whole graph (a
+	// tower of every hop) is shaped again with them.
+	for _, full := range []bool{len(w.Model.Graphs) != 1, true} {
+		cm.stamp++
+		view, ends, ok := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, full)
+		if !ok {
+			break
+		}
 		local := make([]int32, ends[0])
 		for i := range local {
 			local[i] = int32(i)
 		}
-		if so, err := shapes(w.Model, view, w.FeatureDim, local, ends); err == nil && len(so.out) == len(w.Ops) {
-			out = so.out
+		so, err := shapes(w.Model, view, w.FeatureDim, local, ends)
+		if err != nil || len(so.out) != len(w.Ops) {
+			break
+		}
+		out, opEdges = so.out, so.edges
+		if full || !so.readRoot {
+			break
 		}
 	}
 	cm.fields.mu.Lock()
-	f.out, f.shaped = out, true
+	f.out, f.opEdges, f.shaped = out, opEdges, true
 	cm.fields.mu.Unlock()
-	return out
+	return out, opEdges
 }
 
 // UnitOps is every op's cost on device d in unit u, with the device's
 // Speedup applied, and last the unit's setup (Setup): each op at the
 // unit's size (UnitSize), or in a subgraph unit of a graph model at its
-// own output (UnitOuts, OpProfile.AtOut).
+// own size (UnitOuts and the edges a graph op reads: OpProfile.AtOwn).
 func (cm *CostModel) UnitOps(d core.DeviceID, u core.Unit) []Cost {
 	dp := cm.dev(d)
 	rows, edges := cm.UnitSize(u)
-	cs := slices.Clone(dp.unitCosts(rows, edges, !u.Subgraph, cm.UnitOuts(u)))
+	out, opEdges := cm.unitShape(u)
+	cs := slices.Clone(dp.unitCosts(rows, edges, !u.Subgraph, out, opEdges))
 	for i := range cs {
 		cs[i].Fwd, cs[i].Bwd = dp.t(cs[i].Fwd), dp.t(cs[i].Bwd)
 	}

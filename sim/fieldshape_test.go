@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"math"
 	"slices"
 	"testing"
 
@@ -73,12 +74,15 @@ func TestFieldShapeMatchesKHop(t *testing.T) {
 					if err != nil {
 						t.Fatalf("%s, %d layers, %d seeds: %v", model, layers, n, err)
 					}
+					if got.readRoot != want.readRoot || want.readRoot != (model == "mbgnn") {
+						t.Errorf("%s: reads the field's whole graph: %v (KHop's: %v); only the multi-branch GNN's towers should", model, got.readRoot, want.readRoot)
+					}
 					for _, c := range []struct {
 						what      string
 						got, want []int64
-					}{{"outputs", got.out, want.out}, {"held", got.held, want.held}, {"backward peaks", got.bwdPeak, want.bwdPeak},
+					}{{"outputs", got.out, want.out}, {"held", got.held, want.held}, {"edges read", got.edges, want.edges}, {"backward peaks", got.bwdPeak, want.bwdPeak},
 						{"input gradients", got.gradIn, want.gradIn}, {"output gradients", got.gradOut, want.gradOut}} {
-						if !full && c.what != "outputs" && c.what != "held" {
+						if !full && (got.readRoot || c.what != "outputs" && c.what != "held" && c.what != "edges read") {
 							continue // the backward of a first layer walks its whole graph
 						}
 						if !slices.Equal(c.got, c.want) {
@@ -109,5 +113,69 @@ func TestFieldShapeRejectsBadSeeds(t *testing.T) {
 	}
 	if _, ends, ok := fieldShape(g, []int32{0}, 2, mark, pos, 9, true); !ok || !slices.Equal(ends, []int{1, 2, 3}) {
 		t.Errorf("fieldShape of seed 0 over 2 hops: ends %v, ok %v; want [1 2 3]", ends, ok)
+	}
+}
+
+// TestGraphOpsPricedByTheirEdges: a subgraph unit's aggregation is priced
+// by the edges of the hop block it reads, not by its output rows — on a
+// power-law graph a 1-hop block holds the hubs' edges, far more per row
+// than the whole graph. With a roofline profile (an aggregation's cost
+// linear in its edges) the unit's first aggregation costs the whole
+// graph's in the ratio of their edges; priced by its output rows it came
+// out 6x under.
+func TestGraphOpsPricedByTheirEdges(t *testing.T) {
+	spec, err := data.ParseSynthetic("rmat,nodes=20000,edges=200000,feat=16,classes=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := data.Generate(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := ds.Graph
+	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: 16, Hidden: 16, Classes: 4, Layers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	targets := make([]int32, 200)
+	for i := range targets {
+		targets[i] = int32(i * (g.NumDst / len(targets)))
+	}
+	c, err := Preset("pcie-a100", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := core.NewWorkload(m, g, 16, targets, c.Infos(), 1)
+	prof, err := Roofline(w, c.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := NewCostModel(w, prof, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := core.Unit{Targets: targets, LossWeight: 1, Subgraph: true}
+	out, opEdges := cm.unitShape(u)
+	if out == nil {
+		t.Fatal("no shape for the unit")
+	}
+	agg := -1
+	for o, op := range w.Ops {
+		if op.Kind == core.KindGraph {
+			agg = o // the first aggregation: into the 1-hop rows
+			break
+		}
+	}
+	e, E := opEdges[agg], int64(g.NumEdges())
+	rowsFrac := float64(out[agg]) / float64(prof.Ops[agg].Points[len(prof.Ops[agg].Points)-1].OutBytes)
+	if edgesFrac := float64(e) / float64(E); edgesFrac < 2*rowsFrac {
+		t.Fatalf("the 1-hop block has %.3f of the edges and %.3f of the rows: not a test of edges against rows", edgesFrac, rowsFrac)
+	}
+	got := cm.UnitOps(c.Devices[0].ID, u)[agg]
+	whole := prof.Ops[agg].At(int64(g.NumDst), E)
+	launch := c.Devices[0].Launch
+	ratio := float64(got.Fwd+got.Bwd-2*launch) / float64(whole.Fwd+whole.Bwd-2*launch)
+	if want := float64(e) / float64(E); math.Abs(ratio-want) > 0.05*want {
+		t.Errorf("the unit's first aggregation costs %.3f of the whole graph's; its block has %.3f of the edges (%.3f of the rows)", ratio, want, rowsFrac)
 	}
 }

@@ -282,9 +282,13 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			case heldSum > 0:
 				tmp = int64(float64(max(temp, 0)) * float64(held[i]) / float64(heldSum))
 			}
+			var opEdges int64
+			if lp.shape != nil && len(lp.shape.edges) == nOps && m.Ops[i].Kind() == core.KindGraph {
+				opEdges = lp.shape.edges[i]
+			}
 			p.Ops[i].Points = append(p.Ops[i].Points, Point{Rows: lp.rows, Edges: lp.edges,
 				Fwd: scaled(stats.Median(lp.fwd[i]), scale), Bwd: scaled(stats.Median(lp.bwd[i]), scale),
-				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp, GradIn: gin, GradOut: gout})
+				Mem: max(mem, 0), OutBytes: lp.out[i], Temp: tmp, GradIn: gin, GradOut: gout, OpEdges: opEdges})
 		}
 	}
 	last := pts[len(pts)-1]

@@ -37,6 +37,11 @@ type Point struct {
 	Temp    int64 `json:"temp_bytes,omitempty"`
 	GradIn  int64 `json:"grad_in_bytes,omitempty"`
 	GradOut int64 `json:"grad_out_bytes,omitempty"`
+	// OpEdges, for a graph op (core.KindGraph), is the edges of the graph
+	// it read at this point: its hop's block in a subgraph unit, whose
+	// edges do not follow the unit's (a 1-hop block of a power-law graph
+	// gathers the hubs' edges). 0: not recorded (Edges then stands in).
+	OpEdges int64 `json:"op_edges,omitempty"`
 	// Whole marks a Setup point measured with a unit computing the whole
 	// graph (its inputs resident), whose overhead is not a subgraph
 	// unit's (building its view, gathering its features) of the same size.
@@ -175,7 +180,7 @@ func checkPoints(pts []Point) error {
 		if j > 0 && pt.Rows <= pts[j-1].Rows {
 			return fmt.Errorf("sizes %d and %d are not ascending", pts[j-1].Rows, pt.Rows)
 		}
-		if pt.Edges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 || pt.GradIn < 0 || pt.GradOut < 0 {
+		if pt.Edges < 0 || pt.OpEdges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 || pt.GradIn < 0 || pt.GradOut < 0 {
 			return fmt.Errorf("at %d rows: negative time or size", pt.Rows)
 		}
 	}
@@ -279,6 +284,22 @@ func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
 		return o.At(rows, edges)
 	}
 	return interpAlong(pts, func(pt Point) float64 { return float64(pt.OutBytes) }, float64(out))
+}
+
+// AtOwn predicts the op's cost in a unit where it outputs out bytes and,
+// a graph op, reads a graph of opEdges edges: a graph op whose points
+// recorded theirs (Point.OpEdges) interpolates along them, as its work
+// follows the edges it reads; otherwise AtOut.
+func (o *OpProfile) AtOwn(out, opEdges, rows, edges int64) Cost {
+	pts := o.Points
+	ok := o.Kind == core.KindGraph && opEdges > 0 && len(pts) > 0
+	for i := 0; ok && i < len(pts); i++ {
+		ok = pts[i].OpEdges > 0 && (i == 0 || pts[i].OpEdges > pts[i-1].OpEdges)
+	}
+	if !ok {
+		return o.AtOut(out, rows, edges)
+	}
+	return interpAlong(pts, func(pt Point) float64 { return float64(pt.OpEdges) }, float64(opEdges))
 }
 
 // interpAlong interpolates the points' fields at q along x (ascending

@@ -55,7 +55,7 @@ func sampleProfile() *sim.Profile {
 			{Name: "lin", Kind: core.KindDense, InputSize: 4, OutBytesPerRow: 16, WeightBytes: 64,
 				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms, Bwd: 2 * ms, Mem: 128, OutBytes: 128}, {Rows: 16, Edges: 50, Fwd: 2 * ms, Bwd: 4 * ms, Mem: 256, OutBytes: 256}}},
 			{Name: "agg", Kind: core.KindGraph, Preds: []int{0}, InputSize: 4, OutBytesPerRow: 16,
-				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 2, Bwd: ms, Mem: 128, OutBytes: 128}, {Rows: 16, Edges: 50, Fwd: ms, Bwd: 2 * ms, Mem: 256, OutBytes: 256}}},
+				Points: []sim.Point{{Rows: 8, Edges: 20, OpEdges: 12, Fwd: ms / 2, Bwd: ms, Mem: 128, OutBytes: 128}, {Rows: 16, Edges: 50, OpEdges: 50, Fwd: ms, Bwd: 2 * ms, Mem: 256, OutBytes: 256}}},
 			{Name: "loss", Kind: core.KindLoss, Preds: []int{1},
 				Points: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 4, Bwd: ms / 4, OutBytes: 4}, {Rows: 16, Edges: 50, Fwd: ms / 4, Bwd: ms / 4, OutBytes: 4}}},
 		}}
@@ -255,6 +255,35 @@ func TestAtOut(t *testing.T) {
 			got := c.op.AtOut(c.out, c.rows, 0)
 			if got.OutBytes != c.wantOut || (got.Fwd-c.wantFwd).Abs() > time.Microsecond || got.Mem < c.wantMemMin {
 				t.Errorf("AtOut(%d, %d) = out %d, fwd %v, mem %d; want out %d, fwd %v, mem >= %d", c.out, c.rows, got.OutBytes, got.Fwd, got.Mem, c.wantOut, c.wantFwd, c.wantMemMin)
+			}
+		})
+	}
+}
+
+// TestAtOwn: a graph op whose points recorded the edges it read prices a
+// unit at the edges it reads there; other ops, and graph ops without
+// them, at their output (AtOut).
+func TestAtOwn(t *testing.T) {
+	ms := time.Millisecond
+	pts := []sim.Point{{Rows: 100, Edges: 1000, OpEdges: 400, Fwd: 1 * ms, OutBytes: 800},
+		{Rows: 200, Edges: 2000, OpEdges: 2000, Fwd: 5 * ms, OutBytes: 1600}}
+	flat := []sim.Point{{Rows: 100, OpEdges: 400, Fwd: 1 * ms, OutBytes: 800}, {Rows: 200, OpEdges: 400, Fwd: 5 * ms, OutBytes: 1600}}
+	for _, c := range []struct {
+		name    string
+		kind    core.OpKind
+		pts     []sim.Point
+		out, e  int64
+		wantFwd time.Duration
+	}{
+		{"graph op at its edges", core.KindGraph, pts, 800, 1200, 3 * ms},
+		{"graph op, edges unknown: its output", core.KindGraph, pts, 1200, 0, 3 * ms},
+		{"dense op: its output", core.KindDense, pts, 1200, 400, 3 * ms},
+		{"points' edges not growing: its output", core.KindGraph, flat, 1200, 1200, 3 * ms},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			op := sim.OpProfile{Name: "x", Kind: c.kind, Points: c.pts}
+			if got := op.AtOwn(c.out, c.e, 150, 1500); (got.Fwd - c.wantFwd).Abs() > time.Microsecond {
+				t.Errorf("AtOwn(%d, %d) forward %v, want %v", c.out, c.e, got.Fwd, c.wantFwd)
 			}
 		})
 	}

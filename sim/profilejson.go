@@ -42,6 +42,7 @@ type fileOp struct {
 	BackwardMem       map[string]float64 `json:"backward_mem,omitempty"`
 	GradInBytes       map[string]float64 `json:"grad_in_bytes,omitempty"`
 	GradOutBytes      map[string]float64 `json:"grad_out_bytes,omitempty"`
+	OpEdges           map[string]float64 `json:"op_edges,omitempty"`
 	OutputBytesPerRow *float64           `json:"output_bytes_per_row,omitempty"`
 }
 
@@ -79,7 +80,8 @@ type fileProfile struct {
 // "runtime" (forward + backward milliseconds by batch size) and
 // "reserved_mem" (bytes by batch size) — with gnnkit's fields beside them:
 // "forward_ms", "backward_ms", "output_bytes", "backward_mem" (bytes the
-// backward needs while it runs), "grad_in_bytes" and "grad_out_bytes"
+// backward needs while it runs), "grad_in_bytes" and "grad_out_bytes",
+// "op_edges" (the edges a graph op read: Point.OpEdges)
 // (gradients it leaves and frees; see Point.Temp), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
 // optimizer step and the per-unit setup at the top level. Batch sizes are
 // rows (nodes computed; samples for models without a graph).
@@ -138,6 +140,12 @@ func WriteProfile(w io.Writer, p *Profile) error {
 					fo.GradInBytes, fo.GradOutBytes = map[string]float64{}, map[string]float64{}
 				}
 				fo.GradInBytes[k], fo.GradOutBytes[k] = float64(pt.GradIn), float64(pt.GradOut)
+			}
+			if pt.OpEdges != 0 {
+				if fo.OpEdges == nil {
+					fo.OpEdges = map[string]float64{}
+				}
+				fo.OpEdges[k] = float64(pt.OpEdges)
 			}
 		}
 		f.Ops = append(f.Ops, fo)
@@ -331,7 +339,7 @@ func ParseProfile(b []byte) (*Profile, error) {
 			name string
 			m    map[string]float64
 		}{{"runtime", fo.Runtime}, {"reserved_mem", fo.ReservedMem}, {"backward_ms", fo.BackwardMs}, {"output_bytes", fo.OutputBytes}, {"backward_mem", fo.BackwardMem},
-			{"grad_in_bytes", fo.GradInBytes}, {"grad_out_bytes", fo.GradOutBytes}} {
+			{"grad_in_bytes", fo.GradInBytes}, {"grad_out_bytes", fo.GradOutBytes}, {"op_edges", fo.OpEdges}} {
 			if _, err := keys(field.m, where, field.name); err != nil {
 				return nil, err
 			}
@@ -382,6 +390,11 @@ func ParseProfile(b []byte) (*Profile, error) {
 			}
 			if v, ok := get(fo.GradOutBytes, r); ok {
 				if pt.GradOut, err = size(v, at+": grad_out_bytes"); err != nil {
+					return nil, err
+				}
+			}
+			if v, ok := get(fo.OpEdges, r); ok {
+				if pt.OpEdges, err = size(v, at+": op_edges"); err != nil {
 					return nil, err
 				}
 			}

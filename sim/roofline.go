@@ -87,7 +87,11 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 			if gemms != nil {
 				fwd, fb = gemmRoof(gemms, core.Dims{Nodes: rows, Edges: edges}, c, d)
 			}
-			o.Points = append(o.Points, Point{Rows: rows, Edges: edges,
+			var opEdges int64
+			if op.Kind == core.KindGraph {
+				opEdges = edges // a whole-graph unit's op reads every edge
+			}
+			o.Points = append(o.Points, Point{Rows: rows, Edges: edges, OpEdges: opEdges,
 				Fwd: fwd + d.Launch, Bwd: fb - fwd + d.Launch,
 				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac),
 				GradIn: int64(float64(gin) * frac), GradOut: int64(float64(gout) * frac)})

@@ -12,8 +12,13 @@ import (
 type shapeOut struct {
 	out  []int64 // each op's output bytes
 	held []int64 // bytes each op's forward leaves allocated (outputs, masks)
-	peak int64   // the unit's peak above the resident parameters and gradients, inputs included
-	in   int64   // the unit's inputs (features, edge weights)
+	// edges is, per op, the edges of the largest graph its forward's
+	// kernels read (a graph op's hop block; 0: none); readRoot says some
+	// kernel read g itself rather than a hop block of it.
+	edges    []int64
+	readRoot bool
+	peak  int64 // the unit's peak above the resident parameters and gradients, inputs included
+	in    int64 // the unit's inputs (features, edge weights)
 	// Per op, its backward: the peak above what was allocated when it
 	// started, the gradient bytes it leaves for its inputs, and the
 	// gradient bytes of its outputs freed after it (see Point.Temp).
@@ -36,7 +41,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 			so, err = nil, fmt.Errorf("sim: shape pass: %v", r)
 		}
 	}()
-	dev := &shapeDev{mem: core.NewMemAccountant("shape", 0)}
+	dev := &shapeDev{mem: core.NewMemAccountant("shape", 0), root: g}
 	params, grads := map[string]*core.Tensor{}, map[string]*core.Tensor{}
 	for _, p := range m.Params {
 		if params[p.Name], err = dev.Alloc(p.Shape...); err != nil {
@@ -80,6 +85,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	dev.mem.ResetPeak()
 	for _, op := range m.Ops {
 		before := dev.mem.Stats().Used
+		dev.edges = 0
 		if err := op.Forward(env); err != nil {
 			return nil, fmt.Errorf("sim: shape pass: %s forward: %w", op.Name(), err)
 		}
@@ -91,6 +97,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		}
 		so.out = append(so.out, o)
 		so.held = append(so.held, dev.mem.Stats().Used-before)
+		so.edges = append(so.edges, dev.edges)
 	}
 	so.bwdPeak, so.gradIn, so.gradOut = make([]int64, len(m.Ops)), make([]int64, len(m.Ops)), make([]int64, len(m.Ops))
 	overall := dev.mem.Stats().Peak
@@ -110,6 +117,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		overall = max(overall, mid.Peak)
 	}
 	so.peak = overall - base
+	so.readRoot = dev.readRoot
 	env.Release()
 	return so, nil
 }
@@ -131,8 +139,14 @@ func subgraphShapes(m *core.Model, g *core.Graph, featDim int, targets []int32) 
 	return shapes(m, view, featDim, local, ks.HopEnds)
 }
 
-// shapeDev is a device with shapes and a memory accountant only.
-type shapeDev struct{ mem *core.MemAccountant }
+// shapeDev is a device with shapes and a memory accountant only; edges
+// is the largest graph its kernels were given since it was cleared.
+type shapeDev struct {
+	mem      *core.MemAccountant
+	edges    int64
+	root     *core.Graph // the graph of the pass
+	readRoot bool
+}
 
 type shapeBuf struct{ n int }
 
@@ -143,7 +157,7 @@ func (d *shapeDev) ID() core.DeviceID { return "shape" }
 func (d *shapeDev) Info() core.DeviceInfo {
 	return core.DeviceInfo{ID: "shape", Backend: "shape", Name: "shape"}
 }
-func (d *shapeDev) Kernels() core.Kernels                  { return shapeKernels{} }
+func (d *shapeDev) Kernels() core.Kernels                  { return shapeKernels{d} }
 func (d *shapeDev) NewStream() core.Stream                 { return shapeStream{} }
 func (d *shapeDev) Mem() *core.MemAccountant               { return d.mem }
 func (d *shapeDev) Upload(*core.Tensor, []float32) error   { return nil }
@@ -174,20 +188,34 @@ func (shapeStream) Record() core.Event { return core.DoneEvent{} }
 func (shapeStream) Wait(core.Event)    {}
 func (shapeStream) Sync() error        { return nil }
 
-// shapeKernels do nothing: only shapes matter.
-type shapeKernels struct{}
+// shapeKernels do nothing but note the graphs they are given: only
+// shapes matter.
+type shapeKernels struct{ d *shapeDev }
+
+func (k shapeKernels) saw(g *core.Graph) {
+	if g != nil {
+		k.d.edges = max(k.d.edges, int64(g.NumEdges()))
+		k.d.readRoot = k.d.readRoot || g == k.d.root
+	}
+}
 
 func (shapeKernels) GEMM(bool, bool, float32, *core.Tensor, *core.Tensor, float32, *core.Tensor) error {
 	return nil
 }
-func (shapeKernels) SpMM(*core.Graph, core.Reduce, *core.Tensor, *core.Tensor, *core.Tensor) error {
+func (k shapeKernels) SpMM(g *core.Graph, _ core.Reduce, _, _, _ *core.Tensor) error {
+	k.saw(g)
 	return nil
 }
-func (shapeKernels) SDDMM(*core.Graph, core.EdgeOp, *core.Tensor, *core.Tensor, *core.Tensor) error {
+func (k shapeKernels) SDDMM(g *core.Graph, _ core.EdgeOp, _, _, _ *core.Tensor) error {
+	k.saw(g)
 	return nil
 }
-func (shapeKernels) EdgeSoftmax(*core.Graph, *core.Tensor, *core.Tensor) error { return nil }
-func (shapeKernels) EdgeSoftmaxBackward(*core.Graph, *core.Tensor, *core.Tensor, *core.Tensor) error {
+func (k shapeKernels) EdgeSoftmax(g *core.Graph, _, _ *core.Tensor) error {
+	k.saw(g)
+	return nil
+}
+func (k shapeKernels) EdgeSoftmaxBackward(g *core.Graph, _, _, _ *core.Tensor) error {
+	k.saw(g)
 	return nil
 }
 func (shapeKernels) Gather(*core.Tensor, []int32, *core.Tensor) error     { return nil }

@@ -128,16 +128,21 @@ func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
 	return c
 }
 
-// unitCosts is costs for a unit whose ops output outs bytes (nil: not
-// known, the unit's size prices every op): each op at its own output
-// (OpProfile.AtOut), the setup at the unit's size. The result is fresh.
-func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs []int64) []Cost {
+// unitCosts is costs for a unit whose ops output outs bytes and read
+// opEdges edges (nil: not known, the unit's size prices every op): each
+// op at its own size (OpProfile.AtOwn), the setup at the unit's. The
+// result is fresh.
+func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs, opEdges []int64) []Cost {
 	if outs == nil {
 		return dp.costs(rows, edges, whole)
 	}
 	c := make([]Cost, len(dp.idx)+1)
 	for o, j := range dp.idx {
-		c[o] = dp.p.Ops[j].AtOut(outs[o], rows, edges)
+		var e int64
+		if o < len(opEdges) {
+			e = opEdges[o]
+		}
+		c[o] = dp.p.Ops[j].AtOwn(outs[o], e, rows, edges)
 	}
 	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole)
 	return c
@@ -231,11 +236,12 @@ type sim struct {
 	rows      []int64
 	edges     []int64
 	whole     []bool
-	// outs[u] are each op's output bytes in subgraph unit u
-	// (CostModel.UnitOuts; nil: priced at the unit's size), and ucost
+	// outs[u] and opEdges[u] are each op's output bytes and the edges
+	// it reads in subgraph unit u (CostModel.unitShape; nil: priced at
+	// the unit's size), and ucost
 	// the costs they give, per device profile and unit.
-	outs  [][]int64
-	ucost map[*devProf][][]Cost
+	outs, opEdges [][]int64
+	ucost         map[*devProf][][]Cost
 
 	preds, succ [][]int
 	needIn      [][]xfer // forward tasks: values from other devices
@@ -401,9 +407,9 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 		s.whole[u] = !un.Subgraph
 		s.rows[u], s.edges[u] = s.cm.UnitSize(un)
 	}
-	s.outs, s.ucost = make([][]int64, nu), map[*devProf][][]Cost{}
+	s.outs, s.opEdges, s.ucost = make([][]int64, nu), make([][]int64, nu), map[*devProf][][]Cost{}
 	for u, un := range p.Units {
-		s.outs[u] = s.cm.UnitOuts(un)
+		s.outs[u], s.opEdges[u] = s.cm.unitShape(un)
 	}
 	s.opDev = make([][]core.DeviceID, nu)
 	s.fwdOf, s.bwdOf = make([][]int, nu), make([][]int, nu)
@@ -979,7 +985,7 @@ func (s *sim) costsOf(dp *devProf, u int) []Cost {
 		s.ucost[dp] = byUnit
 	}
 	if byUnit[u] == nil {
-		byUnit[u] = dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u])
+		byUnit[u] = dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u], s.opEdges[u])
 	}
 	return byUnit[u]
 }
