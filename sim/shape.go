@@ -17,8 +17,8 @@ type shapeOut struct {
 	// kernel read g itself rather than a hop block of it.
 	edges    []int64
 	readRoot bool
-	peak  int64 // the unit's peak above the resident parameters and gradients, inputs included
-	in    int64 // the unit's inputs (features, edge weights)
+	peak     int64 // the unit's peak above the resident parameters and gradients, inputs included
+	in       int64 // the unit's inputs (features, edge weights)
 	// Per op, its backward: the peak above what was allocated when it
 	// started, the gradient bytes it leaves for its inputs, and the
 	// gradient bytes of its outputs freed after it (see Point.Temp).
