@@ -272,8 +272,9 @@ func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
 // first aggregation outputs the 1-hop rows, its second the targets, while
 // the unit's rows are its 2-hop field); the unit's shape pass says what
 // each op outputs (CostModel.UnitOuts). Where the points' outputs do not
-// grow strictly with their sizes (an op whose output is fixed, a loss)
-// or out is unknown (<= 0), it is At(rows, edges).
+// grow strictly with their sizes (an op whose output is fixed, a loss;
+// a roofline profile scales every other op's output with its rows) or out
+// is unknown (<= 0), it is At(rows, edges).
 func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
 	pts := o.Points
 	ok := out > 0 && len(pts) > 0 && pts[0].OutBytes > 0
