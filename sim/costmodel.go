@@ -39,12 +39,13 @@ type CostModel struct {
 // receptive field, by the unit's targets (hashed, then compared); it
 // depends on the workload only.
 type fieldCache struct {
-	mu sync.Mutex
-	m  map[uint64][]*unitField
-	n  int // entries
+	mu     sync.Mutex
+	m, old map[uint64][]*unitField // the current generation and the one before
+	n      int                     // entries in m
 }
 
-// maxFields bounds a fieldCache: past it the cache starts over.
+// maxFields bounds a fieldCache's generation: past it the current one
+// becomes the old one (the one before is dropped).
 const maxFields = 4096
 
 type unitField struct {
@@ -71,11 +72,19 @@ func (c *fieldCache) field(targets []int32) *unitField {
 			return e
 		}
 	}
-	if c.n >= maxFields {
-		clear(c.m) // a long search's earlier micro-batch counts
-		c.n = 0
+	var e *unitField
+	for _, x := range c.old[key] {
+		if slices.Equal(x.targets, targets) {
+			e = x // still in use: back to the current generation
+		}
 	}
-	e := &unitField{targets: slices.Clone(targets)}
+	if c.n >= maxFields {
+		// Two generations: the units of the last maxFields lookups stay.
+		c.old, c.m, c.n = c.m, map[uint64][]*unitField{}, 0
+	}
+	if e == nil {
+		e = &unitField{targets: slices.Clone(targets)}
+	}
 	c.m[key] = append(c.m[key], e)
 	c.n++
 	return e
@@ -270,7 +279,7 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 // workload without a graph model, targets KHop would reject, or a model
 // the pass cannot run. The ops of a subgraph unit compute different
 // hops of its field, so their sizes do not follow the unit's rows alike;
-// UnitOps prices each op at its own output (OpProfile.AtOut).
+// UnitOps prices each op at its own size (OpProfile.AtOwn).
 func (cm *CostModel) UnitOuts(u core.Unit) []int64 {
 	out, _ := cm.unitShape(u)
 	return out
@@ -312,6 +321,7 @@ func (cm *CostModel) unitShape(u core.Unit) (out, opEdges []int64) {
 		}
 		so, err := shapes(w.Model, view, w.FeatureDim, local, ends)
 		if err != nil || len(so.out) != len(w.Ops) {
+			out, opEdges = nil, nil // a failed second pass: neither
 			break
 		}
 		out, opEdges = so.out, so.edges

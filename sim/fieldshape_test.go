@@ -172,6 +172,9 @@ func TestGraphOpsPricedByTheirEdges(t *testing.T) {
 		t.Fatalf("the 1-hop block has %.3f of the edges and %.3f of the rows: not a test of edges against rows", edgesFrac, rowsFrac)
 	}
 	got := cm.UnitOps(c.Devices[0].ID, u)[agg]
+	if got.OutBytes != out[agg] {
+		t.Errorf("the unit's first aggregation outputs %d bytes priced, %d shaped: sizes follow the output, not the edges", got.OutBytes, out[agg])
+	}
 	whole := prof.Ops[agg].At(int64(g.NumDst), E)
 	launch := c.Devices[0].Launch
 	ratio := float64(got.Fwd+got.Bwd-2*launch) / float64(whole.Fwd+whole.Bwd-2*launch)

@@ -40,7 +40,8 @@ type Point struct {
 	// OpEdges, for a graph op (core.KindGraph), is the edges of the graph
 	// it read at this point: its hop's block in a subgraph unit, whose
 	// edges do not follow the unit's (a 1-hop block of a power-law graph
-	// gathers the hubs' edges). 0: not recorded (Edges then stands in).
+	// gathers the hubs' edges). 0: not recorded (the op's times then
+	// follow its output: AtOwn).
 	OpEdges int64 `json:"op_edges,omitempty"`
 	// Whole marks a Setup point measured with a unit computing the whole
 	// graph (its inputs resident), whose overhead is not a subgraph
@@ -196,8 +197,8 @@ type Cost struct {
 // At predicts the op's cost for a unit computing rows rows over a graph
 // of edges edges: linear interpolation between the two nearest ladder
 // points, linear extrapolation from the two end points beyond them (below
-// the first, never under its value in proportion; a single point scales
-// in proportion), never below zero. Graph ops
+// the first, between its value in proportion and its value; a single
+// point scales in proportion), never below zero. Graph ops
 // (KindGraph) interpolate in edges when the points and the query have
 // them, since their work follows the edges; every other op in rows.
 func (o *OpProfile) At(rows, edges int64) Cost {
@@ -288,24 +289,28 @@ func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
 }
 
 // AtOwn predicts the op's cost in a unit where it outputs out bytes and,
-// a graph op, reads a graph of opEdges edges: a graph op whose points
-// recorded theirs (Point.OpEdges) interpolates along them, as its work
-// follows the edges it reads; otherwise AtOut.
+// a graph op, reads a graph of opEdges edges (< 0: not known): its sizes
+// are AtOut's (an aggregation outputs a row per destination, whatever
+// its edges); its times, for a graph op whose points recorded the edges
+// they read (Point.OpEdges), interpolate along them, as its work follows
+// the edges it reads, and otherwise are AtOut's too.
 func (o *OpProfile) AtOwn(out, opEdges, rows, edges int64) Cost {
+	c := o.AtOut(out, rows, edges)
 	pts := o.Points
-	ok := o.Kind == core.KindGraph && opEdges > 0 && len(pts) > 0
+	ok := o.Kind == core.KindGraph && opEdges >= 0 && len(pts) > 0
 	for i := 0; ok && i < len(pts); i++ {
 		ok = pts[i].OpEdges > 0 && (i == 0 || pts[i].OpEdges > pts[i-1].OpEdges)
 	}
-	if !ok {
-		return o.AtOut(out, rows, edges)
+	if ok {
+		t := interpAlong(pts, func(pt Point) float64 { return float64(pt.OpEdges) }, float64(opEdges))
+		c.Fwd, c.Bwd = t.Fwd, t.Bwd
 	}
-	return interpAlong(pts, func(pt Point) float64 { return float64(pt.OpEdges) }, float64(opEdges))
+	return c
 }
 
 // interpAlong interpolates the points' fields at q along x (ascending
 // over pts): linearly between the two nearest, linearly beyond the ends
-// but below the first never under its value in proportion, in
+// but below the first between its value in proportion and its value, in
 // proportion with one point, never below zero.
 func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 	fields := func(pt Point) [7]float64 {
@@ -339,10 +344,11 @@ func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 		if x0 := x(pts[0]); q < x0 && x0 > 0 {
 			// Below the ladder: the first segment's line keeps a fixed
 			// cost (a launch) where it has one; where it would fall
-			// faster than in proportion (even below zero), proportion.
+			// faster than in proportion (even below zero), proportion;
+			// never above the first point.
 			f0 := fields(pts[0])
 			for k := range y {
-				y[k] = math.Max(y[k], f0[k]*q/x0)
+				y[k] = math.Min(math.Max(y[k], f0[k]*q/x0), f0[k])
 			}
 		}
 	}

@@ -30,6 +30,7 @@ func TestInterpolation(t *testing.T) {
 		{"above", core.KindDense, two, 30, 0, 5 * ms, 6 * ms, 3000, 120},
 		{"below, a line falling faster than proportion: proportion", core.KindDense, two, 4, 0, 400 * time.Microsecond, 800 * time.Microsecond, 400, 16},
 		{"below, a line with a fixed cost: the line", core.KindDense, []sim.Point{{Rows: 10, Fwd: 2 * ms, Bwd: 2 * ms}, {Rows: 20, Fwd: 3 * ms, Bwd: 3 * ms}}, 5, 0, 1500 * time.Microsecond, 1500 * time.Microsecond, 0, 0},
+		{"below, a falling field: at most the first point", core.KindDense, []sim.Point{{Rows: 10, Fwd: 2 * ms, Mem: 100}, {Rows: 20, Fwd: 3 * ms, Mem: 50}}, 5, 0, 1500 * time.Microsecond, 0, 100, 0},
 		{"single point scales", core.KindDense, two[:1], 25, 0, 2500 * time.Microsecond, 5 * ms, 2500, 100},
 		{"graph op by edges", core.KindGraph, two, 10, 250, 2 * ms, 3 * ms, 1500, 60},
 		{"graph op without edges uses rows", core.KindGraph, two, 20, 0, 3 * ms, 4 * ms, 2000, 80},
@@ -276,14 +277,19 @@ func TestAtOwn(t *testing.T) {
 		wantFwd time.Duration
 	}{
 		{"graph op at its edges", core.KindGraph, pts, 800, 1200, 3 * ms},
-		{"graph op, edges unknown: its output", core.KindGraph, pts, 1200, 0, 3 * ms},
+		{"graph op, edges unknown: its output", core.KindGraph, pts, 1200, -1, 3 * ms},
+		{"graph op reading no edges: the edges' line (no fixed cost here)", core.KindGraph, pts, 1200, 0, 0},
 		{"dense op: its output", core.KindDense, pts, 1200, 400, 3 * ms},
 		{"points' edges not growing: its output", core.KindGraph, flat, 1200, 1200, 3 * ms},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			op := sim.OpProfile{Name: "x", Kind: c.kind, Points: c.pts}
-			if got := op.AtOwn(c.out, c.e, 150, 1500); (got.Fwd - c.wantFwd).Abs() > time.Microsecond {
+			got := op.AtOwn(c.out, c.e, 150, 1500)
+			if (got.Fwd - c.wantFwd).Abs() > time.Microsecond {
 				t.Errorf("AtOwn(%d, %d) forward %v, want %v", c.out, c.e, got.Fwd, c.wantFwd)
+			}
+			if got.OutBytes != c.out {
+				t.Errorf("AtOwn(%d, %d) outputs %d bytes: sizes follow the output", c.out, c.e, got.OutBytes)
 			}
 		})
 	}

@@ -80,9 +80,9 @@ type fileProfile struct {
 // "runtime" (forward + backward milliseconds by batch size) and
 // "reserved_mem" (bytes by batch size) — with gnnkit's fields beside them:
 // "forward_ms", "backward_ms", "output_bytes", "backward_mem" (bytes the
-// backward needs while it runs), "grad_in_bytes" and "grad_out_bytes",
-// "op_edges" (the edges a graph op read: Point.OpEdges)
-// (gradients it leaves and frees; see Point.Temp), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
+// backward needs while it runs), "grad_in_bytes" and "grad_out_bytes"
+// (gradients it leaves and frees; see Point.Temp), "op_edges" (the edges a
+// graph op read: Point.OpEdges), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
 // optimizer step and the per-unit setup at the top level. Batch sizes are
 // rows (nodes computed; samples for models without a graph).
 func WriteProfile(w io.Writer, p *Profile) error {

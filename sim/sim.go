@@ -138,7 +138,7 @@ func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs, opEdges []int6
 	}
 	c := make([]Cost, len(dp.idx)+1)
 	for o, j := range dp.idx {
-		var e int64
+		e := int64(-1) // not known
 		if o < len(opEdges) {
 			e = opEdges[o]
 		}
