@@ -20,15 +20,7 @@ import (
 // still match — what UnitOuts takes — while a first layer's backward
 // peak, which walks its whole graph, does not).
 func TestFieldShapeMatchesKHop(t *testing.T) {
-	spec, err := data.ParseSynthetic("rmat,nodes=3000,edges=20000,feat=16,classes=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := data.Generate(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := ds.Graph
+	g := synthetic(t, "rmat,nodes=3000,edges=20000,feat=16,classes=4")
 	mark := make([]int32, g.NumDst)
 	stamp := int32(0)
 	pos := make([]int32, g.NumDst)
@@ -124,15 +116,7 @@ func TestFieldShapeRejectsBadSeeds(t *testing.T) {
 // graph's in the ratio of their edges; priced by its output rows it came
 // out 6x under.
 func TestGraphOpsPricedByTheirEdges(t *testing.T) {
-	spec, err := data.ParseSynthetic("rmat,nodes=20000,edges=200000,feat=16,classes=4")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := data.Generate(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	g := ds.Graph
+	g := synthetic(t, "rmat,nodes=20000,edges=200000,feat=16,classes=4")
 	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: 16, Hidden: 16, Classes: 4, Layers: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -181,4 +165,18 @@ func TestGraphOpsPricedByTheirEdges(t *testing.T) {
 	if want := float64(e) / float64(E); math.Abs(ratio-want) > 0.05*want {
 		t.Errorf("the unit's first aggregation costs %.3f of the whole graph's; its block has %.3f of the edges (%.3f of the rows)", ratio, want, rowsFrac)
 	}
+}
+
+// synthetic is the graph of a generated dataset (data.ParseSynthetic).
+func synthetic(t *testing.T, spec string) *core.Graph {
+	t.Helper()
+	sp, err := data.ParseSynthetic(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := data.Generate(sp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds.Graph
 }
