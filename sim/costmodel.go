@@ -253,11 +253,8 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 		rows, edges = f.rows, f.edges
 		cm.fields.mu.Unlock()
 		if !sized {
-			if cm.mark == nil {
-				cm.mark = make([]int32, w.Graph.NumDst)
-			}
-			cm.stamp++
-			rows, edges = receptive(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.stamp)
+			mark, _, stamp := cm.scratch()
+			rows, edges = receptive(w.Graph, u.Targets, w.Model.Config.Layers, mark, stamp)
 			cm.fields.mu.Lock()
 			f.rows, f.edges, f.sized = rows, edges, true
 			cm.fields.mu.Unlock()
@@ -269,6 +266,17 @@ func (cm *CostModel) UnitSize(u core.Unit) (rows, edges int64) {
 		}
 	}
 	return max(rows, 1), edges
+}
+
+// scratch is this cost model's (not its clones') mark and row arrays
+// over the workload graph's nodes, and a fresh stamp for them.
+func (cm *CostModel) scratch() (mark, pos []int32, stamp int32) {
+	if cm.mark == nil {
+		n := cm.w.Graph.NumDst
+		cm.mark, cm.pos = make([]int32, n), make([]int32, n)
+	}
+	cm.stamp++
+	return cm.mark, cm.pos, cm.stamp
 }
 
 // UnitOuts is each op's output bytes in subgraph unit u of a graph
@@ -300,27 +308,13 @@ func (cm *CostModel) unitShape(u core.Unit) (out, opEdges []int64) {
 	if shaped {
 		return out, opEdges
 	}
-	if cm.mark == nil {
-		cm.mark = make([]int32, w.Graph.NumDst)
-	}
-	if cm.pos == nil {
-		cm.pos = make([]int32, w.Graph.NumDst)
-	}
 	// Models reading only hop blocks skip the outermost hop's edges
 	// (most of the field's); one reading the field's whole graph (a
 	// tower of every hop) is shaped again with them.
 	for _, full := range []bool{len(w.Model.Graphs) != 1, true} {
-		cm.stamp++
-		view, ends, ok := fieldShape(w.Graph, u.Targets, w.Model.Config.Layers, cm.mark, cm.pos, cm.stamp, full)
-		if !ok {
-			break
-		}
-		local := make([]int32, ends[0])
-		for i := range local {
-			local[i] = int32(i)
-		}
-		so, err := shapes(w.Model, view, w.FeatureDim, local, ends)
-		if err != nil || len(so.out) != len(w.Ops) {
+		mark, pos, stamp := cm.scratch()
+		so, ok := fieldShapes(w.Model, w.Graph, w.FeatureDim, u.Targets, mark, pos, stamp, full)
+		if !ok || len(so.out) != len(w.Ops) {
 			out, opEdges = nil, nil // a failed second pass: neither
 			break
 		}

@@ -180,3 +180,18 @@ func synthetic(t *testing.T, spec string) *core.Graph {
 	}
 	return ds.Graph
 }
+
+// subgraphShapes is shapes over core.Graph.KHop's view of targets' field:
+// the reference fieldShape is checked against.
+func subgraphShapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (*shapeOut, error) {
+	ks, err := g.KHop(targets, max(m.Config.Layers, 0))
+	if err != nil {
+		return nil, err
+	}
+	local := make([]int32, len(targets))
+	for i := range local {
+		local[i] = int32(i)
+	}
+	view := &core.Graph{NumDst: ks.NumDst, NumSrc: ks.NumSrc, Offsets: ks.Offsets, Indices: ks.Indices}
+	return shapes(m, view, featDim, local, ks.HopEnds)
+}

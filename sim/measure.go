@@ -170,7 +170,7 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets, nil)
 			}
 		default:
-			lp.shape, _ = subgraphShapes(m, g, featDim, lp.targets)
+			lp.shape, _ = fieldShapes(m, g, featDim, lp.targets, make([]int32, g.NumDst), make([]int32, g.NumDst), 1, true)
 		}
 		lp.fwd, lp.bwd = make([][]time.Duration, nOps), make([][]time.Duration, nOps)
 		lp.out = make([]int64, nOps)

@@ -277,15 +277,21 @@ func interp(pts []Point, rows, edges int64, byEdges bool) Cost {
 // a roofline profile scales every other op's output with its rows) or out
 // is unknown (<= 0), it is At(rows, edges).
 func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
-	pts := o.Points
-	ok := out > 0 && len(pts) > 0 && pts[0].OutBytes > 0
-	for i := 1; ok && i < len(pts); i++ {
-		ok = pts[i].OutBytes > pts[i-1].OutBytes
-	}
-	if !ok {
+	x := func(pt Point) float64 { return float64(pt.OutBytes) }
+	if out <= 0 || !rising(o.Points, x) {
 		return o.At(rows, edges)
 	}
-	return interpAlong(pts, func(pt Point) float64 { return float64(pt.OutBytes) }, float64(out))
+	return interpAlong(o.Points, x, float64(out))
+}
+
+// rising reports whether x is positive and grows strictly over pts.
+func rising(pts []Point, x func(Point) float64) bool {
+	for i, pt := range pts {
+		if x(pt) <= 0 || i > 0 && x(pt) <= x(pts[i-1]) {
+			return false
+		}
+	}
+	return len(pts) > 0
 }
 
 // AtOwn predicts the op's cost in a unit where it outputs out bytes and,
@@ -296,13 +302,9 @@ func (o *OpProfile) AtOut(out, rows, edges int64) Cost {
 // the edges it reads, and otherwise are AtOut's too.
 func (o *OpProfile) AtOwn(out, opEdges, rows, edges int64) Cost {
 	c := o.AtOut(out, rows, edges)
-	pts := o.Points
-	ok := o.Kind == core.KindGraph && opEdges >= 0 && len(pts) > 0
-	for i := 0; ok && i < len(pts); i++ {
-		ok = pts[i].OpEdges > 0 && (i == 0 || pts[i].OpEdges > pts[i-1].OpEdges)
-	}
-	if ok {
-		t := interpAlong(pts, func(pt Point) float64 { return float64(pt.OpEdges) }, float64(opEdges))
+	x := func(pt Point) float64 { return float64(pt.OpEdges) }
+	if o.Kind == core.KindGraph && opEdges >= 0 && rising(o.Points, x) {
+		t := interpAlong(o.Points, x, float64(opEdges))
 		c.Fwd, c.Bwd = t.Fwd, t.Bwd
 	}
 	return c

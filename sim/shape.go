@@ -122,21 +122,22 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	return so, nil
 }
 
-// subgraphShapes is shapes over the receptive field of targets (global
+// fieldShapes is shapes over the receptive field of targets (global
 // node ids of g) over m's layers, as the executor builds a subgraph
-// unit's view: no edge ids, rows in hop order, layers trimmed to the rows
-// read later.
-func subgraphShapes(m *core.Model, g *core.Graph, featDim int, targets []int32) (*shapeOut, error) {
-	ks, err := g.KHop(targets, max(m.Config.Layers, 0))
-	if err != nil {
-		return nil, fmt.Errorf("sim: shape pass: %w", err)
+// unit's view (fieldShape: KHop's induced graph; without full, the
+// outermost hop's rows without edges), with mark, pos and stamp as
+// fieldShape's; false for targets KHop rejects or a failed pass.
+func fieldShapes(m *core.Model, g *core.Graph, featDim int, targets []int32, mark, pos []int32, stamp int32, full bool) (*shapeOut, bool) {
+	view, ends, ok := fieldShape(g, targets, max(m.Config.Layers, 0), mark, pos, stamp, full)
+	if !ok {
+		return nil, false
 	}
-	local := make([]int32, len(targets))
+	local := make([]int32, ends[0])
 	for i := range local {
 		local[i] = int32(i)
 	}
-	view := &core.Graph{NumDst: ks.NumDst, NumSrc: ks.NumSrc, Offsets: ks.Offsets, Indices: ks.Indices}
-	return shapes(m, view, featDim, local, ks.HopEnds)
+	so, err := shapes(m, view, featDim, local, ends)
+	return so, err == nil
 }
 
 // shapeDev is a device with shapes and a memory accountant only; edges

@@ -639,19 +639,7 @@ func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (
 			nodes = append(nodes, v)
 		}
 	}
-	frontier := nodes
-	for hop := 0; hop < k && len(frontier) > 0; hop++ {
-		start := len(nodes)
-		for _, v := range frontier {
-			for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
-				if mark[x] != stamp {
-					mark[x] = stamp
-					nodes = append(nodes, x)
-				}
-			}
-		}
-		frontier = nodes[start:]
-	}
+	nodes, _ = growHops(g, nodes, k, mark, stamp, nil)
 	for _, v := range nodes {
 		for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
 			if mark[x] == stamp {
@@ -660,6 +648,33 @@ func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (
 		}
 	}
 	return int64(len(nodes)), edges
+}
+
+// growHops adds to nodes (the seeds, marked with stamp in mark) the nodes
+// within k hops of them, toward them (in-neighbours, as a k-layer GNN
+// reads), hop by hop, marking each and telling added (when set) its row;
+// it returns the nodes and their count after the seeds and each hop
+// (core.Subgraph.HopEnds).
+func growHops(g *core.Graph, nodes []int32, k int, mark []int32, stamp int32, added func(v int32, row int)) ([]int32, []int) {
+	ends := []int{len(nodes)}
+	frontier := nodes
+	for hop := 0; hop < k; hop++ {
+		start := len(nodes)
+		for _, v := range frontier {
+			for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+				if mark[x] != stamp {
+					mark[x] = stamp
+					if added != nil {
+						added(x, len(nodes))
+					}
+					nodes = append(nodes, x)
+				}
+			}
+		}
+		frontier = nodes[start:]
+		ends = append(ends, len(nodes))
+	}
+	return nodes, ends
 }
 
 // fieldShape is the receptive field of seeds over k hops as the
@@ -674,30 +689,14 @@ func receptive(g *core.Graph, seeds []int32, k int, mark []int32, stamp int32) (
 // of range or listed twice, which KHop rejects, give false.
 func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp int32, full bool) (*core.Graph, []int, bool) {
 	nodes := make([]int32, 0, len(seeds)*4)
-	add := func(v int32) {
-		mark[v], pos[v] = stamp, int32(len(nodes))
-		nodes = append(nodes, v)
-	}
 	for _, v := range seeds {
 		if v < 0 || int(v) >= g.NumDst || mark[v] == stamp {
 			return nil, nil, false // as KHop rejects them
 		}
-		add(v)
+		mark[v], pos[v] = stamp, int32(len(nodes))
+		nodes = append(nodes, v)
 	}
-	ends := []int{len(nodes)}
-	frontier := nodes
-	for hop := 0; hop < k; hop++ {
-		start := len(nodes)
-		for _, v := range frontier {
-			for _, x := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
-				if mark[x] != stamp {
-					add(x)
-				}
-			}
-		}
-		frontier = nodes[start:]
-		ends = append(ends, len(nodes))
-	}
+	nodes, ends := growHops(g, nodes, k, mark, stamp, func(v int32, row int) { pos[v] = int32(row) })
 	rows := len(nodes)
 	if !full && k > 0 {
 		rows = ends[k-1]
