@@ -52,6 +52,19 @@ type Link struct {
 	// GBps is the bandwidth in 10⁹ B/s (0: unlimited, only latency).
 	GBps    float64       `json:"gbps"`
 	Latency time.Duration `json:"latency_ns"`
+	// PortGBps, when positive, is the bandwidth per direction of the
+	// port each device reaches this link through (a PCIe x16 link, an
+	// NVLink set, a NIC): the asynchronous transfers a device sends at
+	// once through a port share it max-min fairly, as do those it
+	// receives, each also at most GBps (flow-level; design.md "Transfer
+	// model"). 0: no port, each ordered pair of devices has a link of
+	// its own with one transfer at a time (FIFO).
+	PortGBps float64 `json:"port_gbps,omitempty"`
+	// Port names the port: links naming the same one share it (PCIe
+	// peer copies and GPUDirect RDMA both cross a GPU's one x16 link).
+	// Empty: a port of this link's own kind (node-local or between
+	// nodes).
+	Port string `json:"port,omitempty"`
 }
 
 // Time is how long n bytes take over the link.
@@ -113,6 +126,27 @@ func (c *Cluster) LinkBetween(a, b core.DeviceID) Link {
 	return c.Link
 }
 
+// PortBetween is the port a transfer from a to b crosses on both
+// devices, by name (Link.Port, or the link's kind: "node" or
+// "inter-node"), and its bandwidth per direction in 10⁹ B/s; 0: the
+// link has no port (Link.PortGBps).
+func (c *Cluster) PortBetween(a, b core.DeviceID) (string, float64) {
+	l := c.LinkBetween(a, b)
+	if l.PortGBps <= 0 {
+		return "", 0
+	}
+	if l.Port != "" {
+		return l.Port, l.PortGBps
+	}
+	if c.NodeSize > 0 {
+		ia, ib := c.index(a), c.index(b)
+		if ia >= 0 && ib >= 0 && ia/c.NodeSize != ib/c.NodeSize {
+			return "inter-node", l.PortGBps
+		}
+	}
+	return "node", l.PortGBps
+}
+
 func (c *Cluster) index(id core.DeviceID) int {
 	for i, d := range c.Devices {
 		if d.ID == id {
@@ -149,12 +183,15 @@ func Presets() []string { return []string{"cpu", "nvlink-h100", "pcie-a100"} }
 //     from NVIDIA's A100 datasheet: 19.5 TFLOP/s FP32 (non-tensor),
 //     1,555 GB/s HBM2, 40 GB. Peer copies over PCIe Gen4 x16: 32 GB/s
 //     nominal per direction, 24 GB/s sustained, 10 µs; between nodes 200
-//     Gb/s HDR InfiniBand: 25 GB/s, 10 µs (we use 24 GB/s, 12 µs).
+//     Gb/s HDR InfiniBand: 25 GB/s, 10 µs (we use 24 GB/s, 12 µs). Both
+//     cross the GPU's one x16 link: one 24 GB/s port per direction,
+//     shared by every transfer the GPU sends (or receives) at once.
 //   - "nvlink-h100": n × NVIDIA H100 SXM5 80GB (cuda:0…), 8 per NVSwitch
 //     node, from NVIDIA's H100 datasheet: 67 TFLOP/s FP32 (non-tensor),
 //     3.35 TB/s HBM3, 80 GB; NVLink 4 at 900 GB/s per GPU (450 GB/s per
 //     direction; we use 360 GB/s sustained, 3 µs); between nodes one 400
 //     Gb/s NDR InfiniBand port per GPU: 50 GB/s, we use 40 GB/s, 8 µs.
+//     NVLink and the NIC are two ports of 360 and 40 GB/s per direction.
 //
 // GPU compute is derated to 60% of peak FLOP/s and 80% of peak bandwidth
 // (what large cuBLAS GEMMs and streaming kernels typically sustain), with
@@ -176,11 +213,13 @@ func Preset(name string, n int) (*Cluster, error) {
 	case "pcie-a100":
 		d := DeviceModel{Name: "NVIDIA A100 40GB PCIe", GFLOPS: 0.6 * 19500, MemGBps: 0.8 * 1555, MemBytes: 40 << 30,
 			Launch: 5 * time.Microsecond, SMs: 108}
-		return gpus(name, n, d, 8, Link{GBps: 24, Latency: 10 * time.Microsecond}, Link{GBps: 24, Latency: 12 * time.Microsecond}), nil
+		return gpus(name, n, d, 8, Link{GBps: 24, Latency: 10 * time.Microsecond, PortGBps: 24, Port: "pcie"},
+			Link{GBps: 24, Latency: 12 * time.Microsecond, PortGBps: 24, Port: "pcie"}), nil
 	case "nvlink-h100":
 		d := DeviceModel{Name: "NVIDIA H100 SXM5 80GB", GFLOPS: 0.6 * 67000, MemGBps: 0.8 * 3350, MemBytes: 80 << 30,
 			Launch: 5 * time.Microsecond, SMs: 132}
-		return gpus(name, n, d, 8, Link{GBps: 360, Latency: 3 * time.Microsecond}, Link{GBps: 40, Latency: 8 * time.Microsecond}), nil
+		return gpus(name, n, d, 8, Link{GBps: 360, Latency: 3 * time.Microsecond, PortGBps: 360, Port: "nvlink"},
+			Link{GBps: 40, Latency: 8 * time.Microsecond, PortGBps: 40, Port: "nic"}), nil
 	}
 	return nil, fmt.Errorf("sim: unknown preset %q (known: %s)", name, strings.Join(Presets(), ", "))
 }

@@ -23,8 +23,8 @@ func TestPresets(t *testing.T) {
 		hostShared bool
 	}{
 		{"cpu", 3, "cpu:0", true, sim.Link{GBps: 7, Latency: 8 * time.Microsecond}, sim.Link{}, 0, 50, true},
-		{"pcie-a100", 16, "cuda:0", false, sim.Link{GBps: 24, Latency: 10 * time.Microsecond}, sim.Link{GBps: 24, Latency: 12 * time.Microsecond}, 40 << 30, 10000, false},
-		{"nvlink-h100", 16, "cuda:0", false, sim.Link{GBps: 360, Latency: 3 * time.Microsecond}, sim.Link{GBps: 40, Latency: 8 * time.Microsecond}, 80 << 30, 30000, false},
+		{"pcie-a100", 16, "cuda:0", false, sim.Link{GBps: 24, Latency: 10 * time.Microsecond, PortGBps: 24, Port: "pcie"}, sim.Link{GBps: 24, Latency: 12 * time.Microsecond, PortGBps: 24, Port: "pcie"}, 40 << 30, 10000, false},
+		{"nvlink-h100", 16, "cuda:0", false, sim.Link{GBps: 360, Latency: 3 * time.Microsecond, PortGBps: 360, Port: "nvlink"}, sim.Link{GBps: 40, Latency: 8 * time.Microsecond, PortGBps: 40, Port: "nic"}, 80 << 30, 30000, false},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cl, err := sim.Preset(c.name, c.n)

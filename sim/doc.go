@@ -98,6 +98,12 @@
 // makes the copy at its start, holding its device; otherwise (GPU
 // runtimes) a copy engine sends each value as soon as it is produced and
 // the consumer waits only for its arrival, so transfers overlap compute.
+// Those copies go through each device's port where the link names one
+// (Link.PortGBps, set by the GPU presets): the transfers a device sends at
+// once share its port's bandwidth max-min fairly, as do those it
+// receives, each capped at its link's, and a value arrives the link's
+// latency after its last byte (flow-level: every start and end of a
+// transfer re-shares the ports).
 // A ReduceGrads task moves the parameters' bytes from its source to home
 // and sums them there (4 × parameter bytes at memory bandwidth); the Step
 // runs the measured optimizer time (or 8 × parameter bytes at memory

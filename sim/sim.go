@@ -180,11 +180,12 @@ const (
 	evWake
 	evCompute // a task's compute joins the shared host cores
 	evDone    // a task's compute ends on the shared host cores
+	evFlow    // a transfer through ports may have ended (flows.go)
 )
 
 // At one instant: ends first (freeing memory, readying successors), then
 // readies, then changes of the shared-core set, then wake-ups.
-var rank = [...]int{evDone: 0, evFinish: 1, evReady: 2, evCompute: 3, evWake: 4}
+var rank = [...]int{evDone: 0, evFinish: 1, evFlow: 1, evReady: 2, evCompute: 3, evWake: 4}
 
 type event struct {
 	t       time.Duration
@@ -298,6 +299,22 @@ type sim struct {
 	active     []int // tasks computing under processor sharing
 	lastShare  time.Duration
 	version    int
+
+	// Transfers through ports (flows.go): the flows in progress, the
+	// ports' bandwidth (bytes per ns) by index, and scratch for the
+	// sharing; inTransit[{0 activation | 1 gradient, unit, op, device
+	// index}] lists the tasks waiting for a value still in a flow, and
+	// waitN[i] how many task i waits for.
+	flows       []*flow
+	portIdx     map[portKey]int
+	portCap     []float64
+	capScratch  []float64
+	userScratch []int
+	fixScratch  []bool
+	flowVersion int
+	lastFlow    time.Duration
+	inTransit   map[[4]int][]int
+	waitN       []int
 }
 
 // SimulateModel is SimulateWith on the workload, profile and cluster of
@@ -742,6 +759,7 @@ func (s *sim) run() (*Result, error) {
 	s.running = map[core.DeviceID]bool{}
 	s.linkFree = map[[2]core.DeviceID]time.Duration{}
 	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
+	s.inTransit, s.waitN = map[[4]int][]int{}, make([]int, n)
 	s.present, s.inflight = map[[3]int]bool{}, map[*StageStat]int{}
 	s.mem, s.peak = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
 	// Resident memory: on home every parameter, its gradient accumulator
@@ -820,6 +838,8 @@ func (s *sim) run() (*Result, error) {
 				s.joinCompute(e.task, now)
 			case evDone:
 				s.leaveCompute(e.task, e.version, now)
+			case evFlow:
+				s.flowsDone(e.version, now)
 			}
 		}
 	}
@@ -862,6 +882,7 @@ func (s *sim) describe(i int) string {
 func (s *sim) becomeReady(i int, now time.Duration) {
 	t := s.p.Tasks[i]
 	at := now
+	s.waitN[i]++ // until the values it reads are accounted for below
 	switch t.Kind {
 	case core.TaskForward:
 		own := map[int]bool{}
@@ -883,7 +904,9 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 		}
 		if !s.c.SyncTransfers {
 			for _, x := range s.needIn[i] {
-				at = max(at, s.arrival[[3]int{t.Unit, x.op, s.devIndex[t.Device]}])
+				k := [3]int{t.Unit, x.op, s.devIndex[t.Device]}
+				at = max(at, s.arrival[k])
+				s.await([4]int{0, k[0], k[1], k[2]}, i)
 			}
 		}
 	case core.TaskBackward:
@@ -914,7 +937,9 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 		}
 		if !s.c.SyncTransfers {
 			for _, x := range s.needGr[i] {
-				at = max(at, s.gArrival[[3]int{t.Unit, x.op, s.devIndex[x.src]}])
+				k := [3]int{t.Unit, x.op, s.devIndex[x.src]}
+				at = max(at, s.gArrival[k])
+				s.await([4]int{1, k[0], k[1], k[2]}, i)
 			}
 		}
 	case core.TaskReduceGrads:
@@ -928,19 +953,59 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 				s.staged[i] = nb
 				s.alloc(t.Device, nb)
 			}
-			st := max(now, s.linkFree[l])
-			en := st + s.cm.Transfer(t.From, t.Device, nb)
-			s.linkFree[l] = en
-			s.linkEvent(l, "reduce grads", -1, nb, st, en)
-			at = en
+			s.waitN[i]++
+			s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) {
+				s.readyAt[i] = max(s.readyAt[i], en)
+				if s.waitN[i]--; s.waitN[i] == 0 {
+					s.readied(i)
+				}
+			})
 		}
 	}
-	s.readyAt[i] = at
+	s.readyAt[i] = max(s.readyAt[i], at)
+	if s.waitN[i]--; s.waitN[i] == 0 {
+		s.readied(i)
+	}
+}
+
+// await makes task i wait for value k if it is still in a flow.
+func (s *sim) await(k [4]int, i int) {
+	if w, ok := s.inTransit[k]; ok {
+		s.inTransit[k] = append(w, i)
+		s.waitN[i]++
+	}
+}
+
+// arrived records that value k is on its device at time at and readies
+// the tasks that waited for it.
+func (s *sim) arrived(k [4]int, at time.Duration) {
+	key := [3]int{k[1], k[2], k[3]}
+	if k[0] == 0 {
+		s.arrival[key] = at
+	} else {
+		s.gArrival[key] = at
+	}
+	w, ok := s.inTransit[k]
+	delete(s.inTransit, k)
+	if !ok {
+		return // sent over a FIFO link: the time was known at once
+	}
+	for _, i := range w {
+		s.readyAt[i] = max(s.readyAt[i], at)
+		if s.waitN[i]--; s.waitN[i] == 0 {
+			s.readied(i)
+		}
+	}
+}
+
+// readied queues task i at readyAt[i] once everything it reads is there
+// (a reduction whose add waits is parked instead).
+func (s *sim) readied(i int) {
 	if s.addLeft[i] > 0 {
 		s.parked[i] = true // the gradients are there; the add waits
 		return
 	}
-	s.push(event{t: at, kind: evReady, task: i})
+	s.push(event{t: s.readyAt[i], kind: evReady, task: i})
 }
 
 // unitInputs is the part of a subgraph unit's inputs (mem: all of them,
@@ -1330,6 +1395,15 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	tr.Events = append(tr.Events, ev)
 	cur := ce
 	engineFree, finish := cur, cur
+	// pending counts the step's broadcasts still in flows (and one for
+	// this function): the task ends when the last is there.
+	pending := 1
+	end := func(at time.Duration) {
+		finish = max(finish, at)
+		if pending--; pending == 0 {
+			s.push(event{t: finish, kind: evFinish, task: i})
+		}
+	}
 	if t.Kind == core.TaskStep {
 		// Refresh every other replica with the new values of the params
 		// its ops read (with StepOwners: those of them this device owns).
@@ -1342,19 +1416,19 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 			if o == d || nb == 0 {
 				continue
 			}
-			l := [2]core.DeviceID{d, o}
-			st := max(cur, s.linkFree[l])
-			en := st + s.cm.Transfer(d, o, nb)
-			s.linkFree[l] = en
 			if s.c.SyncTransfers {
+				l := [2]core.DeviceID{d, o}
+				st := max(cur, s.linkFree[l])
+				en := st + s.cm.Transfer(d, o, nb)
+				s.linkFree[l] = en
 				s.res.Comm[o] += en - cur
 				s.res.BytesMoved += nb
 				cur = en
 				moved += nb
 				engineFree, finish = cur, cur
 			} else {
-				s.linkEvent(l, "broadcast params", -1, nb, st, en)
-				finish = max(finish, en)
+				pending++
+				s.send(d, o, nb, ce, "broadcast params", -1, end)
 			}
 		}
 		if moved > 0 {
@@ -1370,10 +1444,10 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 		s.units[ukey{t.Unit, d}].retained += run.retain
 	}
 	s.busyUntil[d] = engineFree
-	s.push(event{t: finish, kind: evFinish, task: i})
-	if engineFree < finish {
+	if pending > 1 || engineFree < finish {
 		s.push(event{t: engineFree, kind: evWake, dev: d})
 	}
+	end(finish)
 }
 
 func (s *sim) finish(i int, now time.Duration) {
@@ -1397,13 +1471,11 @@ func (s *sim) finish(i int, now time.Duration) {
 						continue
 					}
 					sent[[2]int{o, s.devIndex[dst]}] = true
-					l := [2]core.DeviceID{d, dst}
 					b := s.costsOf(s.prof[d], t.Unit)[o].OutBytes
-					st := max(now, s.linkFree[l])
-					en := st + s.cm.Transfer(d, dst, b)
-					s.linkFree[l] = en
-					s.linkEvent(l, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit, b, st, en)
-					s.arrival[[3]int{t.Unit, o, s.devIndex[dst]}] = en
+					k := [4]int{0, t.Unit, o, s.devIndex[dst]}
+					s.inTransit[k] = nil
+					s.send(d, dst, b, now, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit,
+						func(at time.Duration) { s.arrived(k, at) })
 				}
 			}
 		}
@@ -1436,13 +1508,11 @@ func (s *sim) finish(i int, now time.Duration) {
 						continue
 					}
 					delete(s.gradSrc, key)
-					l := [2]core.DeviceID{d, src}
 					b := s.costsOf(s.prof[src], t.Unit)[q].OutBytes
-					st := max(now, s.linkFree[l])
-					en := st + s.cm.Transfer(d, src, b)
-					s.linkFree[l] = en
-					s.linkEvent(l, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit, b, st, en)
-					s.gArrival[key] = en
+					k := [4]int{1, key[0], key[1], key[2]}
+					s.inTransit[k] = nil
+					s.send(d, src, b, now, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit,
+						func(at time.Duration) { s.arrived(k, at) })
 				}
 			}
 		}

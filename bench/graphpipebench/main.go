@@ -67,6 +67,7 @@ func main() {
 	measure := flag.Bool("measure", true, "also measure on 2 real logical CPU devices")
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
+	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory (0: no capped table)")
 	flag.Parse()
 	var devices []int
@@ -85,13 +86,17 @@ func main() {
 		{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
 		{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
 	}
-	fmt.Printf("simulated: preset %s, %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", *preset, *samples, *m, time.Now().UTC().Format(time.DateOnly))
-	sums := table(models, devices, *preset, *samples, *m, *simulate, 0)
+	links := "ports shared by the transfers through them"
+	if !*ports {
+		links = "a link per device pair"
+	}
+	fmt.Printf("simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", *preset, links, *samples, *m, time.Now().UTC().Format(time.DateOnly))
+	sums := table(models, devices, *preset, *ports, *samples, *m, *simulate, 0)
 	printSummary("GraphPipe's throughput over the chain baselines (simulated, fixed m):", sums, false)
 	if *capFrac > 0 {
-		fmt.Printf("\nsimulated, memory-capped: preset %s, %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
-			*preset, *samples, *capFrac, time.Now().UTC().Format(time.DateOnly))
-		sums = table(models, devices, *preset, *samples, 0, *simulate, *capFrac)
+		fmt.Printf("\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
+			*preset, links, *samples, *capFrac, time.Now().UTC().Format(time.DateOnly))
+		sums = table(models, devices, *preset, *ports, *samples, 0, *simulate, *capFrac)
 		printSummary("GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", sums, true)
 	}
 	if *measure {
@@ -103,7 +108,7 @@ func main() {
 // schedulers with m micro-batches (0: each scheduler searches m) and
 // prints one row per plan. capFrac > 0 caps every device's memory at the
 // model's training state (what a home-step plan's home holds) / capFrac.
-func table(models []model, devices []int, preset string, samples, m, simulate int, capFrac float64) []summary {
+func table(models []model, devices []int, preset string, ports bool, samples, m, simulate int, capFrac float64) []summary {
 	fmt.Println("| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var sums []summary
@@ -118,6 +123,9 @@ func table(models []model, devices []int, preset string, samples, m, simulate in
 		for _, n := range devices {
 			cl, err := sim.Preset(preset, n)
 			check(err)
+			if !ports {
+				cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
+			}
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
 			check(err)

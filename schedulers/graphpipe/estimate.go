@@ -70,8 +70,13 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		scale = float64(used) / hc
 	}
 	// The transfers between two stages per micro-batch, each value on its
-	// own (latency each), by producing and consuming stage.
+	// own (latency each), by producing and consuming stage. Through ports
+	// (sim.Link.PortGBps) a replica's sends share its port, as do its
+	// receives: portOut[s] and portIn[s] are the seconds stage s's
+	// activations take through its port per micro-batch, out and in (their
+	// gradients come back the same way), and lat[s] its port's latency.
 	xs := map[[2]int]float64{}
+	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
 	if !c.sync {
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
@@ -80,21 +85,32 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 				sq := part.StageOf[q]
 				if sq != so && !seen[[2]int{q, so}] {
 					seen[[2]int{q, so}] = true
-					xs[[2]int{sq, so}] += secs(c.cm.Transfer(part.Devices[sq][0], part.Devices[so][0], int64(c.out[q])))
+					a, b := part.Devices[sq][0], part.Devices[so][0]
+					xs[[2]int{sq, so}] += secs(c.cm.Transfer(a, b, int64(c.out[q])))
+					if _, gbps := c.cm.Cluster().PortBetween(a, b); gbps > 0 {
+						x := c.out[q] / (gbps * 1e9)
+						portOut[sq] += x
+						portIn[so] += x
+						l := secs(c.cm.Transfer(a, b, 0))
+						lat[sq], lat[so] = math.Max(lat[sq], l), math.Max(lat[so], l)
+					}
 				}
 			}
 		}
 	}
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
-	// links at once).
+	// links at once), and no sooner than s's port sends all its
+	// activations and q's receives all of its.
 	e := func(s, q int) float64 {
-		if !part.Chain {
-			return xs[[2]int{s, q}]
+		x := xs[[2]int{s, q}]
+		if part.Chain {
+			for p := 0; p < q; p++ {
+				x = math.Max(x, xs[[2]int{p, q}])
+			}
 		}
-		var x float64
-		for p := 0; p < q; p++ {
-			x = math.Max(x, xs[[2]int{p, q}])
+		if portOut[s] > 0 || portIn[q] > 0 {
+			x = math.Max(x, math.Max(portOut[s], portIn[q])+math.Max(lat[s], lat[q]))
 		}
 		return x
 	}
@@ -126,6 +142,11 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			steady = math.Max(steady, link)
 			linkSteady = math.Max(linkSteady, link)
 		}
+		// A port carries a replica's activations out and in and their
+		// gradients back, per micro-batch (under GPipe a phase one way): a
+		// port busier than the stages is the bottleneck.
+		steady = math.Max(steady, (per[s]-1)*(portOut[s]+portIn[s]))
+		linkSteady = math.Max(linkSteady, (per[s]-1)*math.Max(portOut[s], portIn[s]))
 		latF[s], latB[s] = f[s]+df, b[s]+db
 		steadyF = math.Max(steadyF, (per[s]-1)*f[s])
 		steadyB = math.Max(steadyB, (per[s]-1)*b[s])
@@ -174,19 +195,21 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			}
 		}
 		for _, hs := range shared {
-			var load float64
+			var load, port float64
 			start, tail := math.Inf(1), math.Inf(1)
 			for _, h := range hs {
 				if h.replica >= c.m {
 					continue // a replica past the micro-batch count runs nothing
 				}
 				d := len(part.Devices[h.stage])
-				load += float64((c.m-h.replica+d-1)/d) * t[h.stage]
+				n := float64((c.m - h.replica + d - 1) / d)
+				load += n * t[h.stage]
+				port += n * (portOut[h.stage] + portIn[h.stage])
 				start = math.Min(start, upF[h.stage])
 				tail = math.Min(tail, upB[h.stage])
 			}
 			if load > 0 {
-				p.pipe = math.Max(p.pipe, start+load+tail)
+				p.pipe = math.Max(p.pipe, start+math.Max(load, port)+tail)
 			}
 		}
 	}
@@ -432,7 +455,48 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			x.mine = math.Max(x.mine, mine[p])
 		}
 	}
+	// Through ports (sim.Link.PortGBps) the steps' refreshes share each
+	// owner's port out and each reader's port in: one ends no sooner than
+	// those ports have carried all of theirs (bcastOut, bcastIn, as if
+	// all started at once), the port's latency after. A device's port
+	// carries its reductions and refreshes both ways from its first
+	// reduction on: the flush ends no sooner (flushFrom + busy). Not
+	// modelled: owners fetching from one source at once (they add in the
+	// same readiness order), and an owner whose backwards end well before
+	// the pipeline's (lastB is the pipeline's drain), which overstates
+	// when a large refresh starts.
+	bcastOut, bcastIn := make([]float64, len(devs)), make([]float64, len(devs))
+	flushFrom := make([]float64, len(devs))
+	for i := range flushFrom {
+		flushFrom[i] = math.Inf(1)
+	}
+	ported := false
+	if !c.sync {
+		for o := range devs {
+			for _, x := range into[o] {
+				if _, gbps := c.cm.Cluster().PortBetween(devs[x.e], devs[o]); gbps > 0 {
+					ported = true
+					t := x.nb / (gbps * 1e9)
+					bcastOut[o] += t
+					bcastIn[x.e] += t
+					flushFrom[o] = math.Min(flushFrom[o], x.end)
+					flushFrom[x.e] = math.Min(flushFrom[x.e], x.end)
+				}
+			}
+		}
+	}
 	iter, fits = pipe, true
+	if ported {
+		// Each device sends (receives) its reductions' bytes and receives
+		// (sends) as many back as refreshes: 2·bcastIn[e] out, and
+		// 2·bcastOut[o] in, summed over its roles.
+		for i := range devs {
+			if !math.IsInf(flushFrom[i], 1) {
+				busy := bcastIn[i] + bcastOut[i]
+				iter = math.Max(iter, flushFrom[i]+busy+secs(c.cm.Transfer(devs[i], devs[i], 0)))
+			}
+		}
+	}
 	for o, d := range devs {
 		if ownedDev[d] <= 0 {
 			continue
@@ -450,6 +514,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			clock = math.Max(clock, x.end) + secs(c.cm.Transfer(src, d, nb))
 			clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
 			t := secs(c.cm.Transfer(d, src, nb))
+			if ported {
+				t = math.Max(t, math.Max(bcastOut[o], bcastIn[x.e])+secs(c.cm.Transfer(d, src, 0)))
+			}
 			if c.sync {
 				bcast += t
 			} else {
