@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"fmt"
 	"math"
 	"time"
 
@@ -66,6 +67,12 @@ func (s *sim) send(src, dst core.DeviceID, bytes int64, now time.Duration, what 
 		s.linkFree[k] = en
 		s.linkEvent(k, what, unit, bytes, st, en)
 		done(en)
+		return
+	}
+	if now < s.lastFlow {
+		// A transfer dated before the flows' clock would take bandwidth
+		// back in time: a bug in the caller, not in the plan.
+		s.err = fmt.Errorf("sim: internal error: %s from %s to %s starts at %v, before the transfers' clock %v", what, src, dst, now, s.lastFlow)
 		return
 	}
 	s.advanceFlows(now)

@@ -100,3 +100,14 @@ func TestFlowFIFOWithoutPorts(t *testing.T) {
 		t.Errorf("FIFO transfers there at %v, want %v", at, want)
 	}
 }
+
+// TestFlowBackInTime: a transfer dated before the flows' clock is an
+// internal error, not bandwidth taken back in time.
+func TestFlowBackInTime(t *testing.T) {
+	s := flowSim(&Cluster{Link: Link{GBps: 24, PortGBps: 24}})
+	s.send("A", "B", 1000, time.Millisecond, "x", -1, func(time.Duration) {})
+	s.send("A", "C", 1000, 0, "y", -1, func(time.Duration) { t.Error("the back-dated transfer ran") })
+	if s.err == nil {
+		t.Fatal("a transfer before the clock was accepted")
+	}
+}

@@ -178,14 +178,15 @@ const (
 	evReady evKind = iota
 	evFinish
 	evWake
-	evCompute // a task's compute joins the shared host cores
-	evDone    // a task's compute ends on the shared host cores
-	evFlow    // a transfer through ports may have ended (flows.go)
+	evCompute   // a task's compute joins the shared host cores
+	evDone      // a task's compute ends on the shared host cores
+	evFlow      // a transfer through ports may have ended (flows.go)
+	evBroadcast // a step's refresh of the other replicas starts
 )
 
 // At one instant: ends first (freeing memory, readying successors), then
 // readies, then changes of the shared-core set, then wake-ups.
-var rank = [...]int{evDone: 0, evFinish: 1, evFlow: 1, evReady: 2, evCompute: 3, evWake: 4}
+var rank = [...]int{evDone: 0, evFinish: 1, evFlow: 1, evBroadcast: 1, evReady: 2, evCompute: 3, evWake: 4}
 
 type event struct {
 	t       time.Duration
@@ -840,6 +841,8 @@ func (s *sim) run() (*Result, error) {
 				s.leaveCompute(e.task, e.version, now)
 			case evFlow:
 				s.flowsDone(e.version, now)
+			case evBroadcast:
+				s.broadcast(e.task, now)
 			}
 		}
 	}
@@ -1395,24 +1398,16 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	tr.Events = append(tr.Events, ev)
 	cur := ce
 	engineFree, finish := cur, cur
-	// pending counts the step's broadcasts still in flows (and one for
-	// this function): the task ends when the last is there.
-	pending := 1
-	end := func(at time.Duration) {
-		finish = max(finish, at)
-		if pending--; pending == 0 {
-			s.push(event{t: finish, kind: evFinish, task: i})
-		}
-	}
+	// bcast: the step's refresh of the other replicas goes on copy
+	// engines from ce (broadcast, at that event: ce may be ahead of the
+	// simulation's clock); the task ends when the last copy is there.
+	bcast := false
 	if t.Kind == core.TaskStep {
 		// Refresh every other replica with the new values of the params
 		// its ops read (with StepOwners: those of them this device owns).
 		var moved int64
 		for _, o := range s.devs {
-			nb := s.usedBytes[o]
-			if s.owners {
-				nb = s.share[[2]core.DeviceID{o, d}]
-			}
+			nb := s.refreshBytes(d, o)
 			if o == d || nb == 0 {
 				continue
 			}
@@ -1427,8 +1422,7 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 				moved += nb
 				engineFree, finish = cur, cur
 			} else {
-				pending++
-				s.send(d, o, nb, ce, "broadcast params", -1, end)
+				bcast = true
 			}
 		}
 		if moved > 0 {
@@ -1444,10 +1438,44 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 		s.units[ukey{t.Unit, d}].retained += run.retain
 	}
 	s.busyUntil[d] = engineFree
-	if pending > 1 || engineFree < finish {
+	if bcast {
+		s.push(event{t: engineFree, kind: evWake, dev: d})
+		s.push(event{t: ce, kind: evBroadcast, task: i})
+		return
+	}
+	s.push(event{t: finish, kind: evFinish, task: i})
+	if engineFree < finish {
 		s.push(event{t: engineFree, kind: evWake, dev: d})
 	}
-	end(finish)
+}
+
+// refreshBytes is what step task on d sends replica o: the parameters
+// o's ops read (with StepOwners, of those d owns).
+func (s *sim) refreshBytes(d, o core.DeviceID) int64 {
+	if s.owners {
+		return s.share[[2]core.DeviceID{o, d}]
+	}
+	return s.usedBytes[o]
+}
+
+// broadcast sends step task i's new parameter values to every other
+// replica from now on copy engines; the task ends when the last is there.
+func (s *sim) broadcast(i int, now time.Duration) {
+	d := s.p.Tasks[i].Device
+	left, fin := 1, now // 1: until every copy has started
+	end := func(at time.Duration) {
+		fin = max(fin, at)
+		if left--; left == 0 {
+			s.push(event{t: fin, kind: evFinish, task: i})
+		}
+	}
+	for _, o := range s.devs {
+		if nb := s.refreshBytes(d, o); o != d && nb > 0 {
+			left++
+			s.send(d, o, nb, now, "broadcast params", -1, end)
+		}
+	}
+	end(now)
 }
 
 func (s *sim) finish(i int, now time.Duration) {
