@@ -26,6 +26,14 @@ type RunOptions struct {
 	// event's Bytes are the op's output bytes): the profile simulators
 	// and schedulers calibrate against.
 	OpTrace bool
+	// PrefetchReductions fetches every owner reduction's gradients
+	// (StepOwners plans) as soon as the backward tasks it waits for are
+	// done, on a goroutine of its own, rather than when its turn comes on
+	// the owner's stream; the adds keep their order, so the sums are the
+	// same. Between devices with memory of their own (GPUs: copy engines)
+	// reductions always prefetch; this makes host devices (the CPU
+	// backend, where a copy takes a core) do it too.
+	PrefetchReductions bool
 }
 
 // Result is the outcome of one iteration.
@@ -236,6 +244,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for i := range ex.done {
 		ex.done[i] = make(chan struct{})
 	}
+	ex.fetched = make([]chan fetched, len(plan.Tasks))
 	if refreshed > 0 {
 		ex.record(core.TraceEvent{Name: "refresh params", Cat: "transfer", Device: t.home, Unit: -1, Bytes: refreshed}, t0)
 	}
@@ -261,6 +270,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 			return nil, err
 		}
 	}
+	ex.startPrefetch(ctx, &wg)
 	for _, k := range order {
 		tasks := streams[k]
 		wg.Go(func() {
@@ -280,6 +290,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		})
 	}
 	wg.Wait()
+	ex.dropPrefetched()
 	for _, env := range ex.envs {
 		env.Release()
 	}
@@ -328,6 +339,9 @@ type execution struct {
 	// plan steps on home); stepNo is the optimizer step owners apply.
 	owners map[string]core.DeviceID
 	stepNo int
+	// fetched[i] delivers owner reduction i's prefetched gradients (nil:
+	// it fetches them in its turn; see RunOptions.PrefetchReductions).
+	fetched []chan fetched
 
 	mu       sync.Mutex
 	envs     map[envKey]*core.Env

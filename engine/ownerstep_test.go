@@ -20,7 +20,8 @@ import (
 // plans alternate (optimizer state moves between devices). The home
 // device holds only the parameters and gradients its ops read and the
 // optimizer state of what it owns (dropHomeCopies), until Params wants
-// the rest.
+// the rest. All of it also with the reductions' gradients prefetched
+// (RunOptions.PrefetchReductions).
 func TestOwnerStepMatchesHomeStep(t *testing.T) {
 	ctx := context.Background()
 	scheds := map[string]core.Scheduler{
@@ -28,8 +29,13 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 		"data":     schedtest.Split{K: 3},
 	}
 	for _, model := range []string{"gcn", "sage"} {
-		for _, sname := range []string{"pipeline", "data"} {
-			t.Run(model+"/"+sname, func(t *testing.T) {
+		for _, run := range []struct {
+			sched    string
+			prefetch bool
+		}{{"pipeline", false}, {"data", false}, {"pipeline", true}, {"data", true}} {
+			sname := run.sched
+			opts := engine.RunOptions{PrefetchReductions: run.prefetch}
+			t.Run(fmt.Sprintf("%s/%s/prefetch=%v", model, sname, run.prefetch), func(t *testing.T) {
 				ref, rdevs, _ := setup(t, model, 0)
 				own, odevs, _ := setup(t, model, 0)
 				plans := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, *core.Plan, *core.Plan) {
@@ -60,7 +66,7 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 					if useOwner {
 						p = oo
 					}
-					got, err := own.Run(ctx, p, ob, engine.RunOptions{})
+					got, err := own.Run(ctx, p, ob, opts)
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -85,7 +91,9 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 				if _, err := ref.Run(ctx, rp, rb, engine.RunOptions{SkipStep: true}); err != nil {
 					t.Fatal(err)
 				}
-				if _, err := own.Run(ctx, oo, ob, engine.RunOptions{SkipStep: true}); err != nil {
+				skip := opts
+				skip.SkipStep = true
+				if _, err := own.Run(ctx, oo, ob, skip); err != nil {
 					t.Fatal(err)
 				}
 				rg, err := ref.Grads()

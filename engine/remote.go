@@ -409,12 +409,26 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 // for the device's own backward tasks reading them and adds them in.
 func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 	names := core.MovedParams(task, ex.used, ex.owners)
-	t0 := time.Now()
-	staged, n, err := ex.t.fetchGrads(task.From, task.Device, names)
+	var staged []staged
+	var err error
+	if ch := ex.fetched[task.ID]; ch != nil {
+		select {
+		case f := <-ch:
+			staged, err = f.staged, f.err
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	} else {
+		t0 := time.Now()
+		var n int64
+		staged, n, err = ex.t.fetchGrads(task.From, task.Device, names)
+		if err == nil {
+			ex.record(core.TraceEvent{Name: "fetch grads from " + string(task.From), Cat: "transfer", Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t0)
+		}
+	}
 	if err == nil {
-		ex.record(core.TraceEvent{Name: "fetch grads from " + string(task.From), Cat: "transfer", Device: task.Device, Stream: task.Stream, Unit: -1, Bytes: n}, t0)
 		if err = ex.waitBackwardOn(ctx, task.Device, names); err == nil {
-			t0 = time.Now()
+			t0 := time.Now()
 			err = ex.t.addStaged(task.Device, staged)
 			// The bytes moved are the fetch's (counted once).
 			ex.record(core.TraceEvent{Name: "reduce grads from " + string(task.From), Cat: core.TaskReduceGrads.String(), Device: task.Device, Stream: task.Stream, Unit: -1}, t0)

@@ -182,11 +182,12 @@ const (
 	evDone      // a task's compute ends on the shared host cores
 	evFlow      // a transfer through ports may have ended (flows.go)
 	evBroadcast // a step's refresh of the other replicas starts
+	evFetch     // a prefetching reduction's gradients start moving
 )
 
 // At one instant: ends first (freeing memory, readying successors), then
 // readies, then changes of the shared-core set, then wake-ups.
-var rank = [...]int{evDone: 0, evFinish: 1, evFlow: 1, evBroadcast: 1, evReady: 2, evCompute: 3, evWake: 4}
+var rank = [...]int{evDone: 0, evFinish: 1, evFlow: 1, evBroadcast: 1, evFetch: 2, evReady: 2, evCompute: 3, evWake: 4}
 
 type event struct {
 	t       time.Duration
@@ -316,6 +317,14 @@ type sim struct {
 	lastFlow    time.Duration
 	inTransit   map[[4]int][]int
 	waitN       []int
+	// Prefetching reductions (prefetches): depsLeft[i] counts task i's
+	// own Deps not done, fetchOn[j] the reductions task j's end lets
+	// fetch, fetchedAt[i] when i's gradients are on the owner (-1: not
+	// yet), fetchWait[i] whether i's turn came before them.
+	depsLeft  []int
+	fetchOn   [][]int
+	fetchedAt []time.Duration
+	fetchWait []bool
 }
 
 // SimulateModel is SimulateWith on the workload, profile and cluster of
@@ -761,6 +770,23 @@ func (s *sim) run() (*Result, error) {
 	s.linkFree = map[[2]core.DeviceID]time.Duration{}
 	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
 	s.inTransit, s.waitN = map[[4]int][]int{}, make([]int, n)
+	// Prefetching reductions: their own Deps left, and who they wait on.
+	s.depsLeft, s.fetchedAt, s.fetchWait = make([]int, n), make([]time.Duration, n), make([]bool, n)
+	s.fetchOn = make([][]int, n)
+	for i := range n {
+		s.fetchedAt[i] = -1
+		if !s.prefetches(i) {
+			continue
+		}
+		seen := map[int]bool{}
+		for _, d := range s.p.Tasks[i].Deps {
+			if !seen[d] {
+				seen[d] = true
+				s.depsLeft[i]++
+				s.fetchOn[d] = append(s.fetchOn[d], i)
+			}
+		}
+	}
 	s.present, s.inflight = map[[3]int]bool{}, map[*StageStat]int{}
 	s.mem, s.peak = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
 	// Resident memory: on home every parameter, its gradient accumulator
@@ -809,6 +835,11 @@ func (s *sim) run() (*Result, error) {
 		}
 	}
 	for i := range n {
+		if s.prefetches(i) && s.depsLeft[i] == 0 {
+			s.fetch(i, 0)
+		}
+	}
+	for i := range n {
 		s.left[i] = len(s.preds[i])
 		if s.left[i] == 0 {
 			s.becomeReady(i, 0)
@@ -843,6 +874,8 @@ func (s *sim) run() (*Result, error) {
 				s.flowsDone(e.version, now)
 			case evBroadcast:
 				s.broadcast(e.task, now)
+			case evFetch:
+				s.fetch(e.task, now)
 			}
 		}
 	}
@@ -946,16 +979,18 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			}
 		}
 	case core.TaskReduceGrads:
-		if !s.c.SyncTransfers {
-			// The copy engine moves the gradients as soon as they are final.
+		if s.prefetches(i) {
+			// Fetched since its Deps were done (fetch): wait for the bytes.
+			if s.fetchedAt[i] >= 0 {
+				at = max(at, s.fetchedAt[i])
+			} else {
+				s.fetchWait[i] = true
+				s.waitN[i]++
+			}
+		} else if !s.c.SyncTransfers {
+			// The copy engine moves the gradients in the task's turn.
 			l := [2]core.DeviceID{t.From, t.Device}
 			nb := s.reduceBytes(i)
-			if s.owners {
-				// The executor stages them on the owner until it adds
-				// them in (after the owner's own backwards of them).
-				s.staged[i] = nb
-				s.alloc(t.Device, nb)
-			}
 			s.waitN[i]++
 			s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) {
 				s.readyAt[i] = max(s.readyAt[i], en)
@@ -969,6 +1004,33 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 	if s.waitN[i]--; s.waitN[i] == 0 {
 		s.readied(i)
 	}
+}
+
+// prefetches reports whether ReduceGrads task i fetches its gradients
+// once its own Deps are done, ahead of its turn on its stream: owner
+// steps with copy engines (engine.RunOptions.PrefetchReductions, always
+// between devices with memory of their own).
+func (s *sim) prefetches(i int) bool {
+	return s.owners && !s.c.SyncTransfers && s.p.Tasks[i].Kind == core.TaskReduceGrads
+}
+
+// fetch starts moving prefetching task i's gradients at now; they are
+// staged on the owner until added (the executor's ownerReduce).
+func (s *sim) fetch(i int, now time.Duration) {
+	t := s.p.Tasks[i]
+	nb := s.reduceBytes(i)
+	s.staged[i] = nb
+	s.alloc(t.Device, nb)
+	s.send(t.From, t.Device, nb, now, "reduce grads", -1, func(at time.Duration) {
+		s.fetchedAt[i] = at
+		if s.fetchWait[i] {
+			s.fetchWait[i] = false
+			s.readyAt[i] = max(s.readyAt[i], at)
+			if s.waitN[i]--; s.waitN[i] == 0 {
+				s.readied(i)
+			}
+		}
+	})
 }
 
 // await makes task i wait for value k if it is still in a flow.
@@ -1543,6 +1605,12 @@ func (s *sim) finish(i int, now time.Duration) {
 						func(at time.Duration) { s.arrived(k, at) })
 				}
 			}
+		}
+	}
+	for _, j := range s.fetchOn[i] {
+		if s.depsLeft[j]--; s.depsLeft[j] == 0 {
+			// After every end at this instant (memory freed first).
+			s.push(event{t: now, kind: evFetch, task: j})
 		}
 	}
 	for _, j := range s.addSucc[i] {

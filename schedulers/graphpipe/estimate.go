@@ -455,20 +455,24 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			x.mine = math.Max(x.mine, mine[p])
 		}
 	}
-	// Through ports (sim.Link.PortGBps) the steps' refreshes share each
-	// owner's port out and each reader's port in: one ends no sooner than
-	// those ports have carried all of theirs (bcastOut, bcastIn, as if
-	// all started at once), the port's latency after. A device's port
-	// carries its reductions and refreshes both ways from its first
-	// reduction on: the flush ends no sooner (flushFrom + busy). Not
-	// modelled: owners fetching from one source at once (they add in the
-	// same readiness order), and an owner whose backwards end well before
-	// the pipeline's (lastB is the pipeline's drain), which overstates
-	// when a large refresh starts.
-	bcastOut, bcastIn := make([]float64, len(devs)), make([]float64, len(devs))
-	flushFrom := make([]float64, len(devs))
-	for i := range flushFrom {
-		flushFrom[i] = math.Inf(1)
+	// With copy engines (!c.sync) every reduction is fetched as soon as
+	// its source is done with the gradients (engine.RunOptions.
+	// PrefetchReductions), each pair's one after another on its link, and
+	// staged on the owner until the owner adds it in its turn; with
+	// synchronous copies the reduction's task copies them in its turn.
+	// Through ports (sim.Link.PortGBps) a device's fetches out share its
+	// port, as do an owner's fetches in and the steps' refreshes both
+	// ways: a transfer ends no sooner than its ports have carried all of
+	// theirs from the first one's start (redOut and redIn from redFrom*;
+	// bcastOut and bcastIn as if all started at once), the latency after.
+	// Not modelled: an owner whose backwards end well before the
+	// pipeline's (lastB is the pipeline's drain), which overstates when a
+	// large refresh starts.
+	nD := len(devs)
+	redOut, redIn, bcastOut, bcastIn := make([]float64, nD), make([]float64, nD), make([]float64, nD), make([]float64, nD)
+	redFromOut, redFromIn := make([]float64, nD), make([]float64, nD)
+	for i := range nD {
+		redFromOut[i], redFromIn[i] = math.Inf(1), math.Inf(1)
 	}
 	ported := false
 	if !c.sync {
@@ -477,26 +481,20 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				if _, gbps := c.cm.Cluster().PortBetween(devs[x.e], devs[o]); gbps > 0 {
 					ported = true
 					t := x.nb / (gbps * 1e9)
+					redOut[x.e] += t
+					redIn[o] += t
 					bcastOut[o] += t
 					bcastIn[x.e] += t
-					flushFrom[o] = math.Min(flushFrom[o], x.end)
-					flushFrom[x.e] = math.Min(flushFrom[x.e], x.end)
+					redFromOut[x.e] = math.Min(redFromOut[x.e], x.end)
+					redFromIn[o] = math.Min(redFromIn[o], x.end)
 				}
 			}
 		}
 	}
 	iter, fits = pipe, true
-	if ported {
-		// Each device sends (receives) its reductions' bytes and receives
-		// (sends) as many back as refreshes: 2·bcastIn[e] out, and
-		// 2·bcastOut[o] in, summed over its roles.
-		for i := range devs {
-			if !math.IsInf(flushFrom[i], 1) {
-				busy := bcastIn[i] + bcastOut[i]
-				iter = math.Max(iter, flushFrom[i]+busy+secs(c.cm.Transfer(devs[i], devs[i], 0)))
-			}
-		}
-	}
+	// The most fetched gradient bytes an owner holds, not yet added: from
+	// before its own last backward ends (stagedBusy), and at all (staged).
+	staged, stagedBusy := make([]float64, nD), make([]float64, nD)
 	for o, d := range devs {
 		if ownedDev[d] <= 0 {
 			continue
@@ -506,13 +504,29 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// The plan adds them in by when their gradients are ready
 		// (core.Plan.OwnerStepIn), then in plan order.
 		slices.SortStableFunc(into[o], func(a, b red) int { return cmp.Compare(a.end, b.end) })
+		linkFree := map[int]float64{} // by source, into o
+		type span struct{ from, to, nb float64 }
+		var held []span
 		for _, x := range into[o] {
 			nb := int64(x.nb)
 			src := devs[x.e]
-			// The gradients travel once the source is done with them and
-			// are added in after the owner's own backwards of them.
-			clock = math.Max(clock, x.end) + secs(c.cm.Transfer(src, d, nb))
-			clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
+			if c.sync {
+				// The gradients travel in the reduction's turn, once the
+				// source is done with them, and are added in after the
+				// owner's own backwards of them.
+				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(src, d, nb))
+				clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
+			} else {
+				st := math.Max(x.end, linkFree[x.e])
+				got := st + secs(c.cm.Transfer(src, d, nb))
+				if ported {
+					l := secs(c.cm.Transfer(src, d, 0))
+					got = math.Max(got, math.Max(redFromOut[x.e]+redOut[x.e], redFromIn[o]+redIn[o])+l)
+				}
+				linkFree[x.e] = got
+				clock = math.Max(math.Max(clock, got), x.mine) + secs(c.cm.ReduceSum(d, nb))
+				held = append(held, span{st, clock, x.nb})
+			}
 			t := secs(c.cm.Transfer(d, src, nb))
 			if ported {
 				t = math.Max(t, math.Max(bcastOut[o], bcastIn[x.e])+secs(c.cm.Transfer(d, src, 0)))
@@ -523,15 +537,33 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				bcast = math.Max(bcast, t)
 			}
 		}
+		for _, a := range held {
+			var sum float64
+			for _, b := range held {
+				if b.from <= a.from && a.from < b.to {
+					sum += b.nb
+				}
+			}
+			staged[o] = math.Max(staged[o], sum)
+			if a.from < devEnd[o] {
+				stagedBusy[o] = math.Max(stagedBusy[o], sum)
+			}
+		}
 		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
 		iter = math.Max(iter, clock+bcast)
 	}
 	for q := range stages {
-		var own float64
+		var own, stg, busy float64
 		for _, d := range active[q] {
 			own = math.Max(own, ownedDev[d])
+			stg = math.Max(stg, staged[pos[d]])
+			busy = math.Max(busy, stagedBusy[pos[d]])
 		}
-		pk := c.peakWith(c.residentOwned(st[q].pw, own), st[q], kind, W[q], len(part.Devices[q]))
+		r := c.residentOwned(st[q].pw, own)
+		pk := c.peakWith(r, st[q], kind, W[q], len(part.Devices[q]))
+		// Fetched gradients wait on the owner until added: beside its last
+		// micro-batch's activations until that ends.
+		pk = math.Max(pk, math.Max(r+st[q].held+busy, r+stg))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
