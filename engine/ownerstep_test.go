@@ -347,3 +347,71 @@ func TestLossSameEveryRun(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchWaitsForWriters: a reduction ordered after its source's
+// backward only through a stream (no Deps of its own, which Validate
+// accepts) still fetches the gradients only once they are final when
+// reductions prefetch: the same sums as the home-step run.
+func TestPrefetchWaitsForWriters(t *testing.T) {
+	ctx := context.Background()
+	ref, rdevs, _ := setup(t, "gcn", 0)
+	own, odevs, _ := setup(t, "gcn", 0)
+	build := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, *core.Plan, *core.Workload) {
+		b := tr.FullBatch(batch(60))
+		w, err := tr.Workload(b, infos(devs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := schedtest.Split{K: 3}.Schedule(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, p, w
+	}
+	rb, rp, _ := build(ref, rdevs)
+	ob, p, w := build(own, odevs)
+	p = p.OwnerStep(w)
+	lastBwd := map[core.DeviceID]int{}
+	for i, task := range p.Tasks {
+		if task.Kind == core.TaskBackward {
+			lastBwd[task.Device] = i
+		}
+	}
+	moved := 0
+	for i, task := range p.Tasks {
+		if task.Kind != core.TaskReduceGrads {
+			continue
+		}
+		// Order it after the source's backward through the owner's
+		// compute stream only.
+		b := lastBwd[task.Device]
+		p.Tasks[b].Deps = append(p.Tasks[b].Deps, lastBwd[task.From])
+		p.Tasks[i].Deps, p.Tasks[i].Stream = nil, p.Tasks[b].Stream
+		moved++
+	}
+	if moved == 0 {
+		t.Fatal("the owner-step plan has no reductions")
+	}
+	if err := p.Validate(w); err != nil {
+		t.Fatalf("the rewritten plan is invalid: %v", err)
+	}
+	if _, err := ref.Run(ctx, rp, rb, engine.RunOptions{SkipStep: true}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := own.Run(ctx, p, ob, engine.RunOptions{SkipStep: true, PrefetchReductions: true}); err != nil {
+		t.Fatal(err)
+	}
+	rg, err := ref.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	og, err := own.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, g := range rg {
+		if d := relL2(og[name], g); d != 0 {
+			t.Errorf("gradient of %s differs from the home-step run's: relative L2 %.3g", name, d)
+		}
+	}
+}

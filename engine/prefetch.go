@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,29 +16,39 @@ type fetched struct {
 }
 
 // startPrefetch starts, for every owner reduction that prefetches
-// (prefetches), a goroutine on wg that waits for the reduction's
-// dependencies (the source's backward tasks writing those gradients),
-// fetches the gradients onto the owner and hands them to the reduction's
-// turn on its stream (ownerReduce), which adds them in order.
+// (prefetches), a goroutine on wg that waits for the reduction's Deps and
+// for the source's backward tasks writing those gradients (a valid plan
+// may order them before the reduction through a stream only), fetches
+// the gradients onto the owner and hands them to the reduction's turn on
+// its stream (ownerReduce), which adds them in order. (Owner-step plans
+// with workers run as home-step plans: no reduction here is remote.)
 func (ex *execution) startPrefetch(ctx context.Context, wg *sync.WaitGroup) {
 	if ex.owners == nil {
 		return
 	}
+	bwdOn := map[core.DeviceID][]int{}
+	for i, t := range ex.plan.Tasks {
+		if t.Kind == core.TaskBackward {
+			bwdOn[t.Device] = append(bwdOn[t.Device], i)
+		}
+	}
+	opPar := func(o int) []string { return ex.t.opPar[o] }
 	for i, task := range ex.plan.Tasks {
-		if task.Kind != core.TaskReduceGrads || (ex.remote != nil && ex.remote.remote[i]) || !ex.prefetches(task) {
+		if task.Kind != core.TaskReduceGrads || !ex.prefetches(task) {
 			continue
 		}
+		names := core.MovedParams(task, ex.used, ex.owners)
+		wait := append(slices.Clone(task.Deps), core.BackwardReading(ex.plan.Tasks, bwdOn[task.From], opPar, names)...)
 		ch := make(chan fetched, 1)
 		ex.fetched[i] = ch
 		wg.Go(func() {
-			for _, d := range task.Deps {
+			for _, d := range wait {
 				select {
 				case <-ex.done[d]:
 				case <-ctx.Done():
 					return // the run failed; the reduction will not run
 				}
 			}
-			names := core.MovedParams(task, ex.used, ex.owners)
 			t0 := time.Now()
 			st, n, err := ex.t.fetchGrads(task.From, task.Device, names)
 			if err == nil {
@@ -79,8 +90,10 @@ func (t *Trainer) hostMemory(id core.DeviceID) bool {
 	if r == nil {
 		return true
 	}
-	for _, g := range r.grads {
-		return g.F32() != nil
+	for _, p := range t.model.Params {
+		if g := r.grads[p.Name]; g != nil {
+			return g.F32() != nil
+		}
 	}
 	return true
 }

@@ -345,3 +345,41 @@ func TestStepBytes(t *testing.T) {
 		t.Errorf("ops 0 and 2 read %d parameter bytes, want 1400 (s once)", got)
 	}
 }
+
+// TestPrefetchWaitsForWriters: with copy engines a reduction's gradients
+// leave their source only once the source's backward tasks writing them
+// are done, also when the plan orders the reduction after them through a
+// stream only (no Deps of its own): ownerPlan's reduction of b from cpu:2
+// into cpu:1 (task 12) moved onto cpu:1's compute stream behind task 8,
+// which waits for cpu:2's backward (task 9).
+func TestPrefetchWaitsForWriters(t *testing.T) {
+	w := ownerWorkload(true)
+	d := devIDs(4)
+	cl := sim.CPU(4, sim.DeviceModel{GFLOPS: 1, MemGBps: 1}, sim.Link{GBps: 1})
+	cl.SyncTransfers = false
+	p := ownerPlan()
+	p.Tasks[8].Deps = append(p.Tasks[8].Deps, 9)
+	p.Tasks[12].Deps, p.Tasks[12].Stream = nil, 0
+	if err := p.Validate(w); err != nil {
+		t.Fatalf("the rewritten plan is invalid: %v", err)
+	}
+	r, err := sim.Simulate(p, w, flat(w, time.Millisecond, time.Millisecond, 0, 0), cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var xfer, writer core.TraceEvent
+	for _, e := range r.Trace.Events {
+		switch {
+		case e.Name == "reduce grads" && e.Device == core.DeviceID("link "+string(d[2])+"->"+string(d[1])):
+			xfer = e
+		case e.Cat == "backward" && e.Device == d[2]:
+			writer = e
+		}
+	}
+	if xfer.Dur == 0 || writer.Dur == 0 {
+		t.Fatalf("missing events: transfer %+v, cpu:2's backward %+v", xfer, writer)
+	}
+	if xfer.Start < writer.Start+writer.Dur {
+		t.Errorf("b's gradients left cpu:2 at %v, before its backward writing them ended (%v)", xfer.Start, writer.Start+writer.Dur)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -265,8 +266,12 @@ type sim struct {
 	// the gradients once the task's dependencies are done but adds them
 	// only after those (its deterministic sum order).
 	addAfter map[int][]int
-	// moves[i] is the bytes owner-step ReduceGrads task i moves.
-	moves map[int]int64
+	// moves[i] is the bytes owner-step ReduceGrads task i moves, and
+	// writers[i] its source's backward tasks writing those gradients
+	// (a prefetch waits for them, as well as for the task's Deps: a valid
+	// plan may order them before it through a stream only).
+	moves   map[int]int64
+	writers map[int][]int
 
 	// dynamic state
 	q          eventQ
@@ -630,7 +635,7 @@ func (s *sim) ownerBytes() error {
 			bwdOn[t.Device] = append(bwdOn[t.Device], i)
 		}
 	}
-	s.addAfter, s.moves = map[int][]int{}, map[int]int64{}
+	s.addAfter, s.moves, s.writers = map[int][]int{}, map[int]int64{}, map[int][]int{}
 	for i, t := range s.p.Tasks {
 		if t.Kind != core.TaskReduceGrads {
 			continue
@@ -640,6 +645,7 @@ func (s *sim) ownerBytes() error {
 			s.moves[i] += size[name]
 		}
 		s.addAfter[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.Device], opParams, moved)
+		s.writers[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.From], opParams, moved)
 	}
 	return nil
 }
@@ -779,7 +785,7 @@ func (s *sim) run() (*Result, error) {
 			continue
 		}
 		seen := map[int]bool{}
-		for _, d := range s.p.Tasks[i].Deps {
+		for _, d := range append(slices.Clone(s.p.Tasks[i].Deps), s.writers[i]...) {
 			if !seen[d] {
 				seen[d] = true
 				s.depsLeft[i]++

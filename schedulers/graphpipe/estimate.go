@@ -492,6 +492,17 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		}
 	}
 	iter, fits = pipe, true
+	if ported {
+		// And a device's port carries its reductions and refreshes, out
+		// and in, from its first reduction on: the flush ends no sooner.
+		for i := range devs {
+			from := math.Min(redFromOut[i], redFromIn[i])
+			if !math.IsInf(from, 1) {
+				busy := math.Max(redOut[i]+bcastOut[i], redIn[i]+bcastIn[i])
+				iter = math.Max(iter, from+busy+secs(c.cm.Transfer(devs[i], devs[i], 0)))
+			}
+		}
+	}
 	// The most fetched gradient bytes an owner holds, not yet added: from
 	// before its own last backward ends (stagedBusy), and at all (staged).
 	staged, stagedBusy := make([]float64, nD), make([]float64, nD)
