@@ -2,6 +2,7 @@ package core
 
 import (
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -142,6 +143,7 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	}
 	var reds []reduction
 	for _, e := range inOrder(readers, order) {
+		index := IndexReaders(q.Tasks, bwdOn[e], op)
 		// When each parameter's gradient on e is final: its last
 		// backward task there.
 		final := map[string]ready{}
@@ -182,7 +184,7 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 				for _, name := range names {
 					moved[name] = true
 				}
-				x := reduction{from: e, into: o, deps: BackwardReading(q.Tasks, bwdOn[e], op, moved), ready: r}
+				x := reduction{from: e, into: o, deps: index.Reading(moved), ready: r}
 				if len(groups) > 1 {
 					x.params = names
 				}
@@ -241,6 +243,46 @@ func BackwardReading(tasks []Task, bwd []int, opParams func(op int) []string, na
 				}
 			}
 		}
+	}
+	return out
+}
+
+// ReaderIndex maps each parameter to the positions in a list of backward
+// tasks (IndexReaders' bwd) of those whose ops read it: BackwardReading
+// for many name sets over the same tasks, without rescanning their ops.
+type ReaderIndex struct {
+	bwd []int
+	pos map[string][]int
+}
+
+// IndexReaders indexes the backward tasks bwd (indices into tasks) by the
+// parameters their ops read (opParams).
+func IndexReaders(tasks []Task, bwd []int, opParams func(op int) []string) ReaderIndex {
+	x := ReaderIndex{bwd: bwd, pos: map[string][]int{}}
+	for i, b := range bwd {
+		for _, o := range tasks[b].OpIndices() {
+			for _, p := range opParams(o) {
+				if l := x.pos[p]; len(l) == 0 || l[len(l)-1] != i {
+					x.pos[p] = append(l, i)
+				}
+			}
+		}
+	}
+	return x
+}
+
+// Reading is BackwardReading over the indexed tasks: those whose ops read
+// a parameter in names, in bwd's order.
+func (x ReaderIndex) Reading(names map[string]bool) []int {
+	var at []int
+	for name := range names {
+		at = append(at, x.pos[name]...)
+	}
+	slices.Sort(at)
+	at = slices.Compact(at)
+	out := make([]int, len(at))
+	for i, j := range at {
+		out[i] = x.bwd[j]
 	}
 	return out
 }
@@ -353,6 +395,7 @@ func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 // reading them (the executor adds it after those); no other reductions
 // or steps.
 func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, backwardOn map[DeviceID][]int, fail func(string, ...any)) {
+	index := map[DeviceID]ReaderIndex{} // backwardOn's, by the parameters they read
 	named := false
 	for _, o := range w.Ops {
 		named = named || len(o.Params) > 0
@@ -486,15 +529,20 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 		}
 		for _, r := range rs {
 			moved := MovedParams(p.Tasks[r], readers, owner)
+			for _, d := range []DeviceID{k.into, k.from} {
+				if _, ok := index[d]; !ok {
+					index[d] = IndexReaders(p.Tasks, backwardOn[d], op)
+				}
+			}
 			// The executor adds them in after the owner's own backward
 			// tasks reading them: none of those may wait for the reduction.
-			for _, b := range BackwardReading(p.Tasks, backwardOn[k.into], op, moved) {
+			for _, b := range index[k.into].Reading(moved) {
 				if reach(b, r) {
 					fail("the gradient reduction from %s into %s (task %d) comes before %s's backward task %d, which writes gradients it moves (the reduction adds after it: deadlock)", k.from, k.into, r, k.into, b)
 					break
 				}
 			}
-			for _, b := range BackwardReading(p.Tasks, backwardOn[k.from], op, moved) {
+			for _, b := range index[k.from].Reading(moved) {
 				if !reach(r, b) {
 					fail("the gradient reduction from %s into %s (task %d) does not wait for backward task %d", k.from, k.into, r, b)
 					break

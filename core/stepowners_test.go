@@ -232,3 +232,33 @@ func TestSplitReductions(t *testing.T) {
 		t.Errorf("split in the other order rejected: %v", err)
 	}
 }
+
+// TestReaderIndex: ReaderIndex.Reading answers as BackwardReading does
+// (the same tasks, in bwd's order, whatever order bwd lists them in) for
+// every set of parameter names.
+func TestReaderIndex(t *testing.T) {
+	w := ownerWorkload()
+	p := pipelinePlan().OwnerStep(w)
+	op := w.OpParams()
+	var bwd []int
+	for i, task := range p.Tasks {
+		if task.Kind == TaskBackward {
+			bwd = append(bwd, i)
+		}
+	}
+	slices.Reverse(bwd) // any order: Reading keeps bwd's
+	x := IndexReaders(p.Tasks, bwd, op)
+	all := []string{"wa", "wb", "wc", "none"}
+	for mask := range 1 << len(all) {
+		names := map[string]bool{}
+		for i, n := range all {
+			if mask&(1<<i) != 0 {
+				names[n] = true
+			}
+		}
+		want := BackwardReading(p.Tasks, bwd, op, names)
+		if got := x.Reading(names); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+			t.Errorf("names %v: Reading %v, BackwardReading %v", names, got, want)
+		}
+	}
+}

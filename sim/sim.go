@@ -636,6 +636,15 @@ func (s *sim) ownerBytes() error {
 		}
 	}
 	s.addAfter, s.moves, s.writers = map[int][]int{}, map[int]int64{}, map[int][]int{}
+	index := map[core.DeviceID]core.ReaderIndex{}
+	indexOf := func(d core.DeviceID) core.ReaderIndex {
+		x, ok := index[d]
+		if !ok {
+			x = core.IndexReaders(s.p.Tasks, bwdOn[d], opParams)
+			index[d] = x
+		}
+		return x
+	}
 	for i, t := range s.p.Tasks {
 		if t.Kind != core.TaskReduceGrads {
 			continue
@@ -644,8 +653,8 @@ func (s *sim) ownerBytes() error {
 		for name := range moved {
 			s.moves[i] += size[name]
 		}
-		s.addAfter[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.Device], opParams, moved)
-		s.writers[i] = core.BackwardReading(s.p.Tasks, bwdOn[t.From], opParams, moved)
+		s.addAfter[i] = indexOf(t.Device).Reading(moved)
+		s.writers[i] = indexOf(t.From).Reading(moved)
 	}
 	return nil
 }

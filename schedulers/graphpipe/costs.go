@@ -52,6 +52,7 @@ type costs struct {
 	// the parameters (opPar: each op's, by index into parBytes; pbyte:
 	// each op's bytes).
 	owners   bool
+	bucket   float64 // PlanOptions.BucketBytes (0 or less: none)
 	opPar    [][]int32
 	parBytes []float64
 	pbyte    []float64
@@ -96,7 +97,7 @@ func microUnits(w *core.Workload, m int) []core.Unit {
 func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, step StepMode) *costs {
 	n := len(w.Ops)
 	units := microUnits(w, m)
-	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1, owners: step.owners(w),
+	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1, owners: step.owners(w), bucket: DefaultBucketBytes,
 		fwd: make([]float64, n), bwd: make([]float64, n), time: make([]float64, n),
 		held: make([]float64, n), temp: make([]float64, n), out: make([]float64, n), wbyte: make([]float64, n),
 		gIn: make([]float64, n), gOut: make([]float64, n),

@@ -355,6 +355,50 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		active[s] = part.Devices[s][:min(len(part.Devices[s]), c.m)]
 	}
 	owner := spreadOwners(stageParams, active, c.parBytes)
+	// A replicated stage's last backward runs in buckets (PlanOptions.
+	// BucketBytes, the latest ops first): a parameter is final when the
+	// bucket reading it ends, off[s][p] before the whole backward does
+	// (the buckets after it).
+	off := make([]map[int32]float64, S)
+	// trans[s]: the backward transients beside which fetched gradients
+	// wait on a replica of s: its last bucket's (the earlier ones'
+	// gradients arrive while it runs), or the whole backward's.
+	trans := make([]float64, S)
+	for s := range S {
+		trans[s] = st[s].trans
+	}
+	if c.bucket > 0 {
+		for s := range S {
+			if len(part.Devices[s]) < 2 {
+				continue
+			}
+			bs := bucketOps(stages[s], c.opPar, c.parBytes, c.bucket)
+			if bs == nil {
+				continue
+			}
+			off[s] = map[int32]float64{}
+			trans[s] = c.stat(bs[len(bs)-1]).trans
+			after := 0.0
+			for i := len(bs) - 1; i >= 0; i-- {
+				for _, o := range bs[i] {
+					for _, q := range c.opPar[o] {
+						if _, ok := off[s][q]; !ok {
+							off[s][q] = after
+						}
+					}
+				}
+				for _, o := range bs[i] {
+					after += c.bwd[o]
+				}
+			}
+		}
+	}
+	final := func(s int, end float64, p int32) float64 {
+		if off[s] == nil {
+			return end
+		}
+		return end - off[s][p]
+	}
 	ownedDev = map[core.DeviceID]float64{}
 	for p, d := range owner {
 		if d != "" {
@@ -398,7 +442,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		for r, d := range active[s] {
 			for _, p := range stageParams[s] {
 				if ownerAt[p] == pos[d] {
-					mine[p] = math.Max(mine[p], ends[s][r])
+					mine[p] = math.Max(mine[p], final(s, ends[s][r], p))
 				}
 			}
 		}
@@ -426,8 +470,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	for e := range devs {
 		list = list[:0]
 		for _, h := range hostedOn[e] {
-			end := ends[h[0]][h[1]]
 			for _, p := range stageParams[h[0]] {
+				end := final(h[0], ends[h[0]][h[1]], p)
 				if stamp[p] != e {
 					stamp[p], endAt[p] = e, end
 					list = append(list, p)
@@ -548,16 +592,27 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				bcast = math.Max(bcast, t)
 			}
 		}
-		for _, a := range held {
-			var sum float64
-			for _, b := range held {
-				if b.from <= a.from && a.from < b.to {
-					sum += b.nb
-				}
+		// Sweep the spans' starts and ends (an end before a start at one
+		// time: [from, to)); the held bytes at each start.
+		type mark struct{ at, nb float64 }
+		marks := make([]mark, 0, 2*len(held))
+		for _, h := range held {
+			marks = append(marks, mark{h.from, h.nb}, mark{h.to, -h.nb})
+		}
+		slices.SortFunc(marks, func(a, b mark) int {
+			if c := cmp.Compare(a.at, b.at); c != 0 {
+				return c
 			}
-			staged[o] = math.Max(staged[o], sum)
-			if a.from < devEnd[o] {
-				stagedBusy[o] = math.Max(stagedBusy[o], sum)
+			return cmp.Compare(a.nb, b.nb) // ends (negative) first
+		})
+		var sum float64
+		for _, m := range marks {
+			sum += m.nb
+			if m.nb > 0 {
+				staged[o] = math.Max(staged[o], sum)
+				if m.at < devEnd[o] {
+					stagedBusy[o] = math.Max(stagedBusy[o], sum)
+				}
 			}
 		}
 		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
@@ -573,8 +628,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		r := c.residentOwned(st[q].pw, own)
 		pk := c.peakWith(r, st[q], kind, W[q], len(part.Devices[q]))
 		// Fetched gradients wait on the owner until added: beside its last
-		// micro-batch's activations until that ends.
-		pk = math.Max(pk, math.Max(r+st[q].held+busy, r+stg))
+		// micro-batch's activations and its backward's transients while
+		// that runs (with buckets, the last bucket's: the earlier ones'
+		// gradients arrive during it).
+		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy, r+stg))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false

@@ -83,8 +83,13 @@ func init() {
 						return nil, fmt.Errorf("%s: option %s=%q: want a non-negative integer (0: no cap)", s.name, k, v)
 					}
 					sc.MaxReplicas = n
+				case "bucket":
+					if err != nil {
+						return nil, fmt.Errorf("%s: option %s=%q: want the gradient bucket in bytes (0: %d, DDP's 25 MiB; negative: none)", s.name, k, v, DefaultBucketBytes)
+					}
+					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step, shared)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step, shared, bucket)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -146,6 +151,9 @@ type Scheduler struct {
 	// flush and the memory of the mode they plan for. Registry option:
 	// step=owners or step=home.
 	Step StepMode
+	// BucketBytes is PlanOptions.BucketBytes for the plans it builds: 0
+	// is DefaultBucketBytes, negative no buckets.
+	BucketBytes int64
 	// Disjoint keeps every stage on devices of its own. By default
 	// GraphPipe also weighs the shared-trunk variant of each DAG answer
 	// (the trunk after the last branches join as one more stage
@@ -230,4 +238,13 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 		p.Metrics["coarsened_ops"] = float64(lost)
 	}
 	return p, nil
+}
+
+// planOptions are the options the scheduler builds its plans with.
+func (s *Scheduler) planOptions() PlanOptions {
+	b := s.BucketBytes
+	if b == 0 {
+		b = DefaultBucketBytes
+	}
+	return PlanOptions{Step: s.Step, BucketBytes: b}
 }

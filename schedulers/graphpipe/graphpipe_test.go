@@ -114,6 +114,8 @@ type fixed struct {
 	// shared adds a last stage on every device, beside the others (a
 	// device hosting two stages runs each on its own stream).
 	shared bool
+	// bucket is PlanOptions.BucketBytes (0: the default).
+	bucket int64
 }
 
 func (f fixed) Name() string { return "fixed" }
@@ -142,21 +144,27 @@ func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 	for o := range w.Ops {
 		part.StageOf[o] = o * len(part.Devices) / len(w.Ops)
 	}
-	p, err := graphpipe.BuildPlan(w, part, f.m, f.kind, "fixed")
+	opts := graphpipe.PlanOptions{Step: graphpipe.StepOwners, BucketBytes: graphpipe.DefaultBucketBytes}
+	if f.bucket != 0 {
+		opts.BucketBytes = f.bucket
+	}
+	p, err := graphpipe.BuildPlanOpts(w, part, f.m, f.kind, opts, "fixed")
 	if err != nil {
 		return nil, err
 	}
 	if err := p.Validate(w); err != nil && f.kind == graphpipe.OneFOneB && strings.Contains(err.Error(), "deadlock") {
-		return graphpipe.BuildPlan(w, part, f.m, graphpipe.GPipe, "fixed")
+		return graphpipe.BuildPlanOpts(w, part, f.m, graphpipe.GPipe, opts, "fixed")
 	}
 	return p, nil
 }
 
 // TestOracleStages: fixed multi-stage partitions (one stage per device;
 // a replicated middle stage; one stage per device plus a last stage
-// replicated over all of them beside the others) scheduled as stage DAGs (GraphPipe) and
-// as chains, under GPipe and 1F1B with the replica-weighted warm-up, train
-// exactly like sequential on every model.
+// replicated over all of them beside the others; a replicated stage whose
+// last backward runs in buckets of one parameter byte, i.e. one op's
+// parameters each) scheduled as stage DAGs (GraphPipe) and as chains,
+// under GPipe and 1F1B with the replica-weighted warm-up, train exactly
+// like sequential on every model.
 func TestOracleStages(t *testing.T) {
 	perDevice := func(n int) []int {
 		out := make([]int, n)
@@ -171,11 +179,13 @@ func TestOracleStages(t *testing.T) {
 		chain  bool
 		layout func(int) []int
 		shared bool
-	}{{"dag", false, perDevice, false}, {"dag-replicated", false, replicated, false}, {"chain-replicated", true, replicated, false},
-		{"dag-shared-last-stage", false, perDevice, true}} {
+		bucket int64
+	}{{"dag", false, perDevice, false, 0}, {"dag-replicated", false, replicated, false, 0}, {"chain-replicated", true, replicated, false, 0},
+		{"dag-shared-last-stage", false, perDevice, true, 0}, {"dag-replicated-buckets", false, replicated, false, 1},
+		{"dag-shared-last-stage-buckets", false, perDevice, true, 1}} {
 		for _, kind := range []graphpipe.Kind{graphpipe.OneFOneB, graphpipe.GPipe} {
 			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared},
+				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared, bucket: c.bucket},
 					schedtest.OracleOptions{Devices: 4, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}

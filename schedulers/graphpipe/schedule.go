@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -197,6 +198,26 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 // steps on its flush stream after its own backward tasks and the
 // reductions into it. Owners are spreadOwners'.
 func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step StepMode, name string) (*core.Plan, error) {
+	return BuildPlanOpts(w, part, m, kind, PlanOptions{Step: step, BucketBytes: DefaultBucketBytes}, name)
+}
+
+// DefaultBucketBytes is PlanOptions.BucketBytes' default: PyTorch DDP's
+// bucket_cap_mb of 25 MiB.
+const DefaultBucketBytes = 25 << 20
+
+// PlanOptions are BuildPlanOpts' choices.
+type PlanOptions struct {
+	Step StepMode
+	// BucketBytes: under owner steps a replicated stage's last backward
+	// on each replica is split into tasks over buckets of its ops, the
+	// latest ops first, each closed once the parameters its ops read
+	// reach this many bytes; each bucket's gradients go to their owners
+	// while the next computes. 0 or less: one task.
+	BucketBytes int64
+}
+
+// BuildPlanOpts is BuildPlanWith with the options.
+func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts PlanOptions, name string) (*core.Plan, error) {
 	if len(part.StageOf) != len(w.Ops) {
 		return nil, fmt.Errorf("graphpipe: partition covers %d ops, the model has %d", len(part.StageOf), len(w.Ops))
 	}
@@ -264,31 +285,67 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 			order = append(order, slot{d, streamOf[[2]int{s, r}], evs})
 		}
 	}
+	// A replicated stage's last backward on each replica runs in buckets
+	// of its ops (the latest first), so that the gradients of each are
+	// final, and go to their owners, while the rest computes (DDP's
+	// gradient buckets).
+	var buckets [][][]int
+	if opts.Step.owners(w) && opts.BucketBytes > 0 {
+		buckets = make([][][]int, len(stages))
+		_, pbytes, opPar := paramIndex(w)
+		for st, ops := range stages {
+			if len(part.Devices[st]) > 1 {
+				buckets[st] = bucketOps(ops, opPar, pbytes, float64(opts.BucketBytes))
+			}
+		}
+	}
+	chunks := func(sl slot, j int) [][]int {
+		e := sl.evs[j]
+		if e.fwd || j != len(sl.evs)-1 || buckets == nil || len(buckets[e.stage]) < 2 {
+			return nil
+		}
+		return buckets[e.stage]
+	}
 	id := map[event]int{}
 	n := 0
 	for _, sl := range order {
-		for _, e := range sl.evs {
-			id[e] = n
-			n++
+		for j, e := range sl.evs {
+			n += max(len(chunks(sl, j)), 1)
+			id[e] = n - 1 // a bucketed backward's last bucket
 		}
 	}
 	bwdOn := map[core.DeviceID][]int{}
 	for _, sl := range order {
-		for _, e := range sl.evs {
+		for j, e := range sl.evs {
 			t := core.Task{ID: id[e], Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: stages[e.stage]}
 			if e.fwd {
 				t.Kind = core.TaskForward
 				for _, q := range preds[e.stage] {
 					t.Deps = append(t.Deps, id[event{q, e.mb, true}])
 				}
-			} else {
-				t.Kind = core.TaskBackward
-				t.Deps = append(t.Deps, id[event{e.stage, e.mb, true}])
-				for _, q := range succs[e.stage] {
-					t.Deps = append(t.Deps, id[event{q, e.mb, false}])
-				}
-				bwdOn[sl.dev] = append(bwdOn[sl.dev], t.ID)
+				p.Tasks = append(p.Tasks, t)
+				continue
 			}
+			t.Kind = core.TaskBackward
+			t.Deps = append(t.Deps, id[event{e.stage, e.mb, true}])
+			for _, q := range succs[e.stage] {
+				t.Deps = append(t.Deps, id[event{q, e.mb, false}])
+			}
+			bs := chunks(sl, j)
+			for b, ops := range bs[:max(len(bs)-1, 0)] {
+				c := core.Task{ID: id[e] - len(bs) + 1 + b, Kind: core.TaskBackward, Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: ops}
+				if b == 0 {
+					c.Deps = t.Deps
+				} else {
+					c.Deps = []int{c.ID - 1}
+				}
+				bwdOn[sl.dev] = append(bwdOn[sl.dev], c.ID)
+				p.Tasks = append(p.Tasks, c)
+			}
+			if len(bs) > 0 {
+				t.Ops, t.Deps = bs[len(bs)-1], []int{t.ID - 1}
+			}
+			bwdOn[sl.dev] = append(bwdOn[sl.dev], t.ID)
 			p.Tasks = append(p.Tasks, t)
 		}
 	}
@@ -306,7 +363,7 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 			devs = append(devs, sl.dev)
 		}
 	}
-	if step.owners(w) {
+	if opts.Step.owners(w) {
 		p.Owners = planOwners(w, part, m)
 		p = p.OwnerStepIn(w, devs)
 	} else {
@@ -321,6 +378,33 @@ func BuildPlanWith(w *core.Workload, part Partition, m int, kind Kind, step Step
 	p.Metrics["micro_batches"] = float64(m)
 	p.Metrics["bubble_bound"] = float64(depth-1) / float64(m+depth-1)
 	return p, nil
+}
+
+// bucketOps splits a stage's ops (ascending) into buckets for its
+// backward, latest ops first: each closes once the parameters its ops
+// read (opPar, bytes; each counted in the first bucket reading it)
+// reach cap bytes; the last takes the rest. One bucket: nil.
+func bucketOps(ops []int, opPar [][]int32, bytes []float64, cap float64) [][]int {
+	seen := map[int32]bool{}
+	var out [][]int
+	hi, acc := len(ops), 0.0
+	for i := len(ops) - 1; i >= 0; i-- {
+		for _, q := range opPar[ops[i]] {
+			if !seen[q] {
+				seen[q] = true
+				acc += bytes[q]
+			}
+		}
+		if acc >= cap && i > 0 {
+			out = append(out, slices.Clone(ops[i:hi]))
+			hi, acc = i, 0
+		}
+	}
+	out = append(out, slices.Clone(ops[:hi]))
+	if len(out) < 2 {
+		return nil
+	}
+	return out
 }
 
 // homeStep ends p with the home flush: one reduction into home from every

@@ -204,6 +204,7 @@ type mEval struct {
 // evalM prices the ops for m micro-batches and runs the partitioners.
 func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID, m int, only map[int]bool) (*mEval, error) {
 	c := newCosts(cm, w, devs, m, s.Step)
+	c.bucket = float64(s.planOptions().BucketBytes)
 	pools, err := s.pools(ctx, w, c, devs, only)
 	if err != nil {
 		return nil, err
@@ -484,13 +485,13 @@ func peakOf(r *sim.Result) int64 {
 // round-robin can leave a cycle between a replica's queue and its
 // neighbours') is replaced by GPipe's, which cannot deadlock.
 func (s *Scheduler) build(w *core.Workload, cd *candidate) (*core.Plan, error) {
-	p, err := BuildPlanWith(w, cd.part, cd.m, cd.kind, s.Step, s.Name())
+	p, err := BuildPlanOpts(w, cd.part, cd.m, cd.kind, s.planOptions(), s.Name())
 	if err != nil {
 		return nil, err
 	}
 	if cd.kind == OneFOneB {
 		if verr := p.Validate(w); verr != nil && strings.Contains(verr.Error(), "deadlock") {
-			if p, err = BuildPlanWith(w, cd.part, cd.m, GPipe, s.Step, s.Name()); err != nil {
+			if p, err = BuildPlanOpts(w, cd.part, cd.m, GPipe, s.planOptions(), s.Name()); err != nil {
 				return nil, err
 			}
 			p.Metrics["fallback_gpipe"] = 1
