@@ -278,6 +278,9 @@ func (x ReaderIndex) Reading(names map[string]bool) []int {
 	for name := range names {
 		at = append(at, x.pos[name]...)
 	}
+	if len(at) == 0 {
+		return nil
+	}
 	slices.Sort(at)
 	at = slices.Compact(at)
 	out := make([]int, len(at))

@@ -257,7 +257,7 @@ func TestReaderIndex(t *testing.T) {
 			}
 		}
 		want := BackwardReading(p.Tasks, bwd, op, names)
-		if got := x.Reading(names); !slices.Equal(got, want) && len(got)+len(want) > 0 {
+		if got := x.Reading(names); !slices.Equal(got, want) || (got == nil) != (want == nil) {
 			t.Errorf("names %v: Reading %v, BackwardReading %v", names, got, want)
 		}
 	}

@@ -361,8 +361,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	// (the buckets after it).
 	off := make([]map[int32]float64, S)
 	// trans[s]: the backward transients beside which fetched gradients
-	// wait on a replica of s: its last bucket's (the earlier ones'
-	// gradients arrive while it runs), or the whole backward's.
+	// wait on a replica of s: with buckets the largest of every bucket
+	// but the first to run (earlier buckets' gradients arrive while the
+	// later ones run), else the whole backward's (a pipeline's replicas
+	// end apart, so gradients arrive while the owner still computes).
 	trans := make([]float64, S)
 	for s := range S {
 		trans[s] = st[s].trans
@@ -377,7 +379,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				continue
 			}
 			off[s] = map[int32]float64{}
-			trans[s] = c.stat(bs[len(bs)-1]).trans
+			trans[s] = 0
+			for _, b := range bs[1:] {
+				trans[s] = math.Max(trans[s], c.stat(b).trans)
+			}
 			after := 0.0
 			for i := len(bs) - 1; i >= 0; i-- {
 				for _, o := range bs[i] {

@@ -77,9 +77,12 @@ func (b benchConfig) workloadPorts(t *testing.T, ports bool) (*core.Workload, *s
 // and 0.0%), and within 15% through the preset's ports (measured: 7.1%
 // and 12.0%; see design.md "Transfer model"; the search simulates its
 // best candidates); the simulated time a plan reports is the simulator's;
-// the predicted largest device's memory is within 10% of the simulated
-// (at most 4.9%: both walk each stage's backward the same way, and hold
-// the fetched gradients on their owner until added);
+// the predicted largest device's memory is within 12% of the simulated
+// (at most 10.1%, under: uno-8 on 32 devices through ports, where the
+// trunk's replica holds 224 MB of fetched gradients beside 93 MB of its
+// last units' values and gradients kept for their producers while the
+// ports are busy with the flush, and the estimate counts 80 MB of them;
+// 4.9% before gradient buckets);
 // and GraphPipe, which weighs and simulates the 1F1B chain baseline's
 // candidates too, is never slower than it.
 func TestPredictionMatchesSimulator(t *testing.T) {
