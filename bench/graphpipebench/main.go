@@ -16,7 +16,9 @@
 // the preset's devices; and memory-capped, where every scheduler searches
 // m (graphpipe.Scheduler with MicroBatches 0) and each device's memory
 // is the model's training state / -capfrac (default 0.75: the state
-// fills three quarters of a device, e.g. 30 GB of a 40 GB A100).
+// fills three quarters of a device, e.g. 30 GB of a 40 GB A100; above 1
+// the model's state does not fit one device, the regime pipelines are
+// for, e.g. -capfrac 1.5).
 package main
 
 import (
@@ -68,7 +70,7 @@ func main() {
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
 	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
-	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory (0: no capped table)")
+	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	flag.Parse()
 	var devices []int
 	for _, f := range strings.Split(*devList, ",") {
@@ -78,8 +80,8 @@ func main() {
 		}
 		devices = append(devices, n)
 	}
-	if *capFrac < 0 || *capFrac > 1 {
-		check(fmt.Errorf("-capfrac %v: want a fraction in (0, 1], or 0 for no capped table", *capFrac))
+	if *capFrac < 0 || *capFrac > 4 {
+		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
 	models := []model{
 		{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
