@@ -96,21 +96,9 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 				if _, err := own.Run(ctx, oo, ob, skip); err != nil {
 					t.Fatal(err)
 				}
-				rg, err := ref.Grads()
-				if err != nil {
-					t.Fatal(err)
-				}
-				og, err := own.Grads()
-				if err != nil {
-					t.Fatal(err)
-				}
-				for name, g := range rg {
-					// Reductions add after the device's own backward, in
-					// stream order: the same sums in the same order.
-					if d := relL2(og[name], g); d != 0 {
-						t.Errorf("gradient of %s differs from the home-step run's: relative L2 %.3g", name, d)
-					}
-				}
+				// Reductions add after the device's own backward, in stream
+				// order: the same sums in the same order.
+				sameGrads(t, own, ref)
 				// Predictions use home's copy, brought up to date.
 				nodes := batch(100)
 				rpred, err := ref.Predict(ctx, nodes)
@@ -401,6 +389,13 @@ func TestPrefetchWaitsForWriters(t *testing.T) {
 	if _, err := own.Run(ctx, p, ob, engine.RunOptions{SkipStep: true, PrefetchReductions: true}); err != nil {
 		t.Fatal(err)
 	}
+	sameGrads(t, own, ref)
+}
+
+// sameGrads checks that own's summed gradients equal ref's (a home-step
+// run's) bit for bit.
+func sameGrads(t *testing.T, own, ref *engine.Trainer) {
+	t.Helper()
 	rg, err := ref.Grads()
 	if err != nil {
 		t.Fatal(err)
