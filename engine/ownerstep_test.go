@@ -39,15 +39,7 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 				ref, rdevs, _ := setup(t, model, 0)
 				own, odevs, _ := setup(t, model, 0)
 				plans := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, *core.Plan, *core.Plan) {
-					b := tr.FullBatch(batch(60))
-					w, err := tr.Workload(b, infos(devs))
-					if err != nil {
-						t.Fatal(err)
-					}
-					p, err := scheds[sname].Schedule(ctx, w)
-					if err != nil {
-						t.Fatal(err)
-					}
+					b, p, w := scheduled(t, tr, devs, scheds[sname])
 					op := p.OwnerStep(w)
 					if err := op.Validate(w); err != nil {
 						t.Fatal(err)
@@ -344,20 +336,8 @@ func TestPrefetchWaitsForWriters(t *testing.T) {
 	ctx := context.Background()
 	ref, rdevs, _ := setup(t, "gcn", 0)
 	own, odevs, _ := setup(t, "gcn", 0)
-	build := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, *core.Plan, *core.Workload) {
-		b := tr.FullBatch(batch(60))
-		w, err := tr.Workload(b, infos(devs))
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, err := schedtest.Split{K: 3}.Schedule(ctx, w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b, p, w
-	}
-	rb, rp, _ := build(ref, rdevs)
-	ob, p, w := build(own, odevs)
+	rb, rp, _ := scheduled(t, ref, rdevs, schedtest.Split{K: 3})
+	ob, p, w := scheduled(t, own, odevs, schedtest.Split{K: 3})
 	p = p.OwnerStep(w)
 	lastBwd := map[core.DeviceID]int{}
 	for i, task := range p.Tasks {
@@ -390,6 +370,22 @@ func TestPrefetchWaitsForWriters(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameGrads(t, own, ref)
+}
+
+// scheduled is sched's plan for a full batch of 60 nodes on devs, with
+// the batch and the workload.
+func scheduled(t *testing.T, tr *engine.Trainer, devs []core.Device, sched core.Scheduler) (*engine.Batch, *core.Plan, *core.Workload) {
+	t.Helper()
+	b := tr.FullBatch(batch(60))
+	w, err := tr.Workload(b, infos(devs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := sched.Schedule(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b, p, w
 }
 
 // sameGrads checks that own's summed gradients equal ref's (a home-step

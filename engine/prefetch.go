@@ -33,12 +33,18 @@ func (ex *execution) startPrefetch(ctx context.Context, wg *sync.WaitGroup) {
 		}
 	}
 	opPar := func(o int) []string { return ex.t.opPar[o] }
+	index := map[core.DeviceID]core.ReaderIndex{}
 	for i, task := range ex.plan.Tasks {
 		if task.Kind != core.TaskReduceGrads || !ex.prefetches(task) {
 			continue
 		}
+		x, ok := index[task.From]
+		if !ok {
+			x = core.IndexReaders(ex.plan.Tasks, bwdOn[task.From], opPar)
+			index[task.From] = x
+		}
 		names := core.MovedParams(task, ex.used, ex.owners)
-		wait := append(slices.Clone(task.Deps), core.BackwardReading(ex.plan.Tasks, bwdOn[task.From], opPar, names)...)
+		wait := append(slices.Clone(task.Deps), x.Reading(names)...)
 		ch := make(chan fetched, 1)
 		ex.fetched[i] = ch
 		wg.Go(func() {

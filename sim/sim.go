@@ -1007,14 +1007,15 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			l := [2]core.DeviceID{t.From, t.Device}
 			nb := s.reduceBytes(i)
 			s.waitN[i]++
-			s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) {
-				s.readyAt[i] = max(s.readyAt[i], en)
-				if s.waitN[i]--; s.waitN[i] == 0 {
-					s.readied(i)
-				}
-			})
+			s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) { s.release(i, en) })
 		}
 	}
+	s.release(i, at)
+}
+
+// release ends one of the waits of task i (becomeReady's own and each
+// value it waits for) at time at; after the last it is readied.
+func (s *sim) release(i int, at time.Duration) {
 	s.readyAt[i] = max(s.readyAt[i], at)
 	if s.waitN[i]--; s.waitN[i] == 0 {
 		s.readied(i)
@@ -1040,10 +1041,7 @@ func (s *sim) fetch(i int, now time.Duration) {
 		s.fetchedAt[i] = at
 		if s.fetchWait[i] {
 			s.fetchWait[i] = false
-			s.readyAt[i] = max(s.readyAt[i], at)
-			if s.waitN[i]--; s.waitN[i] == 0 {
-				s.readied(i)
-			}
+			s.release(i, at)
 		}
 	})
 }
@@ -1071,10 +1069,7 @@ func (s *sim) arrived(k [4]int, at time.Duration) {
 		return // sent over a FIFO link: the time was known at once
 	}
 	for _, i := range w {
-		s.readyAt[i] = max(s.readyAt[i], at)
-		if s.waitN[i]--; s.waitN[i] == 0 {
-			s.readied(i)
-		}
+		s.release(i, at)
 	}
 }
 

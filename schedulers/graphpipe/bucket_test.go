@@ -48,7 +48,7 @@ func TestBucketOps(t *testing.T) {
 // parameters waits for that bucket rather than the whole backward; the
 // plan is valid. Without replicas nothing is split.
 func TestBucketedPlan(t *testing.T) {
-	w, _ := unoWorkload(t, 4)
+	w, _ := unoWorkload(t, core.ModelConfig{InDim: 64, Hidden: 32, Classes: 2, Layers: 2, Branches: 2}, 256, 4)
 	part := Partition{StageOf: make([]int, len(w.Ops)), Devices: [][]core.DeviceID{{w.Devices[0].ID, w.Devices[1].ID, w.Devices[2].ID, w.Devices[3].ID}}}
 	for _, bucket := range []int64{0, 1} {
 		opts := PlanOptions{Step: StepOwners, BucketBytes: bucket}
@@ -92,17 +92,16 @@ func TestBucketedPlan(t *testing.T) {
 	}
 }
 
-// unoWorkload is a small uno (2 branches) over n devices of the
-// pcie-a100 preset, 256 samples.
-func unoWorkload(t *testing.T, n int) (*core.Workload, *sim.Cluster) {
+// unoWorkload is uno of cfg over n devices of the pcie-a100 preset, one
+// iteration of samples rows.
+func unoWorkload(t *testing.T, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
 	t.Helper()
-	cfg := core.ModelConfig{InDim: 64, Hidden: 32, Classes: 2, Layers: 2, Branches: 2}
 	mod, err := core.BuildModel("uno", cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	g, _ := core.Undirected(256, nil, nil)
-	batch := make([]int32, 256)
+	g, _ := core.Undirected(samples, nil, nil)
+	batch := make([]int32, samples)
 	for i := range batch {
 		batch[i] = int32(i)
 	}

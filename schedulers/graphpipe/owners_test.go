@@ -112,22 +112,7 @@ func TestOwnedBound(t *testing.T) {
 // benchmark's cap (its training state is 75% of it) for m micro-batches.
 func cappedUno(t *testing.T, m int) (*costs, int64) {
 	t.Helper()
-	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
-	mod, err := core.BuildModel("uno", cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	const n = 8192
-	g, _ := core.Undirected(n, nil, nil)
-	batch := make([]int32, n)
-	for i := range batch {
-		batch[i] = int32(i)
-	}
-	cl, err := sim.Preset("pcie-a100", 4)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1)
+	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 4)
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
 		t.Fatal(err)
@@ -142,7 +127,7 @@ func cappedUno(t *testing.T, m int) (*costs, int64) {
 		cl.Devices[i].MemBytes = limit
 		ids = append(ids, cl.Devices[i].ID)
 	}
-	w = core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1)
+	w.Devices = cl.Infos()
 	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
 		t.Fatal(err)
 	}
