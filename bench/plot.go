@@ -2,6 +2,8 @@ package bench
 
 import (
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
+	"io"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -225,7 +227,14 @@ func memoryPlot(path string, wl Workload) error {
 }
 
 func save(p *plot.Plot, w, h vg.Length, path string) error {
-	if err := p.Save(w, h, path); err != nil {
+	wt, err := p.WriterTo(w, h, "png")
+	if err == nil {
+		err = atomicfile.Write(path, func(f io.Writer) error {
+			_, err := wt.WriteTo(f)
+			return err
+		})
+	}
+	if err != nil {
 		return fmt.Errorf("bench: plot %s: %w", path, err)
 	}
 	return nil

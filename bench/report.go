@@ -3,6 +3,7 @@ package bench
 import (
 	"encoding/csv"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"maps"
 	"os"
@@ -281,16 +282,8 @@ func (rep *Report) WriteDir(dir string) ([]string, error) {
 	var files []string
 	write := func(name string, fn func(io.Writer) error) error {
 		p := filepath.Join(dir, name)
-		f, err := os.Create(p)
-		if err != nil {
-			return fmt.Errorf("bench: %w", err)
-		}
-		if err := fn(f); err != nil {
-			f.Close()
+		if err := atomicfile.Write(p, fn); err != nil {
 			return fmt.Errorf("bench: %s: %w", p, err)
-		}
-		if err := f.Close(); err != nil {
-			return fmt.Errorf("bench: %w", err)
 		}
 		files = append(files, p)
 		return nil

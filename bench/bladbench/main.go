@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"github.com/gnnkit/gnnkit/internal/stats"
 	"io"
 	"math"
@@ -95,7 +96,7 @@ func main() {
 	rep.markdown(os.Stdout)
 	if *asJSON != "" {
 		b, _ := json.MarshalIndent(rep, "", "  ")
-		if err := os.WriteFile(*asJSON, b, 0o644); err != nil {
+		if err := atomicfile.WriteBytes(*asJSON, append(b, '\n')); err != nil {
 			fmt.Fprintln(os.Stderr, "bladbench:", err)
 			os.Exit(1)
 		}

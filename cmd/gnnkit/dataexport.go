@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"math"
 	"os"
@@ -104,22 +105,17 @@ func exportDataset(out io.Writer, spec, dir string) error {
 		return err
 	}
 	fmt.Fprintf(out, "%s: %d nodes, %d edges, %d features, %d classes -> %s\n", spec, ds.NumNodes, edges, ds.FeatureDim, ds.NumClasses, dir)
-	return os.WriteFile(filepath.Join(dir, "meta.json"), append(b, '\n'), 0o644)
+	return atomicfile.WriteBytes(filepath.Join(dir, "meta.json"), append(b, '\n'))
 }
 
+// writeBuffered writes path atomically (internal/atomicfile) through a
+// buffer.
 func writeBuffered(path string, f func(*bufio.Writer) error) error {
-	fh, err := os.Create(path)
-	if err != nil {
-		return err
-	}
-	w := bufio.NewWriterSize(fh, 1<<20)
-	if err := f(w); err != nil {
-		fh.Close()
-		return err
-	}
-	if err := w.Flush(); err != nil {
-		fh.Close()
-		return err
-	}
-	return fh.Close()
+	return atomicfile.Write(path, func(w io.Writer) error {
+		bw := bufio.NewWriter(w)
+		if err := f(bw); err != nil {
+			return err
+		}
+		return bw.Flush()
+	})
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -281,7 +282,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			}
 			rep.Profile = "measured on " + prof.Device.Name
 			if f.profile != "" {
-				if err := writeFileAtomic(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
+				if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
 					return fmt.Errorf("writing the profile: %w", err)
 				}
 				rep.Profile += ", written to " + f.profile
@@ -308,7 +309,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		}
 		rep.Sim = res
 		if f.trace != "" {
-			if err := writeFileAtomic(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
+			if err := atomicfile.Write(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
 				return fmt.Errorf("writing trace: %w", err)
 			}
 			rep.Trace = f.trace

@@ -3,9 +3,9 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -207,7 +207,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
 		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics}
 	if f.trace != "" {
-		if err := writeFileAtomic(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
+		if err := atomicfile.Write(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
 			return fmt.Errorf("writing trace: %w", err)
 		}
 		res.Trace = f.trace
@@ -288,25 +288,6 @@ func parseDevices(backend, list string) (string, []core.DeviceID, error) {
 		ids = append(ids, id)
 	}
 	return b, ids, nil
-}
-
-// writeFileAtomic writes through a temporary file in the same folder and
-// renames it into place, so a failed write never leaves a partial file.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	dir := filepath.Dir(path)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if err := write(tmp); err != nil {
-		tmp.Close()
-		return err
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), path)
 }
 
 // openNodeClassification opens a dataset for node classification and

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"flag"
 	"fmt"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"os"
 	"path/filepath"
 
@@ -58,7 +59,7 @@ func run(in, out string) error {
 	if err := back.Verify(); err != nil {
 		return err
 	}
-	if err := os.WriteFile(out, buf.Bytes(), 0o644); err != nil {
+	if err := atomicfile.WriteBytes(out, buf.Bytes()); err != nil {
 		return err
 	}
 	fmt.Printf("gencora: wrote %s: %d bytes (%d nodes, %d edges, %d feature non-zeros)\n", out, buf.Len(), s.Nodes, len(s.Src), len(s.FeatCols))

@@ -1,0 +1,83 @@
+package atomicfile
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestWrite(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	if err := WriteBytes(path, []byte("old\n")); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := os.Create(filepath.Join(t.TempDir(), "ref"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref.Close()
+	rst, _ := os.Stat(ref.Name())
+	if st.Mode().Perm() != rst.Mode().Perm() {
+		t.Errorf("mode %v, want %v as os.Create gives (os.CreateTemp gives 0600)", st.Mode().Perm(), rst.Mode().Perm())
+	}
+	tests := []struct {
+		name  string
+		write func(io.Writer) error
+		want  string
+		err   bool
+	}{
+		{"replaces", func(w io.Writer) error { _, err := fmt.Fprint(w, "new\n"); return err }, "new\n", false},
+		{"fails half way", func(w io.Writer) error {
+			fmt.Fprint(w, "partial")
+			return errors.New("disk full")
+		}, "new\n", true},
+		{"large", func(w io.Writer) error { _, err := w.Write(make([]byte, 3<<20)); return err }, string(make([]byte, 3<<20)), false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Write(path, tc.write)
+			if (err != nil) != tc.err {
+				t.Fatalf("err %v, want error %v", err, tc.err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(b) != tc.want {
+				t.Errorf("file holds %d bytes %.20q, want %d bytes %.20q", len(b), b, len(tc.want), tc.want)
+			}
+			ents, _ := os.ReadDir(dir)
+			if len(ents) != 1 {
+				t.Errorf("%d entries in the folder, want only the file (temporary left behind?)", len(ents))
+			}
+		})
+	}
+}
+
+func TestWriteNoFolder(t *testing.T) {
+	err := WriteBytes(filepath.Join(t.TempDir(), "missing", "out.txt"), nil)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("err %v, want one that is os.ErrNotExist", err)
+	}
+}
+
+func ExampleWriteBytes() {
+	dir, _ := os.MkdirTemp("", "atomicfile")
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "result.json")
+	if err := WriteBytes(path, []byte(`{"ok": true}`+"\n")); err != nil {
+		fmt.Println(err)
+		return
+	}
+	b, _ := os.ReadFile(path)
+	fmt.Print(string(b))
+	// Output: {"ok": true}
+}
