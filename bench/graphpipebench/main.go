@@ -25,6 +25,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"runtime"
 	"sort"
@@ -60,6 +61,13 @@ type summary struct {
 	// (Scheduler.Disjoint: the paper's stage graphs, no shared trunk),
 	// vs the best chain.
 	disjoint float64
+	// busy is the share of GraphPipe's iteration its busiest device
+	// spends computing: near 1, only cheaper compute (larger micro-batches)
+	// makes it faster.
+	busy float64
+	// peakGP and peak1F1B are the largest per-device peak memory of
+	// GraphPipe's plan and of the 1F1B chain's (0: no plan).
+	peakGP, peak1F1B int64
 }
 
 func main() {
@@ -70,6 +78,7 @@ func main() {
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
 	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
+	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	flag.Parse()
 	var devices []int
@@ -83,40 +92,80 @@ func main() {
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
-	models := []model{
-		{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
-		{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
-		{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
-	}
-	links := "ports shared by the transfers through them"
-	if !*ports {
-		links = "a link per device pair"
-	}
-	fmt.Printf("simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", *preset, links, *samples, *m, time.Now().UTC().Format(time.DateOnly))
-	sums := table(models, devices, *preset, *ports, *samples, *m, *simulate, 0)
-	printSummary("GraphPipe's throughput over the chain baselines (simulated, fixed m):", sums, false)
-	if *capFrac > 0 {
-		fmt.Printf("\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
-			*preset, links, *samples, *capFrac, time.Now().UTC().Format(time.DateOnly))
-		sums = table(models, devices, *preset, *ports, *samples, 0, *simulate, *capFrac)
-		printSummary("GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", sums, true)
+	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac}
+	fixed, capped, err := simulated(os.Stdout, c)
+	check(err)
+	if *plotDir != "" {
+		files, err := writePlots(*plotDir, c, fixed, capped)
+		check(err)
+		for _, f := range files {
+			fmt.Fprintln(os.Stderr, "graphpipebench: wrote", f)
+		}
 	}
 	if *measure {
 		measured(*m)
 	}
 }
 
+// benchModels are the benchmark's models: CANDLE-Uno-like with 4 and 8
+// branches over 4096 inputs, and a DLRM-like model with 8 tables.
+var benchModels = []model{
+	{"uno", 4, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}},
+	{"uno", 8, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}},
+	{"dlrm", 8, core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}},
+}
+
+// config is what the simulated tables run.
+type config struct {
+	models   []model
+	devices  []int
+	preset   string
+	ports    bool
+	samples  int
+	m        int // micro-batches of the fixed-m table
+	simulate int
+	capFrac  float64 // 0: no memory-capped table
+}
+
+// simulated prints the fixed-m table and, with capFrac > 0, the
+// memory-capped one, each with its summary, and returns the summaries.
+func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
+	links := "ports shared by the transfers through them"
+	if !c.ports {
+		links = "a link per device pair"
+	}
+	day := time.Now().UTC().Format(time.DateOnly)
+	fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", c.preset, links, c.samples, c.m, day)
+	fixed, err = table(out, c.models, c.devices, c.preset, c.ports, c.samples, c.m, c.simulate, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, fixed m):", fixed, false)
+	if c.capFrac > 0 {
+		fmt.Fprintf(out, "\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
+			c.preset, links, c.samples, c.capFrac, day)
+		capped, err = table(out, c.models, c.devices, c.preset, c.ports, c.samples, 0, c.simulate, c.capFrac)
+		if err != nil {
+			return nil, nil, err
+		}
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", capped, true)
+	}
+	return fixed, capped, nil
+}
+
 // table simulates every model on every device count under the three
 // schedulers with m micro-batches (0: each scheduler searches m) and
 // prints one row per plan. capFrac > 0 caps every device's memory at the
 // model's training state (what a home-step plan's home holds) / capFrac.
-func table(models []model, devices []int, preset string, ports bool, samples, m, simulate int, capFrac float64) []summary {
-	fmt.Println("| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+func table(out io.Writer, models []model, devices []int, preset string, ports bool, samples, m, simulate int, capFrac float64) ([]summary, error) {
+	fmt.Fprintln(out, "| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
+	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var sums []summary
 	for _, md := range models {
 		mod, err := core.BuildModel(md.name, md.cfg)
-		check(err)
+		if err != nil {
+			return nil, err
+		}
 		g, _ := core.Undirected(samples, nil, nil)
 		batch := make([]int32, samples)
 		for i := range batch {
@@ -124,13 +173,17 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 		}
 		for _, n := range devices {
 			cl, err := sim.Preset(preset, n)
-			check(err)
+			if err != nil {
+				return nil, err
+			}
 			if !ports {
 				cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
 			}
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
-			check(err)
+			if err != nil {
+				return nil, err
+			}
 			// The compute bound: no plan's iteration is shorter.
 			var work time.Duration
 			for i := range prof.Ops {
@@ -141,7 +194,9 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 			capStr := "device's"
 			if capFrac > 0 {
 				cm, err := sim.NewCostModel(w, prof, cl)
-				check(err)
+				if err != nil {
+					return nil, err
+				}
 				limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / capFrac)
 				for i := range cl.Devices {
 					cl.Devices[i].MemBytes = limit
@@ -171,6 +226,7 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 				pred          float64
 				iter          time.Duration
 				peak          int64
+				busy          float64 // the busiest device's compute share of the iteration
 				over          bool
 				err           error // no plan
 			}
@@ -182,27 +238,36 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 					rows = append(rows, row{name: name(s), err: err})
 					continue
 				}
-				check(p.Validate(w))
+				if err := p.Validate(w); err != nil {
+					return nil, fmt.Errorf("%s on %s-%d, %d devices: invalid plan: %w", name(s), md.name, md.branches, n, err)
+				}
 				res, err := sim.Simulate(p, w, prof, cl)
-				check(err)
+				if err != nil {
+					return nil, err
+				}
 				var peak int64
 				for _, v := range res.PeakMem {
 					peak = max(peak, v)
+				}
+				var busy time.Duration
+				for _, v := range res.Busy {
+					busy = max(busy, v)
 				}
 				order := "1f1b"
 				if p.Metrics["gpipe_order"] == 1 || p.Metrics["fallback_gpipe"] == 1 || s.Kind == graphpipe.GPipe {
 					order = "gpipe"
 				}
 				chosen[i] = int(p.Metrics["micro_batches"])
-				rows = append(rows, row{name(s), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, len(res.OverCap) > 0, nil})
+				rows = append(rows, row{name(s), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, float64(busy) / float64(res.Iteration), len(res.OverCap) > 0, nil})
 			}
 			var chain1, bestChain time.Duration
+			var peak1 int64
 			for _, r := range rows {
 				if r.err != nil {
 					continue
 				}
 				if r.name == "1f1b" {
-					chain1 = r.iter
+					chain1, peak1 = r.iter, r.peak
 				}
 				if (r.name == "1f1b" || r.name == "gpipe") && (bestChain == 0 || r.iter < bestChain) {
 					bestChain = r.iter
@@ -216,20 +281,21 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 			}
 			for _, r := range rows {
 				if r.err != nil {
-					fmt.Printf("| %s-%d | %d | %s | %s | - | - | - | - | - | - | - | - | - | %v |\n", md.name, md.branches, n, capStr, r.name, r.err)
+					fmt.Fprintf(out, "| %s-%d | %d | %s | %s | - | - | - | - | - | - | - | - | - | %v |\n", md.name, md.branches, n, capStr, r.name, r.err)
 					continue
 				}
 				peak := core.FormatBytes(r.peak)
 				if r.over {
 					peak += " (over cap)"
 				}
-				fmt.Printf("| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %.2f | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
+				fmt.Fprintf(out, "| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %.2f | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
 					r.pred, float64(r.iter)/1e6, ratio(chain1, r.iter), ratio(bestChain, r.iter), peak)
 				if r.name == "graphpipe-disjoint" && len(sums) > 0 && bestChain > 0 {
 					sums[len(sums)-1].disjoint = float64(bestChain) / float64(r.iter)
 				}
 				if r.name == "graphpipe" {
-					sm := summary{name: fmt.Sprintf("%s-%d", md.name, md.branches), devices: n, ms: [3]int(chosen[:3])}
+					sm := summary{name: fmt.Sprintf("%s-%d", md.name, md.branches), devices: n, ms: [3]int(chosen[:3]),
+						busy: r.busy, peakGP: r.peak, peak1F1B: peak1}
 					if chain1 > 0 {
 						sm.vs1f1b = float64(chain1) / float64(r.iter)
 					}
@@ -242,20 +308,18 @@ func table(models []model, devices []int, preset string, ports bool, samples, m,
 			}
 		}
 	}
-	return sums
+	return sums, nil
 }
 
-func printSummary(title string, sums []summary, withM bool) {
-	fmt.Println()
-	fmt.Println(title)
-	fmt.Println()
-	head, rule := " GraphPipe with disjoint stages vs best chain |", "---|"
+func printSummary(out io.Writer, title string, sums []summary, withM bool) {
+	fmt.Fprintf(out, "\n%s\n\n", title)
+	head, rule := " GraphPipe with disjoint stages vs best chain | GraphPipe's busiest device computing |", "---|---|"
 	if withM {
-		fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain | m: graphpipe / 1f1b / gpipe |" + head)
-		fmt.Println("|---|---|---|---|---|---|" + rule)
+		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain | m: graphpipe / 1f1b / gpipe |"+head)
+		fmt.Fprintln(out, "|---|---|---|---|---|---|"+rule)
 	} else {
-		fmt.Println("| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain |" + head)
-		fmt.Println("|---|---|---|---|---|" + rule)
+		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain |"+head)
+		fmt.Fprintln(out, "|---|---|---|---|---|"+rule)
 	}
 	r := func(x float64) string {
 		if x == 0 {
@@ -270,11 +334,11 @@ func printSummary(title string, sums []summary, withM bool) {
 		return strconv.Itoa(x)
 	}
 	for _, s := range sums {
-		sh := fmt.Sprintf(" %s |", r(s.disjoint))
+		sh := fmt.Sprintf(" %s | %.0f%% |", r(s.disjoint), 100*s.busy)
 		if withM {
-			fmt.Printf("| %s | %d | %s | %s | %s | %s / %s / %s |%s\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), r(s.headroom), mm(s.ms[0]), mm(s.ms[1]), mm(s.ms[2]), sh)
+			fmt.Fprintf(out, "| %s | %d | %s | %s | %s | %s / %s / %s |%s\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), r(s.headroom), mm(s.ms[0]), mm(s.ms[1]), mm(s.ms[2]), sh)
 		} else {
-			fmt.Printf("| %s | %d | %s | %s | %s |%s\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), r(s.headroom), sh)
+			fmt.Fprintf(out, "| %s | %d | %s | %s | %s |%s\n", s.name, s.devices, r(s.vs1f1b), r(s.vsAll), r(s.headroom), sh)
 		}
 	}
 }

@@ -1,0 +1,75 @@
+package main
+
+import (
+	"bytes"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// TestSimulatedSmoke runs both simulated tables on a small uno-like model
+// over 4 devices and draws the plots: every scheduler plans, every plan
+// validates and simulates, and the summaries carry what the plots draw.
+func TestSimulatedSmoke(t *testing.T) {
+	c := config{
+		models:  []model{{"uno", 2, core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 2, Branches: 2}}},
+		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 1024, m: 4, capFrac: 1.5,
+	}
+	var out bytes.Buffer
+	fixed, capped, err := simulated(&out, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"| uno-2 | 4 | device's | graphpipe |", "| uno-2 | 4 | device's | 1f1b |", "| uno-2 | 4 | device's | gpipe |",
+		"memory-capped", "GraphPipe's busiest device computing"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if len(fixed) != 1 || len(capped) != 1 {
+		t.Fatalf("%d fixed and %d capped summaries, want 1 and 1", len(fixed), len(capped))
+	}
+	for _, s := range append(fixed, capped...) {
+		// GraphPipe plans over a space holding the chains; its simulated
+		// choice may lose a little to GPipe's order, not much.
+		if s.vsAll < 0.9 || s.vs1f1b < 0.9 {
+			t.Errorf("%+v: GraphPipe at %.2fx the best chain, %.2fx the 1F1B chain", s, s.vsAll, s.vs1f1b)
+		}
+		if s.headroom < s.vsAll*(1-1e-9) {
+			t.Errorf("%+v: GraphPipe beats the compute bound", s)
+		}
+		if s.busy <= 0 || s.busy > 1 || s.peakGP <= 0 || s.peak1F1B <= 0 {
+			t.Errorf("%+v: busy share or peaks out of range", s)
+		}
+	}
+	dir := filepath.Join(t.TempDir(), "plots")
+	files, err := writePlots(dir, c, fixed, capped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(files) != 3 {
+		t.Errorf("%d plots, want 3: %v", len(files), files)
+	}
+	for _, f := range files {
+		fh, err := os.Open(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := png.DecodeConfig(fh)
+		fh.Close()
+		if err != nil || cfg.Width < 400 {
+			t.Errorf("%s: %v, %dx%d", f, err, cfg.Width, cfg.Height)
+		}
+	}
+}
+
+func TestSeries(t *testing.T) {
+	names, by := series([]summary{{name: "a", devices: 4}, {name: "b", devices: 4}, {name: "a", devices: 8}})
+	if strings.Join(names, ",") != "a,b" || len(by["a"]) != 2 || by["a"][1].devices != 8 || len(by["b"]) != 1 {
+		t.Errorf("names %v, by %v", names, by)
+	}
+}
