@@ -26,17 +26,20 @@ type prediction struct {
 //     at the micro-batch size, the unit setup, and with synchronous copies
 //     the transfers of its inputs and gradients); its d_s replicas take
 //     ceil(m/d_s) micro-batches each;
-//   - 1F1B: the first micro-batch's forward and backward along the
-//     longest path of the stage DAG (transfers included where a copy
-//     engine moves values between stages), plus the busiest replica's
-//     other micro-batches: L + max_s (ceil(m/d_s) − 1)·t_s, where a
-//     replica's micro-batch i+w_s cannot start before its micro-batch i
-//     has made the round trip r_s to the sink and back (w_s its warm-up,
-//     Warmup), which costs (ceil(ceil(m/d_s)/w_s) − 1)·r_s when that is
-//     more, and a link that moves more per micro-batch than any stage
-//     computes counts as a stage (a link between two replicas carries
-//     every lcm(d_s, d_q)-th micro-batch);
-//     GPipe: the same for all forwards, then for all backwards;
+//   - 1F1B: the longest path through every replica's tasks in
+//     BuildPlan's order (taskPipe: a replica's warm-up forwards, then a
+//     backward and a forward in turn; each task after its predecessor
+//     there, its inputs from the stages before and, for a backward, the
+//     gradients from the stages after, transfers included where a copy
+//     engine moves values between stages), and no less than the first
+//     micro-batch's round trip L plus the steady part of a link or port
+//     busier than the stages (a link between two replicas carries every
+//     lcm(d_s, d_q)-th micro-batch); the replicas sharing a device add
+//     their load (below). Before taskPipe this was L + max_s
+//     (ceil(m/d_s) − 1)·t_s, which charges the round trip in full even
+//     where a replica's forwards in flight hide it;
+//     GPipe: L's forward half plus the busiest stage's or link's
+//     forwards, then the same for the backwards;
 //   - the flush, as the executor does it. Home-step plans: every non-home
 //     device, in plan order, sends the gradients of the parameters its
 //     ops read to home once its last backward is done (stage s's ends
@@ -46,8 +49,10 @@ type prediction struct {
 //     copy engines, in turn with synchronous copies). Owner-step plans
 //     (ownerFlush): the same per owner, all owners at once, each with
 //     only the replicas that read what it owns, stepping only its bytes;
-//     a replica's last backward ends a pipeline beat (the steady part
-//     over m−1) earlier per micro-batch after its last one.
+//     under 1F1B a replica's last backward ends where taskPipe has it
+//     (later by what contention adds to the pipeline); under GPipe a
+//     pipeline beat (the steady part over m−1) earlier per micro-batch
+//     after its last one.
 //
 // Memory per replica is sim's model: the resident part (costs.resident;
 // exact per replica under owner steps) plus min(k_s, ceil(m/d_s))
@@ -124,7 +129,11 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	// Stages in reverse topological order (sinks first).
 	order := topoStages(preds, succs)
 	latF, latB := make([]float64, S), make([]float64, S)
-	var steadyF, steadyB, steady, linkSteady float64
+	// steady: the busiest stage's, link's or port's work after its first
+	// micro-batch (the pipeline's rate: beat = steady/(m−1)); comm: the
+	// links' and ports' part of it; steadyF, steadyB, linkSteady: GPipe's
+	// phases.
+	var steadyF, steadyB, steady, linkSteady, comm float64
 	for i := len(order) - 1; i >= 0; i-- {
 		s := order[i]
 		var df, db float64
@@ -141,11 +150,13 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			link := float64((c.m+dd-1)/dd-1) * x
 			steady = math.Max(steady, link)
 			linkSteady = math.Max(linkSteady, link)
+			comm = math.Max(comm, link)
 		}
 		// A port carries a replica's activations out and in and their
 		// gradients back, per micro-batch (under GPipe a phase one way): a
 		// port busier than the stages is the bottleneck.
 		steady = math.Max(steady, (per[s]-1)*(portOut[s]+portIn[s]))
+		comm = math.Max(comm, (per[s]-1)*(portOut[s]+portIn[s]))
 		linkSteady = math.Max(linkSteady, (per[s]-1)*math.Max(portOut[s], portIn[s]))
 		latF[s], latB[s] = f[s]+df, b[s]+db
 		steadyF = math.Max(steadyF, (per[s]-1)*f[s])
@@ -168,19 +179,38 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		}
 	}
 	shared := sharedDevices(part)
+	// upB[s]: the backward path from s up to a source, s excluded: s's
+	// last backward ends that long before the pipeline does. upF[s]: the
+	// forward path from a source to s, s excluded: s's first micro-batch
+	// arrives that long after the start.
+	upB, upF := make([]float64, S), make([]float64, S)
+	for _, s := range order {
+		for _, q := range preds[s] {
+			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
+			upF[s] = math.Max(upF[s], upF[q]+f[q]+e(q, s))
+		}
+	}
 	p := prediction{pipe: L + steady, fits: true}
+	// Per stage and replica: its last backward's end (taskPipe), of a
+	// pipeline ending at taskEnd.
+	var taskLast [][]float64
+	var taskEnd float64
+	if kind == OneFOneB {
+		// Every replica's tasks in its 1F1B order, each waiting for its
+		// predecessor there and for its data (taskPipe): where a replica's
+		// forwards in flight hide the round trip below it, this is less
+		// than L + (ceil(m/d_s) − 1)·t_s by what they hide; where the
+		// stages below are busier, their queue shows in its waits. A link
+		// or port busier than the stages adds its steady part to L.
+		if tp, last, ok := taskPipe(c.m, part.Devices, preds, succs, warm, f, b, e); ok {
+			p.pipe = math.Max(L+comm, tp)
+			taskEnd, taskLast = tp, last
+		}
+	}
 	if kind == GPipe {
 		// All forwards, then all backwards: each phase is as slow as its
 		// busiest stage or link.
 		p.pipe = LF + math.Max(steadyF, linkSteady) + LB + math.Max(steadyB, linkSteady)
-	}
-	// upB[s]: the backward path from s up to a source, s excluded: s's
-	// last backward ends that long before the pipeline does.
-	upB := make([]float64, S)
-	for _, s := range order {
-		for _, q := range preds[s] {
-			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
-		}
 	}
 	if kind == OneFOneB && len(shared) > 0 {
 		// A device hosting several stages (a shared trunk) runs all their
@@ -188,12 +218,6 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// arrival at the earliest of its stages (upF, the forward path
 		// from a source) through its whole load, then the backward path
 		// from the latest of them up to a source (upB).
-		upF := make([]float64, S)
-		for _, s := range order {
-			for _, q := range preds[s] {
-				upF[s] = math.Max(upF[s], upF[q]+f[q]+e(q, s))
-			}
-		}
 		for _, hs := range shared {
 			var load, port float64
 			start, tail := math.Inf(1), math.Inf(1)
@@ -272,6 +296,11 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		}
 		bStart := LF + math.Max(steadyF, linkSteady)
 		lastB := func(s, r int) float64 {
+			if taskLast != nil {
+				// Where the pipeline's end is a port's, a link's or a
+				// shared device's, every replica's ends that much later.
+				return taskLast[s][r] + p.pipe - taskEnd
+			}
 			d := len(part.Devices[s])
 			if len(preds[s]) == 0 && len(succs[s]) == 0 {
 				// One stage (data parallelism): the replicas run in
@@ -723,4 +752,132 @@ func topoStages(preds, succs [][]int) []int {
 		}
 	}
 	return q
+}
+
+// taskPipe is the end of the 1F1B pipeline of m micro-batches over the
+// stage DAG (preds, succs) with the given replicas (devs) and warm-ups,
+// by the longest path through every replica's tasks: a replica runs its
+// micro-batches (i ≡ r mod d_s) in BuildPlan's 1F1B order, each task
+// after the one before it there; stage s's forward of micro-batch i
+// after its predecessors' forwards of i and the transfers e(p, s), its
+// backward after its forward and its successors' backwards of i and
+// e(s, q). Compute f[s] and b[s] per task; what it leaves out is
+// contention: stages sharing a device, and transfers sharing a link or
+// port (estimate bounds those apart). ok is false if the order
+// deadlocks.
+func taskPipe(m int, devs [][]core.DeviceID, preds, succs [][]int, warm []int, f, b []float64, e func(s, q int) float64) (end float64, last [][]float64, ok bool) {
+	S := len(devs)
+	if m <= 0 || S == 0 {
+		return 0, nil, true
+	}
+	id := func(s, i int, bwd bool) int {
+		if bwd {
+			return (s*m+i)*2 + 1
+		}
+		return (s*m + i) * 2
+	}
+	n := 2 * S * m
+	prev := make([]int32, n) // the task before, on the same replica; -1 none
+	for s := range S {
+		d := len(devs[s])
+		for r := 0; r < d && r < m; r++ {
+			var mbs []int
+			for i := r; i < m; i += d {
+				mbs = append(mbs, i)
+			}
+			w := max(1, min(warm[s], len(mbs)))
+			last := -1
+			put := func(t int) {
+				prev[t] = int32(last)
+				last = t
+			}
+			for _, i := range mbs[:w] {
+				put(id(s, i, false))
+			}
+			for j, i := range mbs {
+				put(id(s, i, true))
+				if w+j < len(mbs) {
+					put(id(s, mbs[w+j], false))
+				}
+			}
+		}
+	}
+	// The transfers on each stage edge, once.
+	type edge struct {
+		to int
+		x  float64
+	}
+	in, out := make([][]edge, S), make([][]edge, S)
+	for s := range S {
+		for _, q := range succs[s] {
+			x := e(s, q)
+			out[s] = append(out[s], edge{q, x})
+			in[q] = append(in[q], edge{s, x})
+		}
+	}
+	// Kahn's order over the tasks: indeg counts each task's waits.
+	indeg := make([]int32, n)
+	next := make([]int32, n) // the task after, on the same replica; -1 none
+	for t := range next {
+		next[t] = -1
+	}
+	for t := range n {
+		if prev[t] >= 0 {
+			indeg[t]++
+			next[prev[t]] = int32(t)
+		}
+	}
+	for s := range S {
+		for i := range m {
+			indeg[id(s, i, false)] += int32(len(in[s]))
+			indeg[id(s, i, true)] += int32(len(out[s])) + 1
+		}
+	}
+	last = make([][]float64, S)
+	for s := range S {
+		last[s] = make([]float64, len(devs[s]))
+	}
+	start := make([]float64, n) // earliest start so far
+	queue := make([]int32, 0, n)
+	for t := range n {
+		if indeg[t] == 0 {
+			queue = append(queue, int32(t))
+		}
+	}
+	done := 0
+	release := func(t int, at float64) {
+		start[t] = math.Max(start[t], at)
+		if indeg[t]--; indeg[t] == 0 {
+			queue = append(queue, int32(t))
+		}
+	}
+	for len(queue) > 0 {
+		t := int(queue[0])
+		queue = queue[1:]
+		done++
+		s, i, bwd := t/2/m, (t/2)%m, t%2 == 1
+		dur := f[s]
+		if bwd {
+			dur = b[s]
+		}
+		fin := start[t] + dur
+		end = math.Max(end, fin)
+		if next[t] < 0 {
+			last[s][i%len(devs[s])] = fin
+		}
+		if nx := next[t]; nx >= 0 {
+			release(int(nx), fin)
+		}
+		if !bwd {
+			for _, ed := range out[s] {
+				release(id(ed.to, i, false), fin+ed.x)
+			}
+			release(id(s, i, true), fin)
+		} else {
+			for _, ed := range in[s] {
+				release(id(ed.to, i, true), fin+ed.x)
+			}
+		}
+	}
+	return end, last, done == n
 }

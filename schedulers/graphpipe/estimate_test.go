@@ -1,0 +1,90 @@
+package graphpipe
+
+import (
+	"math"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// TestTaskPipe checks taskPipe's longest path through the replicas' 1F1B
+// tasks against schedules worked out by hand.
+func TestTaskPipe(t *testing.T) {
+	one := func(n int) [][]core.DeviceID {
+		d := make([][]core.DeviceID, n)
+		for s := range d {
+			d[s] = []core.DeviceID{core.DeviceID("cpu:" + string(rune('0'+s)))}
+		}
+		return d
+	}
+	chain2 := [][]int{{1}, {}}
+	preds2 := [][]int{{}, {0}}
+	tests := []struct {
+		name     string
+		m        int
+		devs     [][]core.DeviceID
+		preds    [][]int
+		succs    [][]int
+		warm     []int
+		f, b     []float64
+		x        float64 // every transfer
+		end      float64
+		last     [][]float64
+		deadlock bool
+	}{
+		{
+			// PipeDream-Flush on two equal stages: (m + S − 1)·(f + b).
+			name: "two equal stages", m: 4, devs: one(2), preds: preds2, succs: chain2,
+			warm: []int{2, 1}, f: []float64{1, 1}, b: []float64{1, 1},
+			end: 10, last: [][]float64{{10}, {9}},
+		},
+		{
+			// Stage 0's four forwards in flight hide the round trip below
+			// it (1 + 0.1 + 0.1 + 1): it never waits after its first
+			// backward is due, and ends at 4·(f + b) = 8, where the
+			// closed form L + (m − 1)·t charged 4.2 + 6 = 10.2.
+			name: "warm-up hides the round trip", m: 4, devs: one(2), preds: preds2, succs: chain2,
+			warm: []int{4, 1}, f: []float64{1, 0.1}, b: []float64{1, 0.1}, x: 1,
+			end: 8, last: [][]float64{{8}, {5.2}},
+		},
+		{
+			// Stage 1 replicated on two devices takes micro-batches 0, 2
+			// and 1, 3: each replica f, b, f, b after its inputs.
+			name: "replicated sink", m: 4, devs: [][]core.DeviceID{{"a"}, {"b", "c"}}, preds: preds2, succs: chain2,
+			warm: []int{4, 1}, f: []float64{1, 2}, b: []float64{1, 2},
+			// s0: f0..f3 end 1..4; s1 r0: f0 [1,3] b0 [3,5] f2 [5,7]
+			// b2 [7,9]; r1: f1 [2,4] b1 [4,6] f3 [6,8] b3 [8,10]; s0:
+			// b0 [5,6] b1 [6,7] b2 [9,10] b3 [10,11].
+			end: 11, last: [][]float64{{11}, {9, 10}},
+		},
+		{
+			// Stage 1 takes two forwards before its first backward, but
+			// stage 0 sends the second only after its first backward,
+			// which waits for stage 1's: a cycle.
+			name: "deadlocked order", m: 2, devs: one(2), preds: preds2, succs: chain2,
+			warm: []int{1, 2}, f: []float64{1, 1}, b: []float64{1, 1}, deadlock: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := func(s, q int) float64 { return tc.x }
+			end, last, ok := taskPipe(tc.m, tc.devs, tc.preds, tc.succs, tc.warm, tc.f, tc.b, e)
+			if ok == tc.deadlock {
+				t.Fatalf("ok %v, want %v", ok, !tc.deadlock)
+			}
+			if tc.deadlock {
+				return
+			}
+			if math.Abs(end-tc.end) > 1e-9 {
+				t.Errorf("end %v, want %v", end, tc.end)
+			}
+			for s := range tc.last {
+				for r := range tc.last[s] {
+					if math.Abs(last[s][r]-tc.last[s][r]) > 1e-9 {
+						t.Errorf("stage %d replica %d: last backward ends %v, want %v", s, r, last[s][r], tc.last[s][r])
+					}
+				}
+			}
+		})
+	}
+}
