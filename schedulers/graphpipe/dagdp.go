@@ -717,19 +717,63 @@ func minChainMemory(c *costs, D int, kind Kind) int64 {
 	})
 }
 
+// frugalPartitions are the partitions the no-fit bisection finds (with
+// stage times unconstrained, at the smallest memory under which one fits
+// by the estimate): the chain DP's under kind and, for GraphPipe (graph),
+// the DAG DP's. The DPs' memory checks are not the estimate's (looser for
+// replicated stages), so where their answers at the devices' memory all
+// fail the estimate's check, their answers at less memory can pass it:
+// the search weighs these when nothing else fits. Only answers at no more
+// than the devices' memory are returned; c.memCap is restored.
+func frugalPartitions(w *core.Workload, c *costs, D int, kind Kind, graph bool) (chain, dag []Partition) {
+	if c.memCap <= 0 {
+		return nil, nil
+	}
+	saved := c.memCap
+	defer func() { c.memCap = saved }()
+	if need := float64(minChainMemory(c, D, kind)); need <= saved {
+		c.memCap = need
+		best := newChainDP(c).table(D, D, kind)
+		for u := 1; u <= D; u++ {
+			if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && c.estimate(part, kind).fits {
+				chain = append(chain, part)
+			}
+		}
+	}
+	if graph {
+		root, _ := Decompose(w)
+		c.memCap = saved
+		if need := float64(minMemory(root, c, D)); need <= saved {
+			c.memCap = need
+			t := newSPTree(root, c)
+			p := c.newDP(t, D, D, math.Inf(1), newShared(c))
+			if v := p.solve(t.root, 0, 0); v.ok() && v.devs <= D {
+				if part := partitionOf(len(c.w.Ops), p.mat(v), c.devs); c.estimate(part, OneFOneB).fits {
+					dag = append(dag, part)
+				}
+			}
+		}
+	}
+	return chain, dag
+}
+
 // noFit is the error for a model no partition fits, with the smallest
-// per-device memory that would fit: under 1F1B the smaller of the DAG
-// DP's and the chain DP's (both families are searched, and the DAG DP's
-// memory check is the looser one for replicated stages), under GPipe,
-// which keeps every micro-batch in flight, the chain DP's with GPipe's
-// memory.
-func noFit(w *core.Workload, c *costs, D int, kind Kind) error {
+// per-device memory that would fit the partitions the scheduler searches:
+// a chain scheduler's the chain DP's (under GPipe, which keeps every
+// micro-batch in flight, with GPipe's memory); GraphPipe's (graph) under
+// 1F1B the smaller of the DAG DP's and the chain DP's (it searches both
+// families, and the DAG DP's memory check is the looser one for
+// replicated stages).
+func noFit(w *core.Workload, c *costs, D int, kind Kind, graph bool) error {
 	need, under := int64(0), ""
-	if kind == GPipe {
+	switch {
+	case kind == GPipe:
 		need, under = minChainMemory(c, D, GPipe), " under GPipe (every micro-batch in flight)"
-	} else {
+	case graph:
 		root, _ := Decompose(w)
 		need = min(minMemory(root, c, D), minChainMemory(c, D, kind))
+	default:
+		need, under = minChainMemory(c, D, kind), " as a chain of stages"
 	}
 	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
 		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(need))

@@ -209,6 +209,29 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	if err != nil {
 		return nil, err
 	}
+	if !anyFits(pools) {
+		// The partitioners' answers at the devices' memory all fail the
+		// estimate's memory check; their answers at less memory may not.
+		kind := s.Kind
+		if s.Graph {
+			kind = OneFOneB
+		}
+		seen := map[string]bool{}
+		for _, pool := range pools {
+			for _, cd := range pool {
+				seen[signature(cd.part, cd.kind)] = true
+			}
+		}
+		chain, dag := frugalPartitions(w, c, len(devs), kind, s.Graph)
+		for i, parts := range [][]Partition{chain, dag} {
+			for _, p := range parts {
+				if key := signature(p, kind); !seen[key] && i < len(pools) {
+					seen[key] = true
+					pools[i] = append(pools[i], &candidate{part: p, kind: kind, from: "least memory", cap: len(devs), pred: c.estimate(p, kind)})
+				}
+			}
+		}
+	}
 	e := &mEval{m: c.m, c: c, pools: pools, score: math.Inf(1)}
 	for _, pool := range pools {
 		for _, cd := range pool {
@@ -219,6 +242,19 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		}
 	}
 	return e, nil
+}
+
+// anyFits reports whether some candidate's estimate fits the devices'
+// memory.
+func anyFits(pools [][]*candidate) bool {
+	for _, pool := range pools {
+		for _, cd := range pool {
+			if cd.pred.fits {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // capsPerFamily is how many of each family's best-estimated fitting
@@ -428,7 +464,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if fitting == 0 {
 		// The most micro-batches tried hold the least under 1F1B.
-		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.Kind)
+		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.Kind, s.Graph)
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
