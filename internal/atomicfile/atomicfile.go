@@ -12,17 +12,19 @@ import (
 )
 
 // Write creates or replaces path with what write writes, atomically. The
-// output is buffered and synced before the rename; a new file gets mode
+// output is buffered and synced before the rename. A new file gets mode
 // 0644 less the umask, as os.Create gives it (os.CreateTemp would give
-// 0600). The folder must exist. On any error, including one that write
-// returns, path is left as it was and the temporary file is removed.
-func Write(path string, write func(io.Writer) error) (err error) {
+// 0600); a replaced file keeps its mode. The folder must exist. On any
+// error, including one that write returns or a panic in write, path is
+// left as it was and the temporary file is removed.
+func Write(path string, write func(io.Writer) error) error {
 	tmp, err := create(path)
 	if err != nil {
 		return err
 	}
+	done := false
 	defer func() {
-		if err != nil {
+		if !done {
 			tmp.Close()
 			os.Remove(tmp.Name())
 		}
@@ -34,13 +36,22 @@ func Write(path string, write func(io.Writer) error) (err error) {
 	if err := bw.Flush(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
+	if st, err := os.Stat(path); err == nil && st.Mode().IsRegular() {
+		if err := tmp.Chmod(st.Mode().Perm()); err != nil {
+			return err
+		}
+	}
 	if err := tmp.Sync(); err != nil {
 		return err
 	}
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	done = true
+	return nil
 }
 
 // WriteBytes is Write of b.

@@ -62,6 +62,49 @@ func TestWrite(t *testing.T) {
 	}
 }
 
+// TestWritePanics: a panic in write leaves the old file and no temporary.
+func TestWritePanics(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "out.txt")
+	if err := WriteBytes(path, []byte("old\n")); err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Error("the panic did not propagate")
+			}
+		}()
+		Write(path, func(w io.Writer) error {
+			fmt.Fprint(w, "partial")
+			panic("encoder bug")
+		})
+	}()
+	if b, _ := os.ReadFile(path); string(b) != "old\n" {
+		t.Errorf("file holds %q, want the old contents", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("%d entries in the folder, want only the file", len(ents))
+	}
+}
+
+// TestWriteKeepsMode: replacing a file keeps its mode.
+func TestWriteKeepsMode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "secret.txt")
+	if err := os.WriteFile(path, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := WriteBytes(path, []byte("new")); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("mode %v (%v), want 0600 kept", st.Mode().Perm(), err)
+	}
+}
+
 func TestWriteNoFolder(t *testing.T) {
 	err := WriteBytes(filepath.Join(t.TempDir(), "missing", "out.txt"), nil)
 	if !errors.Is(err, os.ErrNotExist) {

@@ -587,10 +587,10 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 
 // minMemory binary-searches the smallest per-device memory under which
 // some partition exists (stage times unconstrained).
-func minMemory(root *spNode, c *costs, D int) int64 {
+func minMemory(root *spNode, c *costs, D, maxRep int) int64 {
 	t := newSPTree(root, c)
 	return bisectMemory(c, func() bool {
-		p := c.newDP(t, D, D, math.Inf(1), newShared(c))
+		p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
 		v := p.solve(t.root, 0, 0)
 		// The DP's answer, as the search accepts it: its estimate fits
 		// (which also counts gradients held across skip edges).
@@ -704,10 +704,10 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 // minChainMemory binary-searches the smallest per-device memory under
 // which some chain partition fits with kind's micro-batches in flight
 // (GPipe: all of them).
-func minChainMemory(c *costs, D int, kind Kind) int64 {
+func minChainMemory(c *costs, D, maxRep int, kind Kind) int64 {
 	x := newChainDP(c)
 	return bisectMemory(c, func() bool {
-		best := x.table(D, D, kind)
+		best := x.table(D, maxRep, kind)
 		for u := 1; u <= D; u++ {
 			if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && c.estimate(part, kind).fits {
 				return true
@@ -719,36 +719,44 @@ func minChainMemory(c *costs, D int, kind Kind) int64 {
 
 // frugalPartitions are the partitions the no-fit bisection finds (with
 // stage times unconstrained, at the smallest memory under which one fits
-// by the estimate): the chain DP's under kind and, for GraphPipe (graph),
-// the DAG DP's. The DPs' memory checks are not the estimate's (looser for
-// replicated stages), so where their answers at the devices' memory all
-// fail the estimate's check, their answers at less memory can pass it:
-// the search weighs these when nothing else fits. Only answers at no more
-// than the devices' memory are returned; c.memCap is restored.
-func frugalPartitions(w *core.Workload, c *costs, D int, kind Kind, graph bool) (chain, dag []Partition) {
+// by the estimate), with at most maxRep replicas per stage: the chain
+// DP's under kind (wantChain) and the DAG DP's (wantDAG). The DPs' memory
+// checks are not the estimate's (looser for replicated stages), so where
+// their answers at the devices' memory all fail the estimate's check,
+// their answers at less memory can pass it: the search weighs these when
+// nothing of their family fits. Only answers that fit the devices' memory
+// by the estimate are returned; c.memCap is restored.
+func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, wantChain, wantDAG bool) (chain, dag []Partition) {
 	if c.memCap <= 0 {
 		return nil, nil
 	}
 	saved := c.memCap
 	defer func() { c.memCap = saved }()
-	if need := float64(minChainMemory(c, D, kind)); need <= saved {
-		c.memCap = need
-		best := newChainDP(c).table(D, D, kind)
-		for u := 1; u <= D; u++ {
-			if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && c.estimate(part, kind).fits {
-				chain = append(chain, part)
+	// fits is the estimate's check against the devices' memory.
+	fits := func(p Partition, k Kind) bool {
+		c.memCap = saved
+		return c.estimate(p, k).fits
+	}
+	if wantChain {
+		if need := float64(minChainMemory(c, D, maxRep, kind)); need <= saved {
+			c.memCap = need
+			best := newChainDP(c).table(D, maxRep, kind)
+			for u := 1; u <= D; u++ {
+				if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && fits(part, kind) {
+					chain = append(chain, part)
+				}
 			}
 		}
 	}
-	if graph {
+	if wantDAG {
 		root, _ := Decompose(w)
 		c.memCap = saved
-		if need := float64(minMemory(root, c, D)); need <= saved {
+		if need := float64(minMemory(root, c, D, maxRep)); need <= saved {
 			c.memCap = need
 			t := newSPTree(root, c)
-			p := c.newDP(t, D, D, math.Inf(1), newShared(c))
+			p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
 			if v := p.solve(t.root, 0, 0); v.ok() && v.devs <= D {
-				if part := partitionOf(len(c.w.Ops), p.mat(v), c.devs); c.estimate(part, OneFOneB).fits {
+				if part := partitionOf(len(c.w.Ops), p.mat(v), c.devs); fits(part, OneFOneB) {
 					dag = append(dag, part)
 				}
 			}
@@ -764,16 +772,16 @@ func frugalPartitions(w *core.Workload, c *costs, D int, kind Kind, graph bool) 
 // 1F1B the smaller of the DAG DP's and the chain DP's (it searches both
 // families, and the DAG DP's memory check is the looser one for
 // replicated stages).
-func noFit(w *core.Workload, c *costs, D int, kind Kind, graph bool) error {
+func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) error {
 	need, under := int64(0), ""
 	switch {
 	case kind == GPipe:
-		need, under = minChainMemory(c, D, GPipe), " under GPipe (every micro-batch in flight)"
+		need, under = minChainMemory(c, D, maxRep, GPipe), " under GPipe (every micro-batch in flight)"
 	case graph:
 		root, _ := Decompose(w)
-		need = min(minMemory(root, c, D), minChainMemory(c, D, kind))
+		need = min(minMemory(root, c, D, maxRep), minChainMemory(c, D, maxRep, kind))
 	default:
-		need, under = minChainMemory(c, D, kind), " as a chain of stages"
+		need, under = minChainMemory(c, D, maxRep, kind), " as a chain of stages"
 	}
 	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
 		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(need))

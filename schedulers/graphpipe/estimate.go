@@ -37,7 +37,9 @@ type prediction struct {
 //     lcm(d_s, d_q)-th micro-batch); the replicas sharing a device add
 //     their load (below). Before taskPipe this was L + max_s
 //     (ceil(m/d_s) − 1)·t_s, which charges the round trip in full even
-//     where a replica's forwards in flight hide it;
+//     where a replica's forwards in flight hide it. A partition whose
+//     1F1B order deadlocks is priced under GPipe, the order build gives
+//     it;
 //     GPipe: L's forward half plus the busiest stage's or link's
 //     forwards, then the same for the backwards;
 //   - the flush, as the executor does it. Home-step plans: every non-home
@@ -202,10 +204,14 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// than L + (ceil(m/d_s) − 1)·t_s by what they hide; where the
 		// stages below are busier, their queue shows in its waits. A link
 		// or port busier than the stages adds its steady part to L.
-		if tp, last, ok := taskPipe(c.m, part.Devices, preds, succs, warm, f, b, e); ok {
-			p.pipe = math.Max(L+comm, tp)
-			taskEnd, taskLast = tp, last
+		tp, last, ok := taskPipe(c.m, part.Devices, preds, succs, warm, f, b, e)
+		if !ok {
+			// The 1F1B order deadlocks: BuildPlan gives this partition
+			// GPipe's order (Scheduler.build), so price that.
+			return c.estimate(part, GPipe)
 		}
+		p.pipe = math.Max(L+comm, tp)
+		taskEnd, taskLast = tp, last
 	}
 	if kind == GPipe {
 		// All forwards, then all backwards: each phase is as slow as its

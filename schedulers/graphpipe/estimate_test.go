@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestTaskPipe checks taskPipe's longest path through the replicas' 1F1B
@@ -86,5 +87,57 @@ func TestTaskPipe(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFrugalPartitions: the partitions the no-fit bisection finds keep
+// the replica cap, fit the devices' memory by the estimate (not just the
+// smaller memory they were found at), and leave the costs' memory as it
+// was.
+func TestFrugalPartitions(t *testing.T) {
+	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	limit := cm.Resident(true, false, cm.ParamBytes()) / 3
+	var ids []core.DeviceID
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = limit
+		ids = append(ids, cl.Devices[i].ID)
+	}
+	w.Devices = cl.Infos()
+	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
+		t.Fatal(err)
+	}
+	c := newCosts(cm, w, ids, 16, StepOwners)
+	before := c.memCap
+	for _, maxRep := range []int{1, 2, 16} {
+		chain, dag := frugalPartitions(w, c, len(ids), maxRep, OneFOneB, true, true)
+		if c.memCap != before {
+			t.Fatalf("memory cap %v after, %v before", c.memCap, before)
+		}
+		if len(chain)+len(dag) == 0 {
+			t.Errorf("replicas ≤ %d: no partition found", maxRep)
+		}
+		for _, p := range append(chain, dag...) {
+			for s, d := range p.Devices {
+				if len(d) > maxRep {
+					t.Errorf("replicas ≤ %d: stage %d on %d devices", maxRep, s, len(d))
+				}
+			}
+			if pr := c.estimate(p, OneFOneB); !pr.fits {
+				t.Errorf("replicas ≤ %d: a partition peaking at %.0f MiB over the devices' %d MiB", maxRep, pr.peak/(1<<20), limit>>20)
+			}
+		}
+		for _, p := range chain {
+			if !p.Chain {
+				t.Errorf("replicas ≤ %d: a DAG partition among the chains", maxRep)
+			}
+		}
 	}
 }

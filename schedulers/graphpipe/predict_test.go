@@ -175,6 +175,7 @@ func TestLeastMemoryFallback(t *testing.T) {
 	for _, s := range []*graphpipe.Scheduler{
 		{Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
 		{Graph: true, Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
+		{Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof, MaxReplicas: 1},
 	} {
 		p, err := s.Schedule(t.Context(), w)
 		if err != nil {
@@ -189,6 +190,9 @@ func TestLeastMemoryFallback(t *testing.T) {
 				t.Errorf("%s: %s peaks at %s, over %s", s.Name(), d, core.FormatBytes(v), core.FormatBytes(limit))
 			}
 		}
-		t.Logf("%s: m = %.0f, %.0f stages, %v per iteration, cap %s", s.Name(), p.Metrics["micro_batches"], p.Metrics["stages"], res.Iteration, core.FormatBytes(limit))
+		if s.MaxReplicas == 1 && float64(len(p.Devices())) > p.Metrics["stages"] {
+			t.Errorf("%s with at most one replica per stage: %d devices for %.0f stages", s.Name(), len(p.Devices()), p.Metrics["stages"])
+		}
+		t.Logf("%s (replicas ≤ %d): m = %.0f, %.0f stages on %d devices, %v per iteration, cap %s", s.Name(), s.MaxReplicas, p.Metrics["micro_batches"], p.Metrics["stages"], len(p.Devices()), res.Iteration, core.FormatBytes(limit))
 	}
 }

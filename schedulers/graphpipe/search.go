@@ -209,9 +209,18 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	if err != nil {
 		return nil, err
 	}
-	if !anyFits(pools) {
-		// The partitioners' answers at the devices' memory all fail the
-		// estimate's memory check; their answers at less memory may not.
+	// A family none of whose candidates fits by the estimate also weighs
+	// the partitioners' answers at less memory (frugalPartitions), which
+	// may fit where their answers at the devices' memory do not. Per
+	// family, so GraphPipe's chain family stays the 1F1B baseline's whole
+	// search.
+	chainAt, dagAt := len(pools)-1, -1 // pools() gives {chain} or {dag, chain}
+	if s.Graph {
+		dagAt = 0
+	}
+	wantChain := !anyFits(pools[chainAt : chainAt+1])
+	wantDAG := dagAt >= 0 && !anyFits(pools[dagAt:dagAt+1])
+	if wantChain || wantDAG {
 		kind := s.Kind
 		if s.Graph {
 			kind = OneFOneB
@@ -222,12 +231,17 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 				seen[signature(cd.part, cd.kind)] = true
 			}
 		}
-		chain, dag := frugalPartitions(w, c, len(devs), kind, s.Graph)
-		for i, parts := range [][]Partition{chain, dag} {
-			for _, p := range parts {
-				if key := signature(p, kind); !seen[key] && i < len(pools) {
+		r := s.maxReplicas(len(devs))
+		chain, dag := frugalPartitions(w, c, len(devs), r, kind, wantChain, wantDAG)
+		for _, f := range []struct {
+			at    int
+			parts []Partition
+			from  string
+		}{{chainAt, chain, "chain, least memory"}, {dagAt, dag, "dag, least memory"}} {
+			for _, p := range f.parts {
+				if key := signature(p, kind); !seen[key] {
 					seen[key] = true
-					pools[i] = append(pools[i], &candidate{part: p, kind: kind, from: "least memory", cap: len(devs), pred: c.estimate(p, kind)})
+					pools[f.at] = append(pools[f.at], &candidate{part: p, kind: kind, from: f.from, cap: r, pred: c.estimate(p, kind)})
 				}
 			}
 		}
@@ -242,6 +256,13 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		}
 	}
 	return e, nil
+}
+
+// maxReplicas is the most replicas a stage may have on D devices
+// (Scheduler.MaxReplicas, at most D; 0: D), the largest replica cap.
+func (s *Scheduler) maxReplicas(D int) int {
+	caps := replicaCaps(D, s.MaxReplicas)
+	return caps[len(caps)-1]
 }
 
 // anyFits reports whether some candidate's estimate fits the devices'
@@ -464,7 +485,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if fitting == 0 {
 		// The most micro-batches tried hold the least under 1F1B.
-		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.Kind, s.Graph)
+		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph)
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
