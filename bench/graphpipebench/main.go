@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -374,23 +375,31 @@ func measured(m int) {
 	}
 	data := engine.Data{Graph: g, Features: feats, FeatureDim: cfg.InDim, Labels: labels}
 	// The machine and the model's op costs, measured (a trainer of its
-	// own: profiling takes optimizer steps).
-	pt, err := engine.New(engine.Config{Model: mod, Devices: devs, Seed: 1, Data: data})
-	check(err)
-	cl, err := sim.CPUCluster(ctx, devs)
-	check(err)
-	prof, err := sim.MeasureWith(ctx, pt, devs[0], sim.MeasureOptions{Ladder: []int{n / max(1, m), 0}, Reps: 5})
-	check(err)
-	cores, err := sim.MeasureConcurrency(ctx, pt, devs, 5)
-	check(err)
-	cl.HostCores = cores
-	pt.Close()
+	// own: profiling takes optimizer steps). On a shared VM these drift
+	// by 10-20% within a minute, so the bench calibrates again before
+	// every measured round and compares the median simulation with the
+	// median measurement; the schedulers plan with the first.
+	calibrate := func() (*sim.Cluster, *sim.Profile) {
+		pt, err := engine.New(engine.Config{Model: mod, Devices: devs, Seed: 1, Data: data})
+		check(err)
+		defer pt.Close()
+		cl, err := sim.CPUCluster(ctx, devs)
+		check(err)
+		prof, err := sim.MeasureWith(ctx, pt, devs[0], sim.MeasureOptions{Ladder: []int{n / max(1, m), 0}, Reps: 5})
+		check(err)
+		cores, err := sim.MeasureConcurrency(ctx, pt, devs, 5)
+		check(err)
+		cl.HostCores = cores
+		return cl, prof
+	}
+	cl, prof := calibrate()
 	type run struct {
 		name string
 		tr   *engine.Trainer
 		p    *core.Plan
 		b    *engine.Batch
-		pred time.Duration
+		w    *core.Workload
+		sims []float64 // simulated ms, one per calibration
 		ms   []float64
 	}
 	var runs []*run
@@ -407,12 +416,20 @@ func measured(m int) {
 		check(err)
 		p, err := s.Schedule(ctx, w)
 		check(err)
-		res, err := sim.Simulate(p, w, prof, cl)
-		check(err)
-		runs = append(runs, &run{name: s.Name(), tr: tr, p: p, b: b, pred: res.Iteration})
+		runs = append(runs, &run{name: s.Name(), tr: tr, p: p, b: b, w: w})
 	}
+	var cores []float64
 	for round := 0; round < 6; round++ {
+		if round > 0 {
+			cl, prof = calibrate()
+			cores = append(cores, cl.HostCores)
+		}
 		for _, r := range runs {
+			if round > 0 {
+				res, err := sim.Simulate(r.p, r.w, prof, cl)
+				check(err)
+				r.sims = append(r.sims, float64(res.Iteration)/1e6)
+			}
 			runtime.GC()
 			t0 := time.Now()
 			_, err := r.tr.Run(ctx, r.p, r.b, engine.RunOptions{})
@@ -422,15 +439,14 @@ func measured(m int) {
 			}
 		}
 	}
-	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; measured cluster: %.0f GFLOP/s, link %.1f GB/s, host cores %.2f), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %d micro-batches, medians of 5\n\n",
-		cl.Devices[0].GFLOPS, cl.Link.GBps, cl.HostCores, n, m)
-	fmt.Println("| scheduler | order | devices used | stages | depth | simulated ms | measured ms | measured vs chain 1F1B | measured vs best chain |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; calibrated before each of 5 measured rounds: host cores %s), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %d micro-batches, medians of 5\n\n",
+		spread(cores, "%.2f"), n, m)
+	fmt.Println("| scheduler | order | devices used | stages | depth | simulated ms (median, range over calibrations) | measured ms (median, range) | simulated / measured | measured vs chain 1F1B | measured vs best chain |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	med := make([]float64, len(runs))
 	var chain1, bestChain float64
 	for i, r := range runs {
-		sort.Float64s(r.ms)
-		med[i] = r.ms[len(r.ms)/2]
+		med[i] = median(r.ms)
 		if r.name == "1f1b" {
 			chain1 = med[i]
 		}
@@ -443,9 +459,21 @@ func measured(m int) {
 		if r.p.Metrics["gpipe_order"] == 1 || r.p.Metrics["fallback_gpipe"] == 1 || r.name == "gpipe" {
 			order = "gpipe"
 		}
-		fmt.Printf("| %s | %s | %d | %.0f | %.0f | %.1f | %.1f | %.2fx | %.2fx |\n", r.name, order, len(r.p.Devices()), r.p.Metrics["stages"], r.p.Metrics["depth"],
-			float64(r.pred)/1e6, med[i], chain1/med[i], bestChain/med[i])
+		fmt.Printf("| %s | %s | %d | %.0f | %.0f | %.1f (%s) | %.1f (%s) | %.2f | %.2fx | %.2fx |\n", r.name, order, len(r.p.Devices()), r.p.Metrics["stages"], r.p.Metrics["depth"],
+			median(r.sims), spread(r.sims, "%.1f"), med[i], spread(r.ms, "%.1f"), median(r.sims)/med[i], chain1/med[i], bestChain/med[i])
 	}
+}
+
+// median of xs (sorts a copy).
+func median(xs []float64) float64 {
+	c := append([]float64(nil), xs...)
+	sort.Float64s(c)
+	return c[len(c)/2]
+}
+
+// spread is xs' least and largest, "lo–hi" in format f.
+func spread(xs []float64, f string) string {
+	return fmt.Sprintf(f+"–"+f, slices.Min(xs), slices.Max(xs))
 }
 
 func check(err error) {
