@@ -3,7 +3,6 @@ package bench
 import (
 	"fmt"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
-	"io"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -229,10 +228,7 @@ func memoryPlot(path string, wl Workload) error {
 func save(p *plot.Plot, w, h vg.Length, path string) error {
 	wt, err := p.WriterTo(w, h, "png")
 	if err == nil {
-		err = atomicfile.Write(path, func(f io.Writer) error {
-			_, err := wt.WriteTo(f)
-			return err
-		})
+		err = atomicfile.WriteTo(path, wt)
 	}
 	if err != nil {
 		return fmt.Errorf("bench: plot %s: %w", path, err)

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"image/color"
-	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -210,10 +209,7 @@ func memoryPlot(title string, sums []summary) (*plot.Plot, error) {
 func save(p *plot.Plot, path string) error {
 	wt, err := p.WriterTo(8*vg.Inch, 4.5*vg.Inch, "png")
 	if err == nil {
-		err = atomicfile.Write(path, func(w io.Writer) error {
-			_, err := wt.WriteTo(w)
-			return err
-		})
+		err = atomicfile.WriteTo(path, wt)
 	}
 	if err != nil {
 		return fmt.Errorf("-plot %s: %w", path, err)

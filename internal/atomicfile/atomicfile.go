@@ -54,6 +54,14 @@ func Write(path string, write func(io.Writer) error) error {
 	return nil
 }
 
+// WriteTo is Write of what wt writes (a rendered plot, an encoder).
+func WriteTo(path string, wt io.WriterTo) error {
+	return Write(path, func(w io.Writer) error {
+		_, err := wt.WriteTo(w)
+		return err
+	})
+}
+
 // WriteBytes is Write of b.
 func WriteBytes(path string, b []byte) error {
 	return Write(path, func(w io.Writer) error {

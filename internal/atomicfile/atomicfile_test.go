@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -123,4 +124,14 @@ func ExampleWriteBytes() {
 	b, _ := os.ReadFile(path)
 	fmt.Print(string(b))
 	// Output: {"ok": true}
+}
+
+func TestWriteTo(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.txt")
+	if err := WriteTo(path, strings.NewReader("rendered\n")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(path); string(b) != "rendered\n" {
+		t.Errorf("file holds %q", b)
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
-	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestTaskPipe checks taskPipe's longest path through the replicas' 1F1B
@@ -95,26 +94,8 @@ func TestTaskPipe(t *testing.T) {
 // smaller memory they were found at), and leave the costs' memory as it
 // was.
 func TestFrugalPartitions(t *testing.T) {
-	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := cm.Resident(true, false, cm.ParamBytes()) / 3
-	var ids []core.DeviceID
-	for i := range cl.Devices {
-		cl.Devices[i].MemBytes = limit
-		ids = append(ids, cl.Devices[i].ID)
-	}
-	w.Devices = cl.Infos()
-	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
-		t.Fatal(err)
-	}
-	c := newCosts(cm, w, ids, 16, StepOwners)
+	c, limit := cappedCosts(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 16, 3, 16)
+	w, ids := c.w, c.devs
 	before := c.memCap
 	for _, maxRep := range []int{1, 2, 16} {
 		chain, dag := frugalPartitions(w, c, len(ids), maxRep, OneFOneB, true, true)

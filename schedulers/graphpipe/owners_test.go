@@ -112,7 +112,16 @@ func TestOwnedBound(t *testing.T) {
 // benchmark's cap (its training state is 75% of it) for m micro-batches.
 func cappedUno(t *testing.T, m int) (*costs, int64) {
 	t.Helper()
-	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 4)
+	return cappedCosts(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 4, 0.75, m)
+}
+
+// cappedCosts prices the uno model cfg over 8192 samples on n A100s
+// (pcie-a100) whose memory is its training state (what a home-step
+// plan's home holds) / frac, for m micro-batches; it returns the costs
+// and the per-device memory.
+func cappedCosts(t *testing.T, cfg core.ModelConfig, n int, frac float64, m int) (*costs, int64) {
+	t.Helper()
+	w, cl := unoWorkload(t, cfg, 8192, n)
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
 		t.Fatal(err)
@@ -121,7 +130,7 @@ func cappedUno(t *testing.T, m int) (*costs, int64) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / 0.75)
+	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / frac)
 	var ids []core.DeviceID
 	for i := range cl.Devices {
 		cl.Devices[i].MemBytes = limit
