@@ -251,12 +251,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// d_s·beat. Next to adjacent stages that is the one micro-batch
 		// the walk counts; a skip edge across a linearised chain holds
 		// several.
-		// The beat is the pipeline's rate after its first micro-batch's
-		// round trip, as taskPipe (and contention) put its end.
 		beat := steady / float64(c.m-1)
-		if taskLast != nil && p.pipe > L {
-			beat = (p.pipe - L) / float64(c.m-1)
-		}
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
 			so := part.StageOf[o]
