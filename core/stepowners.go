@@ -228,28 +228,10 @@ func MovedParams(t Task, readers map[DeviceID]map[string]bool, owner map[string]
 	return out
 }
 
-// BackwardReading returns those of the backward tasks bwd (indices into
-// tasks) whose ops read a parameter in names: the tasks that write those
-// parameters' gradients on their device.
-func BackwardReading(tasks []Task, bwd []int, opParams func(op int) []string, names map[string]bool) []int {
-	var out []int
-	for _, b := range bwd {
-	ops:
-		for _, o := range tasks[b].OpIndices() {
-			for _, p := range opParams(o) {
-				if names[p] {
-					out = append(out, b)
-					break ops
-				}
-			}
-		}
-	}
-	return out
-}
-
 // ReaderIndex maps each parameter to the positions in a list of backward
-// tasks (IndexReaders' bwd) of those whose ops read it: BackwardReading
-// for many name sets over the same tasks, without rescanning their ops.
+// tasks (IndexReaders' bwd) of those whose ops read it: for many name
+// sets over the same tasks, the tasks that write those parameters'
+// gradients on their device, without rescanning their ops.
 type ReaderIndex struct {
 	bwd []int
 	pos map[string][]int
@@ -271,8 +253,8 @@ func IndexReaders(tasks []Task, bwd []int, opParams func(op int) []string) Reade
 	return x
 }
 
-// Reading is BackwardReading over the indexed tasks: those whose ops read
-// a parameter in names, in bwd's order.
+// Reading returns those of the indexed tasks whose ops read a parameter
+// in names, in bwd's order.
 func (x ReaderIndex) Reading(names map[string]bool) []int {
 	var at []int
 	for name := range names {

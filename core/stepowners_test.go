@@ -233,7 +233,7 @@ func TestSplitReductions(t *testing.T) {
 	}
 }
 
-// TestReaderIndex: ReaderIndex.Reading answers as BackwardReading does
+// TestReaderIndex: ReaderIndex.Reading answers as backwardReading does
 // (the same tasks, in bwd's order, whatever order bwd lists them in) for
 // every set of parameter names.
 func TestReaderIndex(t *testing.T) {
@@ -256,9 +256,28 @@ func TestReaderIndex(t *testing.T) {
 				names[n] = true
 			}
 		}
-		want := BackwardReading(p.Tasks, bwd, op, names)
+		want := backwardReading(p.Tasks, bwd, op, names)
 		if got := x.Reading(names); !slices.Equal(got, want) || (got == nil) != (want == nil) {
-			t.Errorf("names %v: Reading %v, BackwardReading %v", names, got, want)
+			t.Errorf("names %v: Reading %v, backwardReading %v", names, got, want)
 		}
 	}
+}
+
+// backwardReading is the reference for ReaderIndex.Reading: it returns those of the backward tasks bwd (indices into
+// tasks) whose ops read a parameter in names: the tasks that write those
+// parameters' gradients on their device.
+func backwardReading(tasks []Task, bwd []int, opParams func(op int) []string, names map[string]bool) []int {
+	var out []int
+	for _, b := range bwd {
+	ops:
+		for _, o := range tasks[b].OpIndices() {
+			for _, p := range opParams(o) {
+				if names[p] {
+					out = append(out, b)
+					break ops
+				}
+			}
+		}
+	}
+	return out
 }

@@ -231,6 +231,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for u := range plan.Units {
 		ex.opDev[u] = make([]core.DeviceID, len(t.model.Ops))
 	}
+	ex.indexBackward()
 	for _, task := range plan.Tasks {
 		switch task.Kind {
 		case core.TaskForward:
@@ -342,6 +343,12 @@ type execution struct {
 	// fetched[i] delivers owner reduction i's prefetched gradients (nil:
 	// it fetches them in its turn; see RunOptions.PrefetchReductions).
 	fetched []chan fetched
+	// bwdOn are each device's local backward tasks (none sent to a
+	// worker), and under owner steps bwdIndex the same indexed by the
+	// parameters their ops read: what a reduction waits for on its source
+	// (prefetch) and on its owner (waitBackwardOn).
+	bwdOn    map[core.DeviceID][]int
+	bwdIndex map[core.DeviceID]core.ReaderIndex
 
 	mu       sync.Mutex
 	envs     map[envKey]*core.Env

@@ -111,17 +111,24 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 
 func equalParams(t *testing.T, when string, got, want *engine.Trainer) {
 	t.Helper()
-	gp, err := got.Params()
+	sameBits(t, when+": parameter", got.Params, want.Params)
+}
+
+// sameBits checks that got's named values equal want's (a home-step
+// run's) bit for bit, reporting each that differs as "what NAME".
+func sameBits(t *testing.T, what string, got, want func() (map[string][]float32, error)) {
+	t.Helper()
+	gv, err := got()
 	if err != nil {
 		t.Fatal(err)
 	}
-	wp, err := want.Params()
+	wv, err := want()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, v := range wp {
-		if d := relL2(gp[name], v); d != 0 {
-			t.Errorf("%s: parameter %s differs from the home-step run's: relative L2 %.3g", when, name, d)
+	for name, v := range wv {
+		if d := relL2(gv[name], v); d != 0 {
+			t.Errorf("%s %s differs from the home-step run's: relative L2 %.3g", what, name, d)
 		}
 	}
 }
@@ -392,17 +399,5 @@ func scheduled(t *testing.T, tr *engine.Trainer, devs []core.Device, sched core.
 // run's) bit for bit.
 func sameGrads(t *testing.T, own, ref *engine.Trainer) {
 	t.Helper()
-	rg, err := ref.Grads()
-	if err != nil {
-		t.Fatal(err)
-	}
-	og, err := own.Grads()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, g := range rg {
-		if d := relL2(og[name], g); d != 0 {
-			t.Errorf("gradient of %s differs from the home-step run's: relative L2 %.3g", name, d)
-		}
-	}
+	sameBits(t, "gradient of", own.Grads, ref.Grads)
 }

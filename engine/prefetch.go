@@ -26,25 +26,12 @@ func (ex *execution) startPrefetch(ctx context.Context, wg *sync.WaitGroup) {
 	if ex.owners == nil {
 		return
 	}
-	bwdOn := map[core.DeviceID][]int{}
-	for i, t := range ex.plan.Tasks {
-		if t.Kind == core.TaskBackward {
-			bwdOn[t.Device] = append(bwdOn[t.Device], i)
-		}
-	}
-	opPar := func(o int) []string { return ex.t.opPar[o] }
-	index := map[core.DeviceID]core.ReaderIndex{}
 	for i, task := range ex.plan.Tasks {
 		if task.Kind != core.TaskReduceGrads || !ex.prefetches(task) {
 			continue
 		}
-		x, ok := index[task.From]
-		if !ok {
-			x = core.IndexReaders(ex.plan.Tasks, bwdOn[task.From], opPar)
-			index[task.From] = x
-		}
 		names := core.MovedParams(task, ex.used, ex.owners)
-		wait := append(slices.Clone(task.Deps), x.Reading(names)...)
+		wait := append(slices.Clone(task.Deps), ex.bwdIndex[task.From].Reading(names)...)
 		ch := make(chan fetched, 1)
 		ex.fetched[i] = ch
 		wg.Go(func() {
@@ -63,6 +50,24 @@ func (ex *execution) startPrefetch(ctx context.Context, wg *sync.WaitGroup) {
 			}
 			ch <- fetched{st, err}
 		})
+	}
+}
+
+// indexBackward fills bwdOn and, under owner steps, bwdIndex.
+func (ex *execution) indexBackward() {
+	ex.bwdOn = map[core.DeviceID][]int{}
+	for i, t := range ex.plan.Tasks {
+		if t.Kind == core.TaskBackward && (ex.remote == nil || !ex.remote.remote[i]) {
+			ex.bwdOn[t.Device] = append(ex.bwdOn[t.Device], i)
+		}
+	}
+	if ex.owners == nil {
+		return
+	}
+	opPar := func(o int) []string { return ex.t.opPar[o] }
+	ex.bwdIndex = map[core.DeviceID]core.ReaderIndex{}
+	for d, bwd := range ex.bwdOn {
+		ex.bwdIndex[d] = core.IndexReaders(ex.plan.Tasks, bwd, opPar)
 	}
 }
 

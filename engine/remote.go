@@ -444,14 +444,9 @@ func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 // waitBackwardOn waits for every local backward task on dev, or with
 // names for those whose ops read one of them.
 func (ex *execution) waitBackwardOn(ctx context.Context, dev core.DeviceID, names map[string]bool) error {
-	var bwd []int
-	for i, t := range ex.plan.Tasks {
-		if t.Kind == core.TaskBackward && t.Device == dev && (ex.remote == nil || !ex.remote.remote[i]) {
-			bwd = append(bwd, i)
-		}
-	}
+	bwd := ex.bwdOn[dev]
 	if names != nil {
-		bwd = core.BackwardReading(ex.plan.Tasks, bwd, func(o int) []string { return ex.t.opPar[o] }, names)
+		bwd = ex.bwdIndex[dev].Reading(names)
 	}
 	for _, i := range bwd {
 		select {

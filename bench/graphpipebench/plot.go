@@ -120,14 +120,9 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 		if len(got) == 0 {
 			continue
 		}
-		l, pts, err := plotter.NewLinePoints(got)
-		if err != nil {
-			return nil, fmt.Errorf("-plot: %w", err)
+		if _, err := addSeries(p, got, i, i, name+": GraphPipe"); err != nil {
+			return nil, err
 		}
-		l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-		pts.Shape = plotutil.Shape(i)
-		p.Add(l, pts)
-		p.Legend.Add(name+": GraphPipe", l, pts)
 		b, err := plotter.NewLine(bound)
 		if err != nil {
 			return nil, fmt.Errorf("-plot: %w", err)
@@ -185,24 +180,36 @@ func memoryPlot(title string, sums []summary) (*plot.Plot, error) {
 			if len(xy) == 0 {
 				continue
 			}
-			l, pts, err := plotter.NewLinePoints(xy)
-			if err != nil {
-				return nil, fmt.Errorf("-plot: %w", err)
-			}
-			l.Color, pts.Color = plotutil.Color(i), plotutil.Color(i)
-			pts.Shape = plotutil.Shape(2*i + j)
 			label := name + ": GraphPipe"
 			if chain {
-				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 				label = name + ": 1F1B chain"
 			}
-			p.Add(l, pts)
-			p.Legend.Add(label, l, pts)
+			l, err := addSeries(p, xy, i, 2*i+j, label)
+			if err != nil {
+				return nil, err
+			}
+			if chain {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
 		}
 	}
 	p.Y.Min, p.Y.Max = 0, hi*1.5
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p, nil
+}
+
+// addSeries adds xy to p as a line with points in color c and point
+// shape sh, under label in the legend, and returns the line.
+func addSeries(p *plot.Plot, xy plotter.XYs, c, sh int, label string) (*plotter.Line, error) {
+	l, pts, err := plotter.NewLinePoints(xy)
+	if err != nil {
+		return nil, fmt.Errorf("-plot: %w", err)
+	}
+	l.Color, pts.Color = plotutil.Color(c), plotutil.Color(c)
+	pts.Shape = plotutil.Shape(sh)
+	p.Add(l, pts)
+	p.Legend.Add(label, l, pts)
+	return l, nil
 }
 
 // save writes p as a PNG at path, atomically.

@@ -204,7 +204,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// than L + (ceil(m/d_s) − 1)·t_s by what they hide; where the
 		// stages below are busier, their queue shows in its waits. A link
 		// or port busier than the stages adds its steady part to L.
-		tp, last, ok := taskPipe(c.m, part.Devices, preds, succs, warm, f, b, e)
+		tp, last, ok := taskPipe(c.m, part.Devices, succs, warm, f, b, e)
 		if !ok {
 			// The 1F1B order deadlocks: BuildPlan gives this partition
 			// GPipe's order (Scheduler.build), so price that.
@@ -761,8 +761,9 @@ func topoStages(preds, succs [][]int) []int {
 }
 
 // taskPipe is the end of the 1F1B pipeline of m micro-batches over the
-// stage DAG (preds, succs) with the given replicas (devs) and warm-ups,
-// by the longest path through every replica's tasks: a replica runs its
+// stage DAG (succs: each stage's successors) with the given replicas
+// (devs) and warm-ups, and each replica's last task's end (last), by the
+// longest path through every replica's tasks: a replica runs its
 // micro-batches (i ≡ r mod d_s) in BuildPlan's 1F1B order, each task
 // after the one before it there; stage s's forward of micro-batch i
 // after its predecessors' forwards of i and the transfers e(p, s), its
@@ -771,7 +772,7 @@ func topoStages(preds, succs [][]int) []int {
 // contention: stages sharing a device, and transfers sharing a link or
 // port (estimate bounds those apart). ok is false if the order
 // deadlocks.
-func taskPipe(m int, devs [][]core.DeviceID, preds, succs [][]int, warm []int, f, b []float64, e func(s, q int) float64) (end float64, last [][]float64, ok bool) {
+func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []float64, e func(s, q int) float64) (end float64, last [][]float64, ok bool) {
 	S := len(devs)
 	if m <= 0 || S == 0 {
 		return 0, nil, true
@@ -783,7 +784,13 @@ func taskPipe(m int, devs [][]core.DeviceID, preds, succs [][]int, warm []int, f
 		return (s*m + i) * 2
 	}
 	n := 2 * S * m
-	prev := make([]int32, n) // the task before, on the same replica; -1 none
+	// Kahn's order over the tasks: indeg counts each task's waits, next
+	// is the task after it on its replica (-1: none).
+	indeg := make([]int32, n)
+	next := make([]int32, n)
+	for t := range next {
+		next[t] = -1
+	}
 	for s := range S {
 		d := len(devs[s])
 		for r := 0; r < d && r < m; r++ {
@@ -794,7 +801,10 @@ func taskPipe(m int, devs [][]core.DeviceID, preds, succs [][]int, warm []int, f
 			w := max(1, min(warm[s], len(mbs)))
 			last := -1
 			put := func(t int) {
-				prev[t] = int32(last)
+				if last >= 0 {
+					next[last] = int32(t)
+					indeg[t]++
+				}
 				last = t
 			}
 			for _, i := range mbs[:w] {
@@ -819,18 +829,6 @@ func taskPipe(m int, devs [][]core.DeviceID, preds, succs [][]int, warm []int, f
 			x := e(s, q)
 			out[s] = append(out[s], edge{q, x})
 			in[q] = append(in[q], edge{s, x})
-		}
-	}
-	// Kahn's order over the tasks: indeg counts each task's waits.
-	indeg := make([]int32, n)
-	next := make([]int32, n) // the task after, on the same replica; -1 none
-	for t := range next {
-		next[t] = -1
-	}
-	for t := range n {
-		if prev[t] >= 0 {
-			indeg[t]++
-			next[prev[t]] = int32(t)
 		}
 	}
 	for s := range S {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestTaskPipe checks taskPipe's longest path through the replicas' 1F1B
@@ -18,12 +19,10 @@ func TestTaskPipe(t *testing.T) {
 		return d
 	}
 	chain2 := [][]int{{1}, {}}
-	preds2 := [][]int{{}, {0}}
 	tests := []struct {
 		name     string
 		m        int
 		devs     [][]core.DeviceID
-		preds    [][]int
 		succs    [][]int
 		warm     []int
 		f, b     []float64
@@ -34,7 +33,7 @@ func TestTaskPipe(t *testing.T) {
 	}{
 		{
 			// PipeDream-Flush on two equal stages: (m + S − 1)·(f + b).
-			name: "two equal stages", m: 4, devs: one(2), preds: preds2, succs: chain2,
+			name: "two equal stages", m: 4, devs: one(2), succs: chain2,
 			warm: []int{2, 1}, f: []float64{1, 1}, b: []float64{1, 1},
 			end: 10, last: [][]float64{{10}, {9}},
 		},
@@ -43,14 +42,14 @@ func TestTaskPipe(t *testing.T) {
 			// it (1 + 0.1 + 0.1 + 1): it never waits after its first
 			// backward is due, and ends at 4·(f + b) = 8, where the
 			// closed form L + (m − 1)·t charged 4.2 + 6 = 10.2.
-			name: "warm-up hides the round trip", m: 4, devs: one(2), preds: preds2, succs: chain2,
+			name: "warm-up hides the round trip", m: 4, devs: one(2), succs: chain2,
 			warm: []int{4, 1}, f: []float64{1, 0.1}, b: []float64{1, 0.1}, x: 1,
 			end: 8, last: [][]float64{{8}, {5.2}},
 		},
 		{
 			// Stage 1 replicated on two devices takes micro-batches 0, 2
 			// and 1, 3: each replica f, b, f, b after its inputs.
-			name: "replicated sink", m: 4, devs: [][]core.DeviceID{{"a"}, {"b", "c"}}, preds: preds2, succs: chain2,
+			name: "replicated sink", m: 4, devs: [][]core.DeviceID{{"a"}, {"b", "c"}}, succs: chain2,
 			warm: []int{4, 1}, f: []float64{1, 2}, b: []float64{1, 2},
 			// s0: f0..f3 end 1..4; s1 r0: f0 [1,3] b0 [3,5] f2 [5,7]
 			// b2 [7,9]; r1: f1 [2,4] b1 [4,6] f3 [6,8] b3 [8,10]; s0:
@@ -61,14 +60,14 @@ func TestTaskPipe(t *testing.T) {
 			// Stage 1 takes two forwards before its first backward, but
 			// stage 0 sends the second only after its first backward,
 			// which waits for stage 1's: a cycle.
-			name: "deadlocked order", m: 2, devs: one(2), preds: preds2, succs: chain2,
+			name: "deadlocked order", m: 2, devs: one(2), succs: chain2,
 			warm: []int{1, 2}, f: []float64{1, 1}, b: []float64{1, 1}, deadlock: true,
 		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := func(s, q int) float64 { return tc.x }
-			end, last, ok := taskPipe(tc.m, tc.devs, tc.preds, tc.succs, tc.warm, tc.f, tc.b, e)
+			end, last, ok := taskPipe(tc.m, tc.devs, tc.succs, tc.warm, tc.f, tc.b, e)
 			if ok == tc.deadlock {
 				t.Fatalf("ok %v, want %v", ok, !tc.deadlock)
 			}
@@ -120,5 +119,43 @@ func TestFrugalPartitions(t *testing.T) {
 				t.Errorf("replicas ≤ %d: a DAG partition among the chains", maxRep)
 			}
 		}
+	}
+}
+
+// TestLeastMemoryFallback: on uno-4 over 4 A100s with a third of the
+// model's training state per device, the chain DP's answers at the
+// devices' memory all fail the estimate's memory check (the DP's check
+// is looser for replicated stages), while its answer at less memory
+// fits. The chain baseline once reported that no partition fits, naming
+// a smaller memory than the devices had; now the search weighs the
+// partitions the no-fit bisection finds, and the plan it returns fits
+// in the simulation too.
+func TestLeastMemoryFallback(t *testing.T) {
+	if testing.Short() {
+		t.Skip("searches every micro-batch count: skipped with -short")
+	}
+	w, cl, prof, limit := cappedWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 4, 3)
+	for _, s := range []*Scheduler{
+		{Kind: OneFOneB, Cluster: cl, Profile: prof},
+		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof},
+		{Kind: OneFOneB, Cluster: cl, Profile: prof, MaxReplicas: 1},
+	} {
+		p, err := s.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatalf("%s with %s per device: %v", s.Name(), core.FormatBytes(limit), err)
+		}
+		res, err := sim.Simulate(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for d, v := range res.PeakMem {
+			if v > limit {
+				t.Errorf("%s: %s peaks at %s, over %s", s.Name(), d, core.FormatBytes(v), core.FormatBytes(limit))
+			}
+		}
+		if s.MaxReplicas == 1 && float64(len(p.Devices())) > p.Metrics["stages"] {
+			t.Errorf("%s with at most one replica per stage: %d devices for %.0f stages", s.Name(), len(p.Devices()), p.Metrics["stages"])
+		}
+		t.Logf("%s (replicas ≤ %d): m = %.0f, %.0f stages on %d devices, %v per iteration, cap %s", s.Name(), s.MaxReplicas, p.Metrics["micro_batches"], p.Metrics["stages"], len(p.Devices()), res.Iteration, core.FormatBytes(limit))
 	}
 }

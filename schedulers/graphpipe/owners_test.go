@@ -121,6 +121,23 @@ func cappedUno(t *testing.T, m int) (*costs, int64) {
 // and the per-device memory.
 func cappedCosts(t *testing.T, cfg core.ModelConfig, n int, frac float64, m int) (*costs, int64) {
 	t.Helper()
+	w, cl, prof, limit := cappedWorkload(t, cfg, n, frac)
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []core.DeviceID
+	for _, d := range cl.Devices {
+		ids = append(ids, d.ID)
+	}
+	return newCosts(cm, w, ids, m, StepOwners), limit
+}
+
+// cappedWorkload is uno of cfg over 8192 samples on n A100s (pcie-a100)
+// whose memory is its training state (what a home-step plan's home
+// holds) / frac, with its roofline profile and the per-device memory.
+func cappedWorkload(t *testing.T, cfg core.ModelConfig, n int, frac float64) (*core.Workload, *sim.Cluster, *sim.Profile, int64) {
+	t.Helper()
 	w, cl := unoWorkload(t, cfg, 8192, n)
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
@@ -131,16 +148,11 @@ func cappedCosts(t *testing.T, cfg core.ModelConfig, n int, frac float64, m int)
 		t.Fatal(err)
 	}
 	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / frac)
-	var ids []core.DeviceID
 	for i := range cl.Devices {
 		cl.Devices[i].MemBytes = limit
-		ids = append(ids, cl.Devices[i].ID)
 	}
 	w.Devices = cl.Infos()
-	if cm, err = sim.NewCostModel(w, prof, cl); err != nil {
-		t.Fatal(err)
-	}
-	return newCosts(cm, w, ids, m, StepOwners), limit
+	return w, cl, prof, limit
 }
 
 // TestReplicasFitWithSpreadOwners: under a memory cap the DPs must see
