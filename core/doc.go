@@ -39,5 +39,6 @@
 // sum to 1, each unit's ops run forward and backward once on one device,
 // gradients of devices other than Home reduced into Home, and one optimizer
 // Step. Run core/schedtest.Run and the exactness oracle from the
-// scheduler's tests.
+// scheduler's tests. Plan.StageGraph reads a pipeline plan's stage DAG
+// back from its tasks (what 'gnnkit plan' prints), whoever made it.
 package core

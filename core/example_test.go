@@ -52,3 +52,27 @@ func ExampleParseBytes() {
 	fmt.Println(n, core.FormatBytes(n))
 	// Output: 268435456 256.0 MiB
 }
+
+// ExamplePlan_StageGraph reads the stage DAG back from a two-stage
+// pipeline plan: stage 0 (op a, replicated on two devices) feeds stage 1
+// (op b).
+func ExamplePlan_StageGraph() {
+	w := &core.Workload{Ops: []core.OpInfo{{Index: 0, Name: "a"}, {Index: 1, Name: "b", Deps: []int{0}}}}
+	p := &core.Plan{Tasks: []core.Task{
+		{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", Ops: []int{0}},
+		{ID: 1, Kind: core.TaskForward, Unit: 1, Device: "cpu:1", Ops: []int{0}},
+		{ID: 2, Kind: core.TaskForward, Unit: 0, Device: "cpu:2", Ops: []int{1}, Deps: []int{0}},
+		{ID: 3, Kind: core.TaskForward, Unit: 1, Device: "cpu:2", Ops: []int{1}, Deps: []int{1, 2}},
+	}}
+	stages, err := p.StageGraph(w)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, st := range stages {
+		fmt.Printf("stage %d: ops %v on %v, %d units, successors %v, k %d\n", i, st.Ops, st.Replicas, st.Units, st.Succ, st.Depth)
+	}
+	// Output:
+	// stage 0: ops [0] on [{cpu:0 0} {cpu:1 0}], 2 units, successors [1], k 2
+	// stage 1: ops [1] on [{cpu:2 0}], 2 units, successors [], k 1
+}

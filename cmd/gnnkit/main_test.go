@@ -198,15 +198,15 @@ func TestPlanOwners(t *testing.T) {
 }
 
 // TestPlanSharedTrunk: on 4 GPUs GraphPipe shares uno's trunk over every
-// device, and `gnnkit plan` lists each device's two stages by stream;
-// shared=off gives one stage per device.
+// device, and `gnnkit plan` shows it as one stage on a stream of its own
+// on each; shared=off gives one stage per device.
 func TestPlanSharedTrunk(t *testing.T) {
 	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--devices", "4", "--preset", "pcie-a100", "--sched-opt", "m=8"}
 	out, err := run(t, args...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(out, "each on its own stream") || !strings.Contains(out, "cuda:3 stream 2") || !strings.Contains(out, "shared trunk") {
+	if !strings.Contains(out, "each on its own stream") || !strings.Contains(out, "cuda:0-3 stream 2 · 9 ops") || !strings.Contains(out, "shared trunk") {
 		t.Errorf("shared-trunk plan output:\n%s", out)
 	}
 	out, err = run(t, append(args, "--sched-opt", "shared=off")...)

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"io/fs"
 	"math/rand/v2"
@@ -19,17 +18,18 @@ import (
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm string
-	devices, hidden, heads, layers, batchSize, reps              int
-	fanout                                                       []int
-	schedOpts                                                    []string
-	speedup                                                      float64
-	seed                                                         uint64
-	simulate, measure, asJSON                                    bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot string
+	devices, hidden, heads, layers, batchSize, reps                   int
+	fanout                                                            []int
+	schedOpts                                                         []string
+	speedup                                                           float64
+	seed                                                              uint64
+	simulate, measure, asJSON                                         bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -40,7 +40,9 @@ func newPlanCmd() *cobra.Command {
 		Long: `plan builds the workload of one training iteration (model and dataset as
 for 'gnnkit train'), asks the scheduler for a plan on N simulated devices of
 a preset cluster, and prints the plan: its units, the tasks per device and
-stream, and the stages when units span devices.
+stream, and, when units span devices, the stage DAG (each stage's
+replicas, ops and successors) and every stream's schedule (--dot writes
+the DAG for Graphviz).
 
 With --simulate it replays the plan in the discrete-event simulator (package
 sim) and prints the predicted iteration time, bubble fraction, per-device
@@ -79,23 +81,27 @@ Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
+	fl.StringVar(&f.dot, "dot", "", "write the plan's stage DAG for Graphviz to FILE (render with: dot -Tsvg FILE > stages.svg)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (plan summary and simulation)")
 	return cmd
 }
 
 // planReport is what plan --json prints.
 type planReport struct {
-	Model     string         `json:"model"`
-	Data      string         `json:"data"`
-	Scheduler string         `json:"scheduler"`
-	Cluster   string         `json:"cluster"`
-	Units     int            `json:"units"`
-	Tasks     int            `json:"tasks"`
-	Plan      *core.Plan     `json:"plan"`
-	Profile   string         `json:"profile,omitempty"`
-	Sim       *sim.Result    `json:"simulation,omitempty"`
-	Stages    []planStage    `json:"stages,omitempty"`
-	Streams   []streamReport `json:"streams"`
+	Model     string      `json:"model"`
+	Data      string      `json:"data"`
+	Scheduler string      `json:"scheduler"`
+	Cluster   string      `json:"cluster"`
+	Units     int         `json:"units"`
+	Tasks     int         `json:"tasks"`
+	Plan      *core.Plan  `json:"plan"`
+	Profile   string      `json:"profile,omitempty"`
+	Sim       *sim.Result `json:"simulation,omitempty"`
+	Stages    []planStage `json:"stages,omitempty"`
+	// StageDAG is the plan's stage DAG (core.Plan.StageGraph) when its
+	// units span devices and it has one.
+	StageDAG []core.Stage   `json:"stage_dag,omitempty"`
+	Streams  []streamReport `json:"streams"`
 	// Owners lists, for a plan that steps each parameter on its owner,
 	// the parameters each device steps (bytes).
 	Owners []ownerReport `json:"owners,omitempty"`
@@ -271,6 +277,19 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), Cluster: cl.Name,
 		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w),
 		Owners: ownersOf(plan, w)}
+	dag, dagErr := plan.StageGraph(w)
+	if f.dot != "" {
+		if dagErr != nil {
+			return fmt.Errorf("--dot: the %s plan has no stage DAG: %w", sched.Name(), dagErr)
+		}
+		title := fmt.Sprintf("%s on %s: %d stages", sched.Name(), cl.Name, len(dag))
+		if err := atomicfile.Write(f.dot, func(out io.Writer) error { return writeDOT(out, dag, w, title) }); err != nil {
+			return fmt.Errorf("writing the stage DAG: %w", err)
+		}
+	}
+	if dagErr == nil && rep.Stages != nil {
+		rep.StageDAG = dag
+	}
 
 	if f.simulate {
 		var prof *sim.Profile
@@ -482,8 +501,14 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	for _, k := range keys {
 		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.4g", p.Metrics[k]))
 	}
+	if len(r.StageDAG) > 0 {
+		printStageDAG(row, r, w)
+	}
 	row("tasks", fmt.Sprint(len(p.Tasks)))
 	for _, s := range r.Streams {
+		if len(r.StageDAG) > 0 {
+			break // the schedule above lists every stream
+		}
 		var parts []string
 		for _, c := range []struct {
 			n    int
@@ -495,7 +520,7 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		}
 		row(fmt.Sprintf("  %s stream %d", s.Device, s.Stream), strings.Join(parts, ", "))
 	}
-	if len(r.Stages) > 0 {
+	if len(r.Stages) > 0 && len(r.StageDAG) == 0 {
 		nd := map[core.DeviceID]bool{}
 		for _, st := range r.Stages {
 			nd[st.Device] = true
@@ -546,7 +571,7 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 			stages := slices.Clone(s.Stages)
 			sort.SliceStable(stages, func(i, j int) bool { return deviceLess(stages[i].Device, stages[j].Device) })
 			for _, st := range stages {
-				row(fmt.Sprintf("  stage %s ops %s", st.Device, compactOps(st.Ops)), fmt.Sprintf("%d units, at most %d in flight", st.Units, st.MaxInFlight))
+				row(fmt.Sprintf("  stage %s ops %s", st.Device, compactOps(st.Ops)), fmt.Sprintf("%s, at most %d in flight", units(st.Units), st.MaxInFlight))
 			}
 		}
 		if r.Trace != "" {
@@ -554,6 +579,40 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		}
 	}
 	tw.Flush()
+}
+
+// printStageDAG prints the stage DAG and every stream's schedule.
+func printStageDAG(row func(k, v string), r planReport, w *core.Workload) {
+	depth := 0
+	for _, st := range r.StageDAG {
+		depth = max(depth, st.Depth)
+	}
+	head := fmt.Sprintf("%d stages, depth %d (k: stages on the longest path to a sink, 1F1B's in-flight bound)", len(r.StageDAG), depth)
+	hosts := map[core.DeviceID]int{}
+	for _, st := range r.StageDAG {
+		for _, rp := range st.Replicas {
+			hosts[rp.Device]++
+		}
+	}
+	for _, n := range hosts {
+		if n > 1 {
+			head += "; some devices run two stages, each on its own stream"
+			break
+		}
+	}
+	row("stage DAG", head)
+	for i, st := range r.StageDAG {
+		row("  "+stageEdges(i, st), fmt.Sprintf("%s · %s · %s · k %d", replicasString(st.Replicas), opsString(st.Ops, w), units(st.Units), st.Depth))
+	}
+	row("schedule", "per device stream in plan order: F/B = forward/backward of micro-batch N; a-b, a,b…c = runs; (n×) = n alternating pairs")
+	for _, s := range scheduleOf(r.Plan, r.StageDAG) {
+		k := fmt.Sprintf("  %s stream %d", s.Device, s.Stream)
+		v := s.Tasks
+		if s.Stage >= 0 {
+			v = fmt.Sprintf("s%d: %s", s.Stage, v)
+		}
+		row(k, v)
+	}
 }
 
 func compactOps(ops []int) string {

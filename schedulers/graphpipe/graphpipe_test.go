@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -86,6 +87,18 @@ func TestGraphPartitionRunsBranchesConcurrently(t *testing.T) {
 			if err := p.Validate(w); err != nil {
 				t.Fatalf("%s: %v", p.Scheduler, err)
 			}
+			// The stage DAG read back from the tasks is the one planned.
+			dag, err := p.StageGraph(w)
+			if err != nil {
+				t.Fatalf("%s: %v", p.Scheduler, err)
+			}
+			depth := 0
+			for _, st := range dag {
+				depth = max(depth, st.Depth)
+			}
+			if len(dag) != int(p.Metrics["stages"]) || depth != int(p.Metrics["depth"]) {
+				t.Errorf("%s: StageGraph finds %d stages of depth %d; the plan has %v of depth %v", p.Scheduler, len(dag), depth, p.Metrics["stages"], p.Metrics["depth"])
+			}
 		}
 		t.Logf("%s: graphpipe %d stages depth %v, %.1f ms; chain %d stages depth %v, %.1f ms", model,
 			int(gp.Metrics["stages"]), gp.Metrics["depth"], gp.Metrics["simulated_iteration_ms"],
@@ -153,9 +166,42 @@ func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 		return nil, err
 	}
 	if err := p.Validate(w); err != nil && f.kind == graphpipe.OneFOneB && strings.Contains(err.Error(), "deadlock") {
-		return graphpipe.BuildPlanOpts(w, part, f.m, graphpipe.GPipe, opts, "fixed")
+		if p, err = graphpipe.BuildPlanOpts(w, part, f.m, graphpipe.GPipe, opts, "fixed"); err != nil {
+			return nil, err
+		}
 	}
-	return p, nil
+	return p, stagesRead(w, part, p)
+}
+
+// stagesRead checks that Plan.StageGraph reads back a plan's partition:
+// stage s's ops and devices, in the partition's order (its stages are
+// contiguous runs of the topological order).
+func stagesRead(w *core.Workload, part graphpipe.Partition, p *core.Plan) error {
+	dag, err := p.StageGraph(w)
+	if err != nil {
+		return err
+	}
+	if len(dag) != len(part.Devices) {
+		return fmt.Errorf("StageGraph: %d stages, the partition has %d", len(dag), len(part.Devices))
+	}
+	for s, st := range dag {
+		var ops []int
+		for o, so := range part.StageOf {
+			if so == s {
+				ops = append(ops, o)
+			}
+		}
+		var devs []core.DeviceID
+		for _, r := range st.Replicas {
+			devs = append(devs, r.Device)
+		}
+		slices.Sort(devs)
+		want := slices.Sorted(slices.Values(part.Devices[s]))
+		if !slices.Equal(st.Ops, ops) || !slices.Equal(devs, want) {
+			return fmt.Errorf("StageGraph: stage %d runs ops %v on %v; the partition has %v on %v", s, st.Ops, devs, ops, want)
+		}
+	}
+	return nil
 }
 
 // TestOracleStages: fixed multi-stage partitions (one stage per device;

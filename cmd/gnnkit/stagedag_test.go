@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+func toks(s string) []schedTok {
+	var out []schedTok
+	for _, f := range strings.Fields(s) {
+		var t schedTok
+		t.kind = f[0]
+		for _, c := range f[1:] {
+			t.unit = 10*t.unit + int(c-'0')
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func TestCompressSchedule(t *testing.T) {
+	cases := []struct{ name, in, want string }{
+		{"empty", "", ""},
+		{"one", "F0", "F0"},
+		{"GPipe", "F0 F1 F2 F3 B0 B1 B2 B3", "F0-3 B0-3"},
+		{"1F1B", "F0 F1 F2 B0 F3 B1 F4 B2 F5 B3 F6 B4 F7 B5 B6 B7", "F0-2 B0 F3 … B4 F7 (5×) B5-7"},
+		{"last stage", "F0 B0 F1 B1 F2 B2", "F0 B0 … F2 B2 (3×)"},
+		{"two pairs stay apart", "F0 B0 F1 B1", "F0 B0 F1 B1"},
+		{"a replica's every second micro-batch", "F1 F3 F5 B1 F7 B3 B5 B7", "F1,3…5 B1 F7 B3,5…7"},
+		{"run of two", "F0 F1 B0 B1", "F0 F1 B0 B1"},
+		{"units out of order", "F2 F1 F0", "F2 F1 F0"},
+		{"replica pairs", "B0 F8 B2 F10 B4 F12", "B0 F8 … B4 F12 (3×)"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := compressSchedule(toks(c.in)); got != c.want {
+				t.Errorf("compressSchedule(%q) = %q, want %q", c.in, got, c.want)
+			}
+		})
+	}
+}
+
+func TestDeviceRanges(t *testing.T) {
+	cases := []struct {
+		in   []core.DeviceID
+		want string
+	}{
+		{[]core.DeviceID{"cuda:3", "cuda:0", "cuda:1", "cuda:2"}, "cuda:0-3"},
+		{[]core.DeviceID{"cuda:0", "cuda:2", "cuda:3", "cuda:10"}, "cuda:0,2-3,10"},
+		{[]core.DeviceID{"cpu:1", "cuda:0", "cpu:0"}, "cpu:0-1 cuda:0"},
+		{[]core.DeviceID{"odd"}, "odd"},
+	}
+	for _, c := range cases {
+		if got := deviceRanges(c.in); got != c.want {
+			t.Errorf("deviceRanges(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
+// TestPlanStageDAG: `gnnkit plan` prints GraphPipe's stage DAG (the
+// branches feeding the shared trunk, replicated on every device's own
+// stream) and each stream's 1F1B schedule, and --dot writes the DAG.
+func TestPlanStageDAG(t *testing.T) {
+	dot := filepath.Join(t.TempDir(), "stages.dot")
+	out, err := run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--devices", "4",
+		"--preset", "pcie-a100", "--sched-opt", "m=8", "--dot", dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"stage DAG                   4 stages, depth 2",
+		"s0 → s3", "s1 → s3", "s2 → s3",
+		"s3 (sink)                 cuda:0-3 stream 2 · 9 ops: join0 … loss · 8 units · k 1",
+		"cuda:0 stream 0           s0: F0-4 B0 F5 … B2 F7 (3×) B3-7",
+		"cuda:3 stream 2           s3: F0 B0 F4 B4",
+		"reductions, step",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("plan output lacks %q:\n%s", want, out)
+		}
+	}
+	b, err := os.ReadFile(dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"digraph stages {", "s0 -> s3;", "s2 -> s3;", `cuda:0-3 stream 2\n8 units, k=1`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("DOT file lacks %q:\n%s", want, b)
+		}
+	}
+	// A data-parallel plan has one stage: no DAG printed, the DOT file
+	// one node.
+	out, err = run(t, "plan", "--scheduler", "sequential", "--devices", "1", "--dot", dot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "stage DAG") {
+		t.Errorf("a one-device plan printed a stage DAG:\n%s", out)
+	}
+	if b, _ := os.ReadFile(dot); strings.Count(string(b), "[label=") != 1 || strings.Contains(string(b), "->") {
+		t.Errorf("one-stage DOT file:\n%s", b)
+	}
+}

@@ -1,0 +1,98 @@
+package core
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// diamond: a → b, a → c, b → d, c → d, a → d (a skip edge).
+func diamondWorkload() *Workload {
+	return &Workload{Ops: []OpInfo{
+		{Index: 0, Name: "a"},
+		{Index: 1, Name: "b", Deps: []int{0}},
+		{Index: 2, Name: "c", Deps: []int{0}},
+		{Index: 3, Name: "d", Deps: []int{1, 2, 0}},
+	}}
+}
+
+// fwd lists forward tasks: each "device/stream/unit/ops" with ops as
+// digits, e.g. "x/0/1/02" runs ops 0 and 2 of unit 1 on x stream 0.
+func fwd(specs ...string) *Plan {
+	p := &Plan{}
+	for i, s := range specs {
+		var dev string
+		var stream, unit int
+		var ops string
+		f := strings.Split(s, "/")
+		dev = f[0]
+		fmt.Sscan(f[1], &stream)
+		fmt.Sscan(f[2], &unit)
+		ops = f[3]
+		t := Task{ID: i, Kind: TaskForward, Device: DeviceID(dev), Stream: stream, Unit: unit}
+		for _, c := range ops {
+			t.Ops = append(t.Ops, int(c-'0'))
+		}
+		p.Tasks = append(p.Tasks, t)
+		// A backward and a step, which StageGraph ignores.
+		p.Tasks = append(p.Tasks, Task{ID: len(specs) + i, Kind: TaskBackward, Device: t.Device, Stream: stream, Unit: unit, Ops: t.Ops})
+	}
+	p.Tasks = append(p.Tasks, Task{ID: 2 * len(specs), Kind: TaskStep, Unit: -1, Device: "x"})
+	return p
+}
+
+func TestStageGraph(t *testing.T) {
+	type st struct {
+		ops      []int
+		replicas string // "dev/stream dev/stream"
+		units    int
+		succ     []int
+		depth    int
+	}
+	cases := []struct {
+		name string
+		plan *Plan
+		want []st
+		err  string
+	}{
+		{"data parallel: one stage", fwd("x/0/0/0123", "y/0/1/0123", "x/0/2/0123"),
+			[]st{{[]int{0, 1, 2, 3}, "x/0 y/0", 3, nil, 1}}, ""},
+		{"fork, join and a skip edge", fwd("x/0/0/0", "y/0/0/1", "z/0/0/2", "w/0/0/3", "x/0/1/0", "y/0/1/1", "z/0/1/2", "w/0/1/3"),
+			[]st{{[]int{0}, "x/0", 2, []int{1, 2, 3}, 3}, {[]int{1}, "y/0", 2, []int{3}, 2}, {[]int{2}, "z/0", 2, []int{3}, 2}, {[]int{3}, "w/0", 2, nil, 1}}, ""},
+		{"a replicated stage, listed by first unit", fwd("x/0/0/01", "z/0/1/23", "y/0/0/23", "x/0/1/01"),
+			[]st{{[]int{0, 1}, "x/0", 2, []int{1}, 2}, {[]int{2, 3}, "y/0 z/0", 2, nil, 1}}, ""},
+		{"a stage split over tasks, and two stages on one device's streams", fwd("x/0/0/0", "x/0/0/12", "x/1/0/3", "y/0/1/012", "y/1/1/3"),
+			[]st{{[]int{0, 1, 2}, "x/0 y/0", 2, []int{1}, 2}, {[]int{3}, "x/1 y/1", 2, nil, 1}}, ""},
+		{"different ops per unit", fwd("x/0/0/01", "y/0/0/23", "x/0/1/0", "y/0/1/123"), nil, "x stream 0 runs different ops for unit 1"},
+		{"overlapping op sets", fwd("x/0/0/012", "y/0/0/3", "z/0/1/01", "w/0/1/23"), nil, "op 0 (a) runs in two different op sets"},
+		{"stages in a cycle", fwd("x/0/0/03", "y/0/0/12"), nil, "cycle"},
+		{"no forward tasks", &Plan{Tasks: []Task{{Kind: TaskStep, Unit: -1, Device: "x"}}}, nil, "no forward tasks"},
+		{"op out of range", fwd("x/0/0/9"), nil, "runs op 9"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got, err := c.plan.StageGraph(diamondWorkload())
+			if c.err != "" {
+				if err == nil || !strings.Contains(err.Error(), c.err) {
+					t.Fatalf("err %v, want one containing %q (stages %+v)", err, c.err, got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var have []st
+			for _, s := range got {
+				var rs []string
+				for _, r := range s.Replicas {
+					rs = append(rs, fmt.Sprintf("%s/%d", r.Device, r.Stream))
+				}
+				have = append(have, st{s.Ops, strings.Join(rs, " "), s.Units, s.Succ, s.Depth})
+			}
+			if !reflect.DeepEqual(have, c.want) {
+				t.Errorf("stages\n got %+v\nwant %+v", have, c.want)
+			}
+		})
+	}
+}
