@@ -33,6 +33,9 @@ func TestSimulatedSmoke(t *testing.T) {
 	if len(fixed) != 1 || len(capped) != 1 {
 		t.Fatalf("%d fixed and %d capped summaries, want 1 and 1", len(fixed), len(capped))
 	}
+	if fixed[0].headroomM == 0 || capped[0].headroomM != 0 {
+		t.Errorf("bound at m: fixed %v, capped %v; want it in the fixed table only", fixed[0].headroomM, capped[0].headroomM)
+	}
 	for _, s := range append(fixed, capped...) {
 		// GraphPipe plans over a space holding the chains; its simulated
 		// choice may lose a little to GPipe's order, not much.
@@ -41,6 +44,9 @@ func TestSimulatedSmoke(t *testing.T) {
 		}
 		if s.headroom < s.vsAll*(1-1e-9) {
 			t.Errorf("%+v: GraphPipe beats the compute bound", s)
+		}
+		if s.headroomM != 0 && (s.headroomM < s.vsAll*(1-1e-9) || s.headroomM > s.headroom*(1+1e-9)) {
+			t.Errorf("%+v: the bound at m is beaten or looser than the whole batch's", s)
 		}
 		if s.busy <= 0 || s.busy > 1 || s.peakGP <= 0 || s.peak1F1B <= 0 {
 			t.Errorf("%+v: busy share or peaks out of range", s)

@@ -21,7 +21,7 @@ const goal = 1.3
 // writePlots draws the summaries into dir (created if missing) and
 // returns the files written: GraphPipe over the best chain against
 // devices per table, each model with the compute bound (no plan beats the
-// best chain by more) and the goal; and, from the fixed-m table, the
+// best chain by more; at a fixed m, no plan at that m) and the goal; and, from the fixed-m table, the
 // largest device's peak memory of GraphPipe and of the 1F1B chain.
 func writePlots(dir string, c config, fixed, capped []summary) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -109,12 +109,18 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 	hi := goal
 	for i, name := range names {
 		var got, bound plotter.XYs
+		boundName := "compute bound"
 		for _, s := range by[name] {
 			if s.vsAll == 0 {
 				continue // no chain plan fits: no ratio
 			}
 			got = append(got, plotter.XY{X: float64(s.devices), Y: s.vsAll})
-			bound = append(bound, plotter.XY{X: float64(s.devices), Y: s.headroom})
+			// At a fixed m, the bound at that m's micro-batches.
+			b := s.headroom
+			if s.headroomM > 0 {
+				b, boundName = s.headroomM, "compute bound at this m"
+			}
+			bound = append(bound, plotter.XY{X: float64(s.devices), Y: b})
 			hi = max(hi, s.vsAll)
 		}
 		if len(got) == 0 {
@@ -130,7 +136,7 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 		b.Color = plotutil.Color(i)
 		b.Dashes = []vg.Length{vg.Points(2), vg.Points(3)}
 		p.Add(b)
-		p.Legend.Add(name+": compute bound", b)
+		p.Legend.Add(name+": "+boundName, b)
 	}
 	g := plotter.NewFunction(func(float64) float64 { return goal })
 	g.Color = color.Gray{Y: 90}
