@@ -61,7 +61,8 @@ type summary struct {
 	// headroomM, in the fixed-m table, is the best chain's time over the
 	// compute bound at that m: every op's work on each of BuildPlan's m
 	// micro-batches (each runs whole on one replica of its stage, in
-	// every plan), spread evenly; 0 in the capped table.
+	// every plan), spread evenly; 0 in the capped table. Both bounds
+	// hold because a preset device's streams share it (no StreamOverlap).
 	headroomM float64
 	// disjoint is GraphPipe with every stage on devices of its own
 	// (Scheduler.Disjoint: the paper's stage graphs, no shared trunk),
