@@ -45,6 +45,9 @@ type Stage struct {
 // or the stages form a cycle. A plan whose units each run on one device
 // has one stage (data parallelism).
 func (p *Plan) StageGraph(w *Workload) ([]Stage, error) {
+	if w == nil {
+		return nil, fmt.Errorf("no workload")
+	}
 	type rk struct {
 		d DeviceID
 		s int
@@ -56,6 +59,9 @@ func (p *Plan) StageGraph(w *Workload) ([]Stage, error) {
 	for _, t := range p.Tasks {
 		if t.Kind != TaskForward {
 			continue
+		}
+		if len(t.Ops) == 0 && (t.OpLo < 0 || t.OpHi > len(w.Ops) || t.OpLo >= t.OpHi) {
+			return nil, fmt.Errorf("forward task %d runs op range [%d, %d); the workload has %d ops", t.ID, t.OpLo, t.OpHi, len(w.Ops))
 		}
 		k := rk{t.Device, t.Stream}
 		if sets[k] == nil {
@@ -156,25 +162,27 @@ func (p *Plan) StageGraph(w *Workload) ([]Stage, error) {
 		}
 	}
 	// The schedule's order between stages: a forward task waiting on
-	// another stage's forward (a chain schedule orders stages that no
-	// value links).
-	stageOfTask := map[int]int{}
+	// another stage's forward of the same unit (a chain schedule orders
+	// stages that no value links; a wait on another unit is flow
+	// control, not an edge).
+	type su struct{ stage, unit int }
+	ofTask := map[int]su{}
 	for _, t := range p.Tasks {
 		if t.Kind == TaskForward {
-			stageOfTask[t.ID] = stageOfKey[streamKey[rk{t.Device, t.Stream}]]
+			ofTask[t.ID] = su{stageOfKey[streamKey[rk{t.Device, t.Stream}]], t.Unit}
 		}
 	}
 	for _, t := range p.Tasks {
 		if t.Kind != TaskForward {
 			continue
 		}
-		b := stageOfTask[t.ID]
+		b := ofTask[t.ID]
 		for _, d := range t.Deps {
-			a, ok := stageOfTask[d]
-			if !ok || a == b {
+			a, ok := ofTask[d]
+			if !ok || a.stage == b.stage || a.unit != b.unit {
 				continue
 			}
-			link(a, b)
+			link(a.stage, b.stage)
 		}
 	}
 	// Kahn's order, the ready stage with the smallest first op first.

@@ -42,6 +42,15 @@ func fwd(specs ...string) *Plan {
 	return p
 }
 
+// withDeps adds dependencies to fwd's forward tasks: pairs (task, dep)
+// of indices into its specs (spec i's forward is p.Tasks[2i], id i).
+func withDeps(p *Plan, pairs ...int) *Plan {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		p.Tasks[2*pairs[i]].Deps = append(p.Tasks[2*pairs[i]].Deps, pairs[i+1])
+	}
+	return p
+}
+
 func TestStageGraph(t *testing.T) {
 	type st struct {
 		ops      []int
@@ -69,6 +78,15 @@ func TestStageGraph(t *testing.T) {
 		{"stages in a cycle", fwd("x/0/0/03", "y/0/0/12"), nil, "cycle"},
 		{"no forward tasks", &Plan{Tasks: []Task{{Kind: TaskStep, Unit: -1, Device: "x"}}}, nil, "no forward tasks"},
 		{"op out of range", fwd("x/0/0/9"), nil, "runs op 9"},
+		{"a wait on another unit is not an edge", withDeps(fwd("x/0/0/0", "y/0/0/123", "x/0/1/0", "y/0/1/123"), 1, 0, 2, 1, 3, 2),
+			[]st{{[]int{0}, "x/0", 2, []int{1}, 2}, {[]int{1, 2, 3}, "y/0", 2, nil, 1}}, ""},
+		{"a chain schedule's order is an edge", withDeps(fwd("x/0/0/0", "y/0/0/1", "z/0/0/2", "w/0/0/3"), 2, 1),
+			[]st{{[]int{0}, "x/0", 1, []int{1, 2, 3}, 4}, {[]int{1}, "y/0", 1, []int{2, 3}, 3}, {[]int{2}, "z/0", 1, []int{3}, 2}, {[]int{3}, "w/0", 1, nil, 1}}, ""},
+		{"empty op range", &Plan{Tasks: []Task{{Kind: TaskForward, Device: "x", OpLo: 2, OpHi: 2}}}, nil, "op range [2, 2)"},
+		{"huge op range", &Plan{Tasks: []Task{{Kind: TaskForward, Device: "x", OpLo: 0, OpHi: 1 << 62}}}, nil, "op range"},
+	}
+	if _, err := fwd("x/0/0/0").StageGraph(nil); err == nil {
+		t.Error("StageGraph(nil) did not fail")
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -100,8 +100,11 @@ type planReport struct {
 	Stages    []planStage `json:"stages,omitempty"`
 	// StageDAG is the plan's stage DAG (core.Plan.StageGraph) when its
 	// units span devices and it has one.
-	StageDAG []core.Stage   `json:"stage_dag,omitempty"`
-	Streams  []streamReport `json:"streams"`
+	StageDAG []core.Stage `json:"stage_dag,omitempty"`
+	// NoStageDAG says why a plan whose units span devices has none
+	// (it is not a stage pipeline).
+	NoStageDAG string         `json:"no_stage_dag,omitempty"`
+	Streams    []streamReport `json:"streams"`
 	// Owners lists, for a plan that steps each parameter on its owner,
 	// the parameters each device steps (bytes).
 	Owners []ownerReport `json:"owners,omitempty"`
@@ -287,8 +290,12 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return fmt.Errorf("writing the stage DAG: %w", err)
 		}
 	}
-	if dagErr == nil && rep.Stages != nil {
-		rep.StageDAG = dag
+	if rep.Stages != nil {
+		if dagErr == nil {
+			rep.StageDAG = dag
+		} else {
+			rep.NoStageDAG = dagErr.Error()
+		}
 	}
 
 	if f.simulate {
@@ -527,9 +534,12 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		}
 		head := fmt.Sprintf("%d devices hold parts of a unit", len(nd))
 		if len(nd) < len(r.Stages) {
-			head += fmt.Sprintf(" (%d stage replicas: some devices run two stages, each on its own stream)", len(r.Stages))
+			head += fmt.Sprintf(" (%d stage replicas: some devices run several stages, each on its own stream)", len(r.Stages))
 		}
 		row("stages", head)
+		if r.NoStageDAG != "" {
+			row("  no stage DAG", r.NoStageDAG)
+		}
 		for _, st := range r.Stages {
 			k := "  " + string(st.Device)
 			if len(nd) < len(r.Stages) {
@@ -596,7 +606,7 @@ func printStageDAG(row func(k, v string), r planReport, w *core.Workload) {
 	}
 	for _, n := range hosts {
 		if n > 1 {
-			head += "; some devices run two stages, each on its own stream"
+			head += "; some devices run several stages, each on its own stream"
 			break
 		}
 	}

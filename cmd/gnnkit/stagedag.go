@@ -236,7 +236,11 @@ func opsString(ops []int, w *core.Workload) string {
 		}
 		return fmt.Sprintf("%d ops: %s", len(ops), strings.Join(ns, " "))
 	}
-	return fmt.Sprintf("%d ops: %s … %s", len(ops), name(ops[0]), name(ops[len(ops)-1]))
+	gaps := ""
+	if ops[len(ops)-1]-ops[0] != len(ops)-1 {
+		gaps = " (not contiguous)"
+	}
+	return fmt.Sprintf("%d ops: %s … %s%s", len(ops), name(ops[0]), name(ops[len(ops)-1]), gaps)
 }
 
 // stageEdges writes "s0 → s3, s4" (or "s5 (sink)").
@@ -251,9 +255,30 @@ func stageEdges(i int, st core.Stage) string {
 	return fmt.Sprintf("s%d → %s", i, strings.Join(ss, ", "))
 }
 
+// dotQuote quotes s as a Graphviz string: only '"' and '\\' escaped,
+// newlines as \n (Graphviz reads no other escapes, so strconv.Quote's
+// \t or \u00ad would show as text).
+func dotQuote(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"', '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
 // writeDOT writes the stage DAG for Graphviz (dot -Tsvg).
 func writeDOT(out io.Writer, stages []core.Stage, w *core.Workload, title string) error {
-	q := strconv.Quote
+	q := dotQuote
 	fmt.Fprintf(out, "digraph stages {\n  label=%s;\n  labelloc=t;\n  rankdir=LR;\n  node [shape=box, fontname=\"Helvetica\"];\n", q(title))
 	for i, st := range stages {
 		label := fmt.Sprintf("s%d: %s\n%s\n%s, k=%d", i, opsString(st.Ops, w), replicasString(st.Replicas), units(st.Units), st.Depth)

@@ -105,3 +105,39 @@ func TestPlanStageDAG(t *testing.T) {
 		t.Errorf("one-stage DOT file:\n%s", b)
 	}
 }
+
+func TestDotQuote(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:         `"plain"`,
+		`a"q`:           `"a\"q"`,
+		`b\lx`:          `"b\\lx"`,
+		"two\nlines":    `"two\nlines"`,
+		"tab\there·…":   "\"tab\there·…\"",
+		"soft\u00adhyp": "\"soft\u00adhyp\"",
+	} {
+		if got := dotQuote(in); got != want {
+			t.Errorf("dotQuote(%q) = %s, want %s", in, got, want)
+		}
+	}
+}
+
+func TestOpsString(t *testing.T) {
+	w := &core.Workload{}
+	for i := range 6 {
+		w.Ops = append(w.Ops, core.OpInfo{Index: i, Name: string(rune('a' + i))})
+	}
+	for _, c := range []struct {
+		ops  []int
+		want string
+	}{
+		{nil, "no ops"},
+		{[]int{2}, "1 op: c"},
+		{[]int{0, 3, 4}, "3 ops: a d e"},
+		{[]int{1, 2, 3, 4}, "4 ops: b … e"},
+		{[]int{0, 1, 2, 5}, "4 ops: a … f (not contiguous)"},
+	} {
+		if got := opsString(c.ops, w); got != c.want {
+			t.Errorf("opsString(%v) = %q, want %q", c.ops, got, c.want)
+		}
+	}
+}
