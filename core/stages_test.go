@@ -3,6 +3,7 @@ package core
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -113,4 +114,89 @@ func TestStageGraph(t *testing.T) {
 			}
 		})
 	}
+}
+
+// fuzzPlan decodes forward tasks, 5 bytes each: device, stream, unit,
+// op range (high nibble − 1 to low nibble, mod 6) and a dependency (0xff:
+// none).
+func fuzzPlan(b []byte) *Plan {
+	p := &Plan{}
+	for i := 0; i+5 <= len(b) && i < 5*16; i += 5 {
+		lo, hi := int(b[i+3]>>4)%6-1, int(b[i+3]&0xf)%6
+		tk := Task{ID: i / 5, Kind: TaskForward, Device: DeviceID([]string{"x", "y", "z"}[b[i]%3]), Stream: int(b[i+1] % 2),
+			Unit: int(b[i+2] % 3), OpLo: lo, OpHi: hi}
+		if b[i+4] != 0xff {
+			tk.Deps = []int{int(b[i+4]) % 16}
+		}
+		p.Tasks = append(p.Tasks, tk)
+	}
+	return p
+}
+
+// stageSeeds are FuzzStageGraph's seeds and the stages each has.
+var stageSeeds = []struct {
+	b      []byte
+	stages int
+}{
+	{[]byte{0, 0, 0, 0x11, 0xff, 1, 0, 0, 0x24, 0}, 2},                                     // a two-stage pipeline
+	{[]byte{0, 0, 0, 0x14, 0xff, 1, 0, 1, 0x14, 0xff}, 1},                                  // data parallelism
+	{[]byte{0, 0, 0, 0x11, 0xff, 1, 0, 0, 0x24, 0, 0, 0, 1, 0x11, 1, 1, 0, 1, 0x24, 2}, 2}, // a wait across units
+}
+
+func TestStageSeeds(t *testing.T) {
+	for _, seed := range stageSeeds {
+		st, err := fuzzPlan(seed.b).StageGraph(diamondWorkload())
+		if err != nil || len(st) != seed.stages {
+			t.Errorf("seed %v: %d stages, %v; want %d", seed.b, len(st), err, seed.stages)
+		}
+	}
+}
+
+// FuzzStageGraph builds plans from bytes (each task 5 bytes: device,
+// stream, unit, op range, a dependency) over the diamond workload:
+// StageGraph returns an error or a stage DAG whose op sets are disjoint,
+// whose edges go forward in its order and follow every op edge between
+// stages, and whose depths are the longest paths.
+func FuzzStageGraph(f *testing.F) {
+	for _, seed := range stageSeeds {
+		f.Add(seed.b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w := diamondWorkload()
+		stages, err := fuzzPlan(b).StageGraph(w)
+		if err != nil {
+			return
+		}
+		at := map[int]int{}
+		for i, st := range stages {
+			if len(st.Ops) == 0 || len(st.Replicas) == 0 || st.Units == 0 {
+				t.Fatalf("stage %d is empty: %+v", i, st)
+			}
+			for _, o := range st.Ops {
+				if _, dup := at[o]; dup {
+					t.Fatalf("op %d in two stages: %+v", o, stages)
+				}
+				at[o] = i
+			}
+			depth := 1
+			for _, s := range st.Succ {
+				if s <= i {
+					t.Fatalf("edge %d → %d goes back: %+v", i, s, stages)
+				}
+				depth = max(depth, stages[s].Depth+1)
+			}
+			if st.Depth != depth {
+				t.Fatalf("stage %d depth %d, want %d: %+v", i, st.Depth, depth, stages)
+			}
+		}
+		for o, op := range w.Ops {
+			for _, q := range op.Deps {
+				a, okA := at[q]
+				b, okB := at[o]
+				if okA && okB && a != b && !slices.Contains(stages[a].Succ, b) {
+					t.Fatalf("op edge %d → %d not a stage edge %d → %d: %+v", q, o, a, b, stages)
+				}
+			}
+		}
+	})
 }
