@@ -4,12 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/gnnkit/gnnkit/internal/stats"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/internal/stats"
 )
 
 // TrainOptions configure a training run.
@@ -99,6 +100,9 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		}
 		plan, err := opts.Scheduler.Schedule(ctx, w)
 		if err != nil {
+			if strings.HasPrefix(err.Error(), opts.Scheduler.Name()+": ") {
+				return nil, nil, err // it names itself
+			}
 			return nil, nil, fmt.Errorf("scheduler %s: %w", opts.Scheduler.Name(), err)
 		}
 		if err := plan.Validate(w); err != nil {

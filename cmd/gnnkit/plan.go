@@ -23,13 +23,13 @@ import (
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot string
-	devices, hidden, heads, layers, batchSize, reps                   int
-	fanout                                                            []int
-	schedOpts                                                         []string
-	speedup                                                           float64
-	seed                                                              uint64
-	simulate, measure, asJSON                                         bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem string
+	devices, hidden, heads, layers, batchSize, reps                              int
+	fanout                                                                       []int
+	schedOpts                                                                    []string
+	speedup                                                                      float64
+	seed                                                                         uint64
+	simulate, measure, asJSON                                                    bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -81,6 +81,7 @@ Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
+	fl.StringVar(&f.deviceMem, "device-mem", "", "memory of every simulated device, e.g. 2GiB (default: the preset's; cpu: no cap): plan under a tighter cap, or see the smallest memory a model fits in")
 	fl.StringVar(&f.dot, "dot", "", "write the plan's stage DAG for Graphviz to FILE (render with: dot -Tsvg FILE > stages.svg)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (plan summary and simulation)")
 	return cmd
@@ -181,6 +182,18 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	for i := range cl.Devices {
 		cl.Devices[i].Speedup = f.speedup
 	}
+	if f.deviceMem != "" {
+		n, err := core.ParseBytes(f.deviceMem)
+		if err != nil {
+			return fmt.Errorf("--device-mem: %w", err)
+		}
+		if n <= 0 {
+			return fmt.Errorf("--device-mem must be positive, got %s", f.deviceMem)
+		}
+		for i := range cl.Devices {
+			cl.Devices[i].MemBytes = n
+		}
+	}
 	def, ok := modelDefaults[f.model]
 	if !ok {
 		def = modelDefaults["gcn"]
@@ -271,6 +284,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	t0 := time.Now()
 	plan, err := sched.Schedule(ctx, w)
 	if err != nil {
+		if strings.HasPrefix(err.Error(), sched.Name()+": ") {
+			return err // it names itself
+		}
 		return fmt.Errorf("scheduler %s: %w", sched.Name(), err)
 	}
 	schedTime := time.Since(t0)

@@ -141,3 +141,35 @@ func TestOpsString(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanDeviceMem: --device-mem caps every simulated device. Under a
+// cap no partition meets, each pipeline scheduler says so under its own
+// name, once, with the smallest memory that fits; at that memory it
+// plans, and the plan fits.
+func TestPlanDeviceMem(t *testing.T) {
+	args := []string{"plan", "--model", "uno", "--hidden", "256", "--devices", "4", "--preset", "pcie-a100"}
+	for _, s := range []string{"graphpipe", "1f1b", "gpipe"} {
+		_, err := run(t, append(args, "--scheduler", s, "--device-mem", "1MiB")...)
+		if err == nil || !strings.HasPrefix(err.Error(), s+": model does not fit") || strings.Count(err.Error(), s+":") != 1 {
+			t.Fatalf("%s under 1 MiB: %v", s, err)
+		}
+		_, need, ok := strings.Cut(err.Error(), "is about ")
+		need, _, _ = strings.Cut(need, " (")
+		if !ok {
+			t.Fatalf("%s: no memory named in %q", s, err)
+		}
+		out, err := run(t, append(args, "--scheduler", s, "--device-mem", strings.ReplaceAll(need, " ", ""), "--simulate")...)
+		if err != nil {
+			t.Fatalf("%s at the %s it named: %v", s, need, err)
+		}
+		if strings.Contains(out, "OVER CAPACITY") || !strings.Contains(out, "of "+need) {
+			t.Errorf("%s at %s:\n%s", s, need, out)
+		}
+	}
+	if _, err := run(t, append(args, "--scheduler", "graphpipe", "--device-mem", "0")...); err == nil || !strings.Contains(err.Error(), "--device-mem must be positive") {
+		t.Errorf("--device-mem 0: %v", err)
+	}
+	if _, err := run(t, append(args, "--scheduler", "graphpipe", "--device-mem", "lots")...); err == nil || !strings.Contains(err.Error(), "--device-mem") {
+		t.Errorf("--device-mem lots: %v", err)
+	}
+}

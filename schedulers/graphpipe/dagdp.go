@@ -765,14 +765,14 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 	return chain, dag
 }
 
-// noFit is the error for a model no partition fits, with the smallest
+// noFit is scheduler name's error for a model no partition fits, with the smallest
 // per-device memory that would fit the partitions the scheduler searches:
 // a chain scheduler's the chain DP's (under GPipe, which keeps every
 // micro-batch in flight, with GPipe's memory); GraphPipe's (graph) under
 // 1F1B the smaller of the DAG DP's and the chain DP's (it searches both
 // families, and the DAG DP's memory check is the looser one for
 // replicated stages).
-func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) error {
+func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool, name string) error {
 	need, under := int64(0), ""
 	switch {
 	case kind == GPipe:
@@ -783,6 +783,21 @@ func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) err
 	default:
 		need, under = minChainMemory(c, D, maxRep, kind), " as a chain of stages"
 	}
-	return fmt.Errorf("%w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
-		ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(need))
+	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
+		name, ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(roundUpShown(need)))
+}
+
+// roundUpShown rounds n bytes up to the last digit core.FormatBytes shows
+// (a tenth of its unit), so that the figure a user copies from the
+// message is not below n.
+func roundUpShown(n int64) int64 {
+	if n < 1024 {
+		return n
+	}
+	div := int64(1024)
+	for m := n / 1024; m >= 1024; m /= 1024 {
+		div *= 1024
+	}
+	step := float64(div) / 10
+	return int64(math.Ceil(math.Ceil(float64(n)/step) * step))
 }

@@ -9,8 +9,10 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 )
 
-// ErrNoFit reports a model that no partition fits on the devices.
-var ErrNoFit = errors.New("graphpipe: model does not fit")
+// ErrNoFit reports a model that no partition fits on the devices. The
+// error wrapping it starts with the scheduler's name (graphpipe, 1f1b or
+// gpipe) and names the smallest per-device memory that would fit.
+var ErrNoFit = errors.New("model does not fit")
 
 const eps = 1e-9
 

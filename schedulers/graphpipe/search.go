@@ -485,7 +485,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if fitting == 0 {
 		// The most micro-batches tried hold the least under 1F1B.
-		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph)
+		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
