@@ -65,6 +65,9 @@
 // within a node, another between nodes, overrides per ordered pair).
 // Presets: "cpu" (logical devices of this machine), "pcie-a100" and
 // "nvlink-h100"; CPUCluster measures the machine at hand instead.
+// WriteCluster and ReadCluster keep a cluster as JSON (a preset written
+// out and edited describes another machine; ReadCluster rejects unknown
+// fields and validates).
 //
 // # Semantics
 //

@@ -80,3 +80,19 @@ func ExampleParseProfile() {
 	// op1: fwd 133.333µs bwd 266.667µs, holds 49152 bytes, 0 output bytes per sample
 	// malformed profile: op 0 (""): runtime key "many" is not a positive batch size
 }
+
+// ExampleReadCluster describes a machine of two GPUs by hand: a misspelt
+// field is an error, not a silent default.
+func ExampleReadCluster() {
+	good := `{"name": "my box", "devices": [
+	  {"id": "cuda:0", "name": "L4", "gflops": 18000, "mem_gbps": 240, "mem_bytes": 24000000000, "launch_ns": 5000, "sms": 58},
+	  {"id": "cuda:1", "name": "L4", "gflops": 18000, "mem_gbps": 240, "mem_bytes": 24000000000, "launch_ns": 5000, "sms": 58}],
+	 "link": {"gbps": 12, "latency_ns": 15000, "port_gbps": 12}, "sync_transfers": false}`
+	c, err := sim.ReadCluster(strings.NewReader(good))
+	fmt.Println(c.Name, len(c.Devices), c.LinkBetween("cuda:0", "cuda:1").Time(12_000_000), err)
+	_, err = sim.ReadCluster(strings.NewReader(strings.Replace(good, "port_gbps", "port_gpbs", 1)))
+	fmt.Println(err)
+	// Output:
+	// my box 2 1.015ms <nil>
+	// sim: bad cluster: json: unknown field "port_gpbs"
+}

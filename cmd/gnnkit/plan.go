@@ -19,17 +19,18 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem string
-	devices, hidden, heads, layers, batchSize, reps                              int
-	fanout                                                                       []int
-	schedOpts                                                                    []string
-	speedup                                                                      float64
-	seed                                                                         uint64
-	simulate, measure, asJSON                                                    bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster string
+	devices, hidden, heads, layers, batchSize, reps                                                     int
+	fanout                                                                                              []int
+	schedOpts                                                                                           []string
+	speedup                                                                                             float64
+	seed                                                                                                uint64
+	simulate, measure, asJSON                                                                           bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -54,7 +55,9 @@ preset's devices. The pipeline schedulers (graphpipe, 1f1b, gpipe) plan
 with an existing --profile too (--sched-opt profile=FILE overrides), so
 planner and simulator price ops alike.
 
-Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
+Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.
+For another machine, write a preset with --write-cluster FILE, edit its
+speeds, memory and links, and plan with --cluster FILE.`,
 		Example: `  gnnkit plan --scheduler sequential --devices 1 --simulate
   gnnkit plan --scheduler graphpipe --model gcn --devices 16 --preset nvlink-h100 --simulate --trace plan.json
   gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json`,
@@ -68,6 +71,8 @@ Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.`,
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.IntVar(&f.devices, "devices", 1, "number of simulated devices")
 	fl.StringVar(&f.preset, "preset", "cpu", "device cluster: "+strings.Join(sim.Presets(), ", "))
+	fl.StringVar(&f.cluster, "cluster", "", "device cluster from a JSON FILE instead of --preset/--devices (start from one --write-cluster wrote)")
+	fl.StringVar(&f.writeCluster, "write-cluster", "", "write the cluster planned for (after --device-mem, --speedup) as JSON to FILE")
 	fl.BoolVar(&f.simulate, "simulate", false, "simulate the plan and print the predicted iteration")
 	fl.StringVar(&f.trace, "trace", "", "with --simulate, write the simulated schedule as a Chrome/Perfetto trace to FILE")
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
@@ -172,15 +177,37 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if f.trace != "" && !f.simulate {
 		return fmt.Errorf("--trace needs --simulate")
 	}
-	cl, err := sim.Preset(f.preset, f.devices)
-	if err != nil {
-		return err
+	fl := cmd.Flags()
+	var cl *sim.Cluster
+	if f.cluster != "" {
+		if fl.Changed("preset") {
+			return fmt.Errorf("--cluster and --preset both name the devices: give one")
+		}
+		fh, err := os.Open(f.cluster)
+		if err != nil {
+			return fmt.Errorf("--cluster: %w", err)
+		}
+		cl, err = sim.ReadCluster(fh)
+		fh.Close()
+		if err != nil {
+			return fmt.Errorf("--cluster %s: %w", f.cluster, err)
+		}
+		if fl.Changed("devices") && f.devices != len(cl.Devices) {
+			return fmt.Errorf("--devices %d, but the cluster %s has %d devices (leave --devices out)", f.devices, f.cluster, len(cl.Devices))
+		}
+	} else {
+		var err error
+		if cl, err = sim.Preset(f.preset, f.devices); err != nil {
+			return err
+		}
 	}
 	if f.speedup < 0 {
 		return fmt.Errorf("--speedup must not be negative, got %g", f.speedup)
 	}
-	for i := range cl.Devices {
-		cl.Devices[i].Speedup = f.speedup
+	if fl.Changed("speedup") || f.cluster == "" {
+		for i := range cl.Devices {
+			cl.Devices[i].Speedup = f.speedup
+		}
 	}
 	if f.deviceMem != "" {
 		n, err := core.ParseBytes(f.deviceMem)
@@ -194,11 +221,15 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			cl.Devices[i].MemBytes = n
 		}
 	}
+	if f.writeCluster != "" {
+		if err := atomicfile.Write(f.writeCluster, func(w io.Writer) error { return sim.WriteCluster(w, cl) }); err != nil {
+			return fmt.Errorf("--write-cluster: %w", err)
+		}
+	}
 	def, ok := modelDefaults[f.model]
 	if !ok {
 		def = modelDefaults["gcn"]
 	}
-	fl := cmd.Flags()
 	hidden, heads := f.hidden, f.heads
 	if !fl.Changed("hidden") {
 		hidden = def.hidden
@@ -221,8 +252,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// has, as 'gnnkit train --devices cpu:0,...' splits it, so that the
 	// profile is measured with a training device's thread budget.
 	logical := 1
-	if f.preset == "cpu" {
-		logical = f.devices
+	if cl.SyncTransfers { // logical CPU devices (the cpu preset)
+		logical = len(cl.Devices)
 	}
 	be, err := core.OpenBackend("cpu", core.BackendOptions{Devices: logical})
 	if err != nil {
@@ -281,6 +312,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return err
 	}
 	defer closer.Close()
+	// The pipeline schedulers plan for the cluster the simulator replays
+	// on (--cluster, --speedup), unless --sched-opt cluster= names one.
+	if gp, ok := sched.(*graphpipe.Scheduler); ok && gp.Cluster == nil {
+		gp.Cluster = cl
+	}
 	t0 := time.Now()
 	plan, err := sched.Schedule(ctx, w)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -171,5 +172,74 @@ func TestPlanDeviceMem(t *testing.T) {
 	}
 	if _, err := run(t, append(args, "--scheduler", "graphpipe", "--device-mem", "lots")...); err == nil || !strings.Contains(err.Error(), "--device-mem") {
 		t.Errorf("--device-mem lots: %v", err)
+	}
+}
+
+// TestPlanCluster: --write-cluster writes the preset planned for, and
+// --cluster plans for it again, the same plan; a slower link in the file
+// moves the prediction; conflicting or bad input is refused clearly.
+func TestPlanCluster(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "c.json")
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=8", "--json", "--simulate"}
+	report := func(out string) planReport {
+		t.Helper()
+		var r planReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		return r
+	}
+	out, err := run(t, append(args, "--preset", "pcie-a100", "--devices", "4", "--device-mem", "2GiB", "--write-cluster", file)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := report(out)
+	out, err = run(t, append(args, "--cluster", file)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := report(out)
+	if got.Cluster != want.Cluster || got.Sim.Iteration != want.Sim.Iteration || len(got.StageDAG) != len(want.StageDAG) {
+		t.Errorf("from the written cluster: %s, %v, %d stages; from the preset: %s, %v, %d stages",
+			got.Cluster, got.Sim.Iteration, len(got.StageDAG), want.Cluster, want.Sim.Iteration, len(want.StageDAG))
+	}
+	for d, m := range got.Sim.PeakMem {
+		if m <= 0 || strings.Contains(out, "OVER") {
+			t.Errorf("%s: peak %d", d, m)
+		}
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), `"mem_bytes": 2147483648`) {
+		t.Errorf("--device-mem is not in the written cluster:\n%s", b)
+	}
+	slow := filepath.Join(dir, "slow.json")
+	if err := os.WriteFile(slow, []byte(strings.ReplaceAll(string(b), `"gbps": 24`, `"gbps": 0.5`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, append(args, "--cluster", slow)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := report(out); s.Sim.Iteration <= want.Sim.Iteration {
+		t.Errorf("links at 0.5 GB/s: %v, not slower than at 24 GB/s (%v)", s.Sim.Iteration, want.Sim.Iteration)
+	}
+	bad := filepath.Join(dir, "bad.json")
+	os.WriteFile(bad, []byte(strings.Replace(string(b), `"cuda:1"`, `"cuda:0"`, 1)), 0o644)
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--cluster", file, "--preset", "cpu"}, "give one"},
+		{[]string{"--cluster", file, "--devices", "8"}, "has 4 devices"},
+		{[]string{"--cluster", bad}, "id cuda:0 appears twice"},
+		{[]string{"--cluster", filepath.Join(dir, "none.json")}, "no such file"},
+	} {
+		if _, err := run(t, append(args, c.args...)...); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("%v: %v, want an error containing %q", c.args, err, c.want)
+		}
 	}
 }

@@ -44,6 +44,18 @@ func init() {
 					}
 					continue
 				}
+				if k == "cluster" {
+					f, err := os.Open(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s: option cluster: %w", s.name, err)
+					}
+					sc.Cluster, err = sim.ReadCluster(f)
+					f.Close()
+					if err != nil {
+						return nil, fmt.Errorf("%s: option cluster=%s: %w", s.name, v, err)
+					}
+					continue
+				}
 				if k == "shared" {
 					switch v {
 					case "on", "true":
@@ -89,7 +101,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, step, shared, bucket)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, bucket)", s.name, k)
 				}
 			}
 			return sc, nil
