@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"time"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -43,8 +44,8 @@ func ParseCluster(b []byte) (*Cluster, error) {
 		}
 		return nil, fmt.Errorf("%w: %v", ErrBadCluster, err)
 	}
-	if dec.More() {
-		return nil, fmt.Errorf("%w: more than one JSON value", ErrBadCluster)
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: text after the cluster object", ErrBadCluster)
 	}
 	if err := c.Validate(); err != nil {
 		return nil, err
@@ -52,9 +53,22 @@ func ParseCluster(b []byte) (*Cluster, error) {
 	return &c, nil
 }
 
+// Ranges Validate allows: wide enough for any machine, narrow enough
+// that no time or size the simulator derives overflows.
+const (
+	minGBps, maxGBps   = 1e-3, 1e7 // links and memory: 1 MB/s to 10 PB/s
+	minGFLOPS, maxGFLO = 1e-3, 1e9
+	maxLatency         = time.Second // a link's latency, an op's launch
+	minCores, maxCores = 0.01, 1e6
+	maxOptFactor       = 64
+	maxSpeedup         = 1e6
+	maxMemBytes        = 1 << 50 // 1 PiB
+)
+
 // Validate checks what the simulator and the planners rely on: at least
-// one device, unique backend:index ids, finite positive compute speed and
-// memory bandwidth, and no negative (or non-finite) figure elsewhere.
+// one device, unique canonical backend:index ids, and every figure finite
+// and in a range no derived time or size overflows (compute speed and
+// memory bandwidth positive; link bandwidths 0, unlimited, or positive).
 func (c *Cluster) Validate() error {
 	fail := func(format string, a ...any) error {
 		return fmt.Errorf("%w: %s", ErrBadCluster, fmt.Sprintf(format, a...))
@@ -62,58 +76,82 @@ func (c *Cluster) Validate() error {
 	if len(c.Devices) == 0 {
 		return fail("no devices")
 	}
-	finite := func(x float64) bool { return !math.IsNaN(x) && !math.IsInf(x, 0) }
 	seen := map[core.DeviceID]bool{}
 	for i, d := range c.Devices {
 		at := fmt.Sprintf("devices[%d]", i)
 		if d.ID != "" {
 			at += " (" + string(d.ID) + ")"
 		}
-		if _, _, err := core.ParseDeviceID(string(d.ID)); err != nil {
+		b, idx, err := core.ParseDeviceID(string(d.ID))
+		if err != nil || string(d.ID) != fmt.Sprintf("%s:%d", b, idx) {
 			return fail("%s: id %q: want backend:index, e.g. cuda:0", at, d.ID)
 		}
 		if seen[d.ID] {
 			return fail("%s: id %s appears twice", at, d.ID)
 		}
 		seen[d.ID] = true
-		for _, f := range []struct {
-			name string
-			v    float64
-			pos  bool
-		}{{"gflops", d.GFLOPS, true}, {"mem_gbps", d.MemGBps, true}, {"speedup", d.Speedup, false}, {"stream_overlap", d.StreamOverlap, false}} {
-			if !finite(f.v) || f.v < 0 || (f.pos && f.v == 0) {
-				want := "a non-negative number"
-				if f.pos {
-					want = "a positive number"
-				}
-				return fail("%s: %s = %v: want %s", at, f.name, f.v, want)
+		for _, f := range []span{
+			{"gflops", d.GFLOPS, minGFLOPS, maxGFLO, false},
+			{"mem_gbps", d.MemGBps, minGBps, maxGBps, false},
+			{"speedup", d.Speedup, 1e-3, maxSpeedup, true},
+			{"stream_overlap", d.StreamOverlap, 0, 1, true},
+		} {
+			if err := f.check(); err != "" {
+				return fail("%s: %s", at, err)
 			}
 		}
-		if d.StreamOverlap > 1 {
-			return fail("%s: stream_overlap = %v: want 0 (streams share the device) to 1 (overlap perfectly)", at, d.StreamOverlap)
+		if d.MemBytes < 0 || d.MemBytes > maxMemBytes {
+			return fail("%s: mem_bytes = %d: want 0 (no cap) to %d (1 PiB)", at, d.MemBytes, int64(maxMemBytes))
 		}
-		if d.MemBytes < 0 || d.Launch < 0 || d.SMs < 0 {
-			return fail("%s: mem_bytes %d, launch_ns %d, sms %d: want none negative (mem_bytes 0: no cap)", at, d.MemBytes, d.Launch, d.SMs)
+		if d.Launch < 0 || d.Launch > maxLatency {
+			return fail("%s: launch_ns = %d: want 0 to %d (1 s)", at, d.Launch, maxLatency)
+		}
+		if d.SMs < 0 || d.SMs > 1<<20 {
+			return fail("%s: sms = %d: want 0 (no GEMM model) to %d", at, d.SMs, 1<<20)
 		}
 	}
 	for _, l := range []struct {
 		name string
 		l    Link
 	}{{"link", c.Link}, {"inter_node", c.InterNode}} {
-		if !finite(l.l.GBps) || l.l.GBps < 0 || !finite(l.l.PortGBps) || l.l.PortGBps < 0 || l.l.Latency < 0 {
-			return fail("%s: gbps %v, port_gbps %v, latency_ns %d: want none negative (gbps 0: unlimited; port_gbps 0: no port)", l.name, l.l.GBps, l.l.PortGBps, l.l.Latency)
+		for _, f := range []span{{"gbps", l.l.GBps, minGBps, maxGBps, true}, {"port_gbps", l.l.PortGBps, minGBps, maxGBps, true}} {
+			if err := f.check(); err != "" {
+				return fail("%s: %s", l.name, err)
+			}
+		}
+		if l.l.Latency < 0 || l.l.Latency > maxLatency {
+			return fail("%s: latency_ns = %d: want 0 to %d (1 s)", l.name, l.l.Latency, maxLatency)
 		}
 	}
 	if c.NodeSize < 0 {
 		return fail("node_size = %d: want 0 (one node) or the devices per node", c.NodeSize)
 	}
-	for _, f := range []struct {
-		name string
-		v    float64
-	}{{"opt_state_factor", c.OptStateFactor}, {"host_cores", c.HostCores}} {
-		if !finite(f.v) || f.v < 0 {
-			return fail("%s = %v: want a non-negative number", f.name, f.v)
+	for _, f := range []span{{"opt_state_factor", c.OptStateFactor, 0, maxOptFactor, true}, {"host_cores", c.HostCores, minCores, maxCores, true}} {
+		if err := f.check(); err != "" {
+			return fail("%s", err)
 		}
 	}
 	return nil
+}
+
+// span is a field's allowed range [lo, hi], and 0 too when zero is set
+// (0 means "unset" or "none" there).
+type span struct {
+	name   string
+	v      float64
+	lo, hi float64
+	zero   bool
+}
+
+func (f span) check() string {
+	if f.zero && f.v == 0 {
+		return ""
+	}
+	if math.IsNaN(f.v) || f.v < f.lo || f.v > f.hi {
+		if f.zero {
+			return fmt.Sprintf("%s = %v: want 0 or %g to %g", f.name, f.v, f.lo, f.hi)
+		}
+		return fmt.Sprintf("%s = %v: want %g to %g", f.name, f.v, f.lo, f.hi)
+	}
+	return ""
 }

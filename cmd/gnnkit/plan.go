@@ -251,9 +251,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// cpu preset the CPU is split into as many logical devices as the plan
 	// has, as 'gnnkit train --devices cpu:0,...' splits it, so that the
 	// profile is measured with a training device's thread budget.
-	logical := 1
-	if cl.SyncTransfers { // logical CPU devices (the cpu preset)
-		logical = len(cl.Devices)
+	logical := len(cl.Devices) // logical CPU devices (the cpu preset), else 1
+	for _, d := range cl.Devices {
+		if b, _, _ := core.ParseDeviceID(string(d.ID)); b != "cpu" {
+			logical = 1
+		}
 	}
 	be, err := core.OpenBackend("cpu", core.BackendOptions{Devices: logical})
 	if err != nil {

@@ -608,9 +608,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			if c.sync {
 				// The gradients travel in the reduction's turn, once the
 				// source is done with them, and are added in after the
-				// owner's own backwards of them.
-				clock = math.Max(clock, x.end) + secs(c.cm.Transfer(src, d, nb))
+				// owner's own backwards of them; the copy is held from
+				// the transfer to the end of the add.
+				st := math.Max(clock, x.end)
+				clock = st + secs(c.cm.Transfer(src, d, nb))
 				clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
+				held = append(held, span{st, clock, x.nb})
 			} else {
 				st := math.Max(x.end, linkFree[x.e])
 				got := st + secs(c.cm.Transfer(src, d, nb))

@@ -178,7 +178,7 @@ type Scheduler struct {
 // connected rejects op graphs with ops that do not lead to the loss (the
 // last op): their stages would receive no gradient and the pipeline
 // would have dangling branches.
-func connected(w *core.Workload) error {
+func connected(w *core.Workload, name string) error {
 	n := len(w.Ops)
 	reaches := make([]bool, n)
 	reaches[n-1] = true
@@ -188,14 +188,14 @@ func connected(w *core.Workload) error {
 		}
 		for _, d := range w.Ops[o].Deps {
 			if d < 0 || d >= o {
-				return fmt.Errorf("graphpipe: op %s depends on op %d, which does not come before it: the op graph is not a DAG in topological order", w.Ops[o].Name, d)
+				return fmt.Errorf("%s: op %s depends on op %d, which does not come before it: the op graph is not a DAG in topological order", name, w.Ops[o].Name, d)
 			}
 			reaches[d] = true
 		}
 	}
 	for o, ok := range reaches {
 		if !ok {
-			return fmt.Errorf("graphpipe: op %s does not lead to the loss (%s): the op graph is disconnected", w.Ops[o].Name, w.Ops[n-1].Name)
+			return fmt.Errorf("%s: op %s does not lead to the loss (%s): the op graph is disconnected", name, w.Ops[o].Name, w.Ops[n-1].Name)
 		}
 	}
 	return nil
@@ -221,7 +221,7 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	for i, d := range w.Devices {
 		devs[i] = d.ID
 	}
-	if err := connected(w); err != nil {
+	if err := connected(w, s.Name()); err != nil {
 		return nil, err
 	}
 	cl := s.Cluster

@@ -12,6 +12,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 func schedulers() []*graphpipe.Scheduler {
@@ -571,5 +572,76 @@ func TestSharedTrunkChosen(t *testing.T) {
 	}
 	if _, err := core.NewScheduler("graphpipe", map[string]string{"shared": "maybe"}); err == nil || !strings.Contains(err.Error(), "shared=") {
 		t.Errorf("shared=maybe: %v, want an error naming the option", err)
+	}
+}
+
+// TestNoFitFigureFits: the memory a no-fit error names, given back as
+// every device's memory, gets a plan that fits in the simulation too,
+// for each pipeline scheduler, on logical CPU devices (synchronous
+// copies: a reduction holds the gradients it fetches while it adds them)
+// and on A100s.
+func TestNoFitFigureFits(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a sweep of searches: skipped with -short")
+	}
+	g, _ := core.Undirected(256, nil, nil)
+	batch := make([]int32, 256)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	for _, model := range []string{"uno", "mbgnn", "dlrm"} {
+		m, err := core.BuildModel(model, core.ModelConfig{InDim: 512, Hidden: 64, Classes: 4, Branches: 4, Layers: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, preset := range []string{"cpu", "pcie-a100"} {
+			for _, n := range []int{4, 8} {
+				for _, kind := range []struct {
+					graph bool
+					k     graphpipe.Kind
+				}{{true, graphpipe.OneFOneB}, {false, graphpipe.OneFOneB}, {false, graphpipe.GPipe}} {
+					at := func(memory int64) (*core.Plan, *core.Workload, *sim.Cluster, error) {
+						cl, err := sim.Preset(preset, n)
+						if err != nil {
+							t.Fatal(err)
+						}
+						for i := range cl.Devices {
+							cl.Devices[i].MemBytes = memory
+						}
+						w := core.NewWorkload(m, g, 512, batch, cl.Infos(), 1)
+						p, err := (&graphpipe.Scheduler{Graph: kind.graph, Kind: kind.k, Cluster: cl}).Schedule(t.Context(), w)
+						return p, w, cl, err
+					}
+					name := fmt.Sprintf("%s/%s/%d/%s", model, preset, n, kind.k)
+					if kind.graph {
+						name += "-graph"
+					}
+					_, _, _, err := at(1 << 10)
+					msg := fmt.Sprint(err)
+					_, figure, ok := strings.Cut(msg, "is about ")
+					figure, _, _ = strings.Cut(figure, " (")
+					need, perr := core.ParseBytes(strings.ReplaceAll(figure, " ", ""))
+					if !errors.Is(err, graphpipe.ErrNoFit) || !ok || perr != nil {
+						t.Fatalf("%s at 1 KiB: %v", name, err)
+					}
+					p, w, cl, err := at(need)
+					if err != nil {
+						t.Errorf("%s at the %s named: %v", name, figure, err)
+						continue
+					}
+					res, err := sim.Simulate(p, w, nil, cl)
+					if err != nil {
+						t.Fatalf("%s: %v", name, err)
+					}
+					if len(res.OverCap) > 0 {
+						var peak int64
+						for _, v := range res.PeakMem {
+							peak = max(peak, v)
+						}
+						t.Errorf("%s at the %s named: simulated peak %s, over on %v", name, figure, core.FormatBytes(peak), res.OverCap)
+					}
+				}
+			}
+		}
 	}
 }
