@@ -64,7 +64,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	stages := part.Stages()
 	preds, succs := part.StageDAG(c.w)
 	k := InFlight(succs)
-	W := weightedDepth(succs, part.Devices)
+	W := part.depths(succs)
 	S := len(stages)
 	st := make([]stageStat, S)
 	used := 0
@@ -166,7 +166,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		steady = math.Max(steady, (per[s]-1)*t[s])
 	}
 	var L, LF, LB float64
-	warm := Warmup(succs, part.Devices)
+	warm := warmups(W, part.Devices)
 	for s := range st {
 		L = math.Max(L, latF[s]+latB[s])
 		LF = math.Max(LF, latF[s])

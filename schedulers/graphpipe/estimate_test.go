@@ -173,3 +173,66 @@ func TestRoundUpShown(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupCap: Partition.WarmupCap bounds the forwards a replica of a
+// stage with successors starts before its first backward (the sink's
+// warm-up is 1 anyway), in BuildPlan's order and in the estimate's
+// in-flight memory, which falls with it.
+func TestWarmupCap(t *testing.T) {
+	w, _ := unoWorkload(t, core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 2, Branches: 2}, 1024, 4)
+	devs := make([]core.DeviceID, len(w.Devices))
+	for i, d := range w.Devices {
+		devs[i] = d.ID
+	}
+	// Four stages in a chain, one device each: warm-ups 4, 3, 2, 1.
+	part := Partition{StageOf: make([]int, len(w.Ops)), Chain: true, Devices: [][]core.DeviceID{{devs[0]}, {devs[1]}, {devs[2]}, {devs[3]}}}
+	for o := range w.Ops {
+		part.StageOf[o] = o * 4 / len(w.Ops)
+	}
+	leading := func(p *core.Plan, d core.DeviceID) int { // forwards before the first backward
+		n := 0
+		for _, t := range p.Tasks {
+			if t.Device == d && t.Kind == core.TaskBackward {
+				return n
+			}
+			if t.Device == d && t.Kind == core.TaskForward {
+				n++
+			}
+		}
+		return n
+	}
+	prof, err := sim.Roofline(w, sim.DeviceModel{ID: devs[0], GFLOPS: 1000, MemGBps: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, _ := sim.Preset("pcie-a100", 4)
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCosts(cm, w, devs, 8, StepOwners)
+	var lastPeak float64
+	for _, tc := range []struct {
+		cap  int
+		want []int
+	}{{0, []int{4, 3, 2, 1}}, {3, []int{3, 3, 2, 1}}, {2, []int{2, 2, 2, 1}}, {1, []int{1, 1, 1, 1}}} {
+		part.WarmupCap = tc.cap
+		p, err := BuildPlan(w, part, 8, OneFOneB, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(w); err != nil {
+			t.Fatalf("cap %d: %v", tc.cap, err)
+		}
+		for s, want := range tc.want {
+			if got := leading(p, devs[s]); got != want {
+				t.Errorf("cap %d: stage %d starts %d forwards before its first backward, want %d", tc.cap, s, got, want)
+			}
+		}
+		pk := c.estimate(part, OneFOneB).peak
+		if tc.cap > 0 && pk >= lastPeak {
+			t.Errorf("cap %d: estimated peak %.0f, not below %.0f", tc.cap, pk, lastPeak)
+		}
+		lastPeak = pk
+	}
+}

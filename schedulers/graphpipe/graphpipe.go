@@ -56,6 +56,17 @@ func init() {
 					}
 					continue
 				}
+				if k == "trim" {
+					switch v {
+					case "on", "true":
+						sc.KeepWarmup = false
+					case "off", "false":
+						sc.KeepWarmup = true
+					default:
+						return nil, fmt.Errorf("%s: option trim=%q: want on (lower the 1F1B warm-up while the simulated iteration does not grow) or off", s.name, v)
+					}
+					continue
+				}
 				if k == "shared" {
 					switch v {
 					case "on", "true":
@@ -101,7 +112,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, bucket)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -173,6 +184,10 @@ type Scheduler struct {
 	// whose devices run streams independently (not logical CPU devices),
 	// with owner steps. Registry option: shared=off (or on).
 	Disjoint bool
+	// KeepWarmup keeps the chosen 1F1B plan's device-weighted warm-up
+	// (option trim=off); by default the search lowers it while the
+	// simulated iteration does not grow (Partition.WarmupCap).
+	KeepWarmup bool
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

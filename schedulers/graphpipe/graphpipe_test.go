@@ -130,13 +130,15 @@ type fixed struct {
 	shared bool
 	// bucket is PlanOptions.BucketBytes (0: the default).
 	bucket int64
+	// warmCap is Partition.WarmupCap.
+	warmCap int
 }
 
 func (f fixed) Name() string { return "fixed" }
 
 func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
 	reps := f.layout(len(w.Devices))
-	part := graphpipe.Partition{StageOf: make([]int, len(w.Ops)), Chain: f.chain}
+	part := graphpipe.Partition{StageOf: make([]int, len(w.Ops)), Chain: f.chain, WarmupCap: f.warmCap}
 	next := 0
 	for _, r := range reps {
 		var ds []core.DeviceID
@@ -222,17 +224,19 @@ func TestOracleStages(t *testing.T) {
 	}
 	replicated := func(n int) []int { return []int{1, n - 2, 1} }
 	for _, c := range []struct {
-		name   string
-		chain  bool
-		layout func(int) []int
-		shared bool
-		bucket int64
-	}{{"dag", false, perDevice, false, 0}, {"dag-replicated", false, replicated, false, 0}, {"chain-replicated", true, replicated, false, 0},
-		{"dag-shared-last-stage", false, perDevice, true, 0}, {"dag-replicated-buckets", false, replicated, false, 1},
-		{"dag-shared-last-stage-buckets", false, perDevice, true, 1}} {
+		name    string
+		chain   bool
+		layout  func(int) []int
+		shared  bool
+		bucket  int64
+		warmCap int
+	}{{"dag", false, perDevice, false, 0, 0}, {"dag-replicated", false, replicated, false, 0, 0}, {"chain-replicated", true, replicated, false, 0, 0},
+		{"dag-shared-last-stage", false, perDevice, true, 0, 0}, {"dag-replicated-buckets", false, replicated, false, 1, 0},
+		{"dag-shared-last-stage-buckets", false, perDevice, true, 1, 0},
+		{"dag-shared-last-stage-warmup-cap-1", false, perDevice, true, 0, 1}, {"chain-replicated-warmup-cap-2", true, replicated, false, 0, 2}} {
 		for _, kind := range []graphpipe.Kind{graphpipe.OneFOneB, graphpipe.GPipe} {
 			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared, bucket: c.bucket},
+				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared, bucket: c.bucket, warmCap: c.warmCap},
 					schedtest.OracleOptions{Devices: 4, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}

@@ -198,3 +198,43 @@ func TestChainStatBoundsOwners(t *testing.T) {
 		}
 	}
 }
+
+// TestWarmupTrim: on uno-8 over 16 A100s at m = 16 (a benchmark cell),
+// the search lowers GraphPipe's warm-up (its branches' device-weighted
+// warm-up counts the trunk's 16 replicas): the simulated iteration is no
+// longer and the largest device's peak lower than with trim=off, and the
+// prediction follows the trimmed plan.
+func TestWarmupTrim(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two searches on 16 devices: skipped with -short")
+	}
+	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}, 8192, 16)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(keep bool) (*core.Plan, *sim.Result) {
+		p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, KeepWarmup: keep}).Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sim.Simulate(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, res
+	}
+	kept, keptRes := run(true)
+	trimmed, trimmedRes := run(false)
+	t.Logf("trim=off: %v, %s; trimmed (cap %v): %v, %s", keptRes.Iteration, core.FormatBytes(peakOf(keptRes)),
+		trimmed.Metrics["warmup_cap"], trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)))
+	if kept.Metrics["warmup_cap"] != 0 || trimmed.Metrics["warmup_cap"] == 0 {
+		t.Fatalf("warmup_cap: %v with trim=off, %v trimmed", kept.Metrics["warmup_cap"], trimmed.Metrics["warmup_cap"])
+	}
+	if trimmedRes.Iteration > keptRes.Iteration || peakOf(trimmedRes) >= peakOf(keptRes)*9/10 {
+		t.Errorf("trimmed: %v and %s, against %v and %s", trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)), keptRes.Iteration, core.FormatBytes(peakOf(keptRes)))
+	}
+	if pk := trimmed.Metrics["predicted_peak_bytes"]; math.Abs(pk-float64(peakOf(trimmedRes))) > 0.1*float64(peakOf(trimmedRes)) {
+		t.Errorf("predicted peak %s, simulated %s", core.FormatBytes(int64(pk)), core.FormatBytes(peakOf(trimmedRes)))
+	}
+}

@@ -20,6 +20,37 @@ type Partition struct {
 	// Chain makes stage s follow stage s-1 whatever the op edges (the
 	// sequential pipelines of GPipe and PipeDream, which linearise a DAG).
 	Chain bool
+	// WarmupCap, when positive, bounds the 1F1B warm-up (Warmup) of every
+	// stage that has successors at this many forwards per replica: fewer
+	// micro-batches in flight where the device-weighted warm-up keeps
+	// more than the pipeline needs. The search trims it while the
+	// simulated iteration does not grow (trimWarmup).
+	WarmupCap int
+}
+
+// depths is W_s for every stage (Warmup), bounded by the warm-up cap:
+// W_s ≤ WarmupCap·d_s for stages with successors. The 1F1B warm-ups and
+// the in-flight memory both read it.
+func (p Partition) depths(succs [][]int) []int {
+	w := weightedDepth(succs, p.Devices)
+	if p.WarmupCap > 0 {
+		for s := range w {
+			if len(succs[s]) > 0 {
+				w[s] = min(w[s], p.WarmupCap*len(p.Devices[s]))
+			}
+		}
+	}
+	return w
+}
+
+// warmups turns depths into per-replica warm-ups, ceil(W_s/d_s).
+func warmups(w []int, devs [][]core.DeviceID) []int {
+	out := make([]int, len(w))
+	for s := range w {
+		d := len(devs[s])
+		out[s] = (w[s] + d - 1) / d
+	}
+	return out
 }
 
 // Stages returns each stage's ops, ascending.
@@ -87,12 +118,7 @@ func InFlight(succs [][]int) []int {
 // micro-batches at once, so the stages before it must keep that many
 // more in flight to stay busy (PipeDream's NOAM generalised to a DAG).
 func Warmup(succs [][]int, devs [][]core.DeviceID) []int {
-	w := weightedDepth(succs, devs)
-	for s := range w {
-		d := len(devs[s])
-		w[s] = (w[s] + d - 1) / d
-	}
-	return w
+	return warmups(weightedDepth(succs, devs), devs)
 }
 
 // weightedDepth is W_s for every stage (see Warmup).
@@ -247,7 +273,7 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 	stages := part.Stages()
 	preds, succs := part.StageDAG(w)
 	k := InFlight(succs)
-	warmup := Warmup(succs, part.Devices)
+	warmup := warmups(part.depths(succs), part.Devices)
 	// Per device: its stage's events in schedule order.
 	type slot struct {
 		dev    core.DeviceID
