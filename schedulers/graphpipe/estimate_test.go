@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -223,6 +224,9 @@ func TestWarmupCap(t *testing.T) {
 		}
 		if err := p.Validate(w); err != nil {
 			t.Fatalf("cap %d: %v", tc.cap, err)
+		}
+		if got := part.Warmups(w); !slices.Equal(got, tc.want) {
+			t.Errorf("cap %d: Warmups %v, want %v", tc.cap, got, tc.want)
 		}
 		for s, want := range tc.want {
 			if got := leading(p, devs[s]); got != want {

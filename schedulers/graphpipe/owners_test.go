@@ -237,4 +237,18 @@ func TestWarmupTrim(t *testing.T) {
 	if pk := trimmed.Metrics["predicted_peak_bytes"]; math.Abs(pk-float64(peakOf(trimmedRes))) > 0.1*float64(peakOf(trimmedRes)) {
 		t.Errorf("predicted peak %s, simulated %s", core.FormatBytes(int64(pk)), core.FormatBytes(peakOf(trimmedRes)))
 	}
+	// Under 600 MiB per device that plan fits only trimmed: the search
+	// weighs the trimmed variant of a candidate over memory, and finds it
+	// faster than what fits untrimmed.
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = 600 << 20
+	}
+	w.Devices = cl.Infos()
+	kept, keptRes = run(true)
+	trimmed, trimmedRes = run(false)
+	t.Logf("600 MiB: trim=off: %v, %s; trimmed (cap %v): %v, %s", keptRes.Iteration, core.FormatBytes(peakOf(keptRes)),
+		trimmed.Metrics["warmup_cap"], trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)))
+	if len(trimmedRes.OverCap) > 0 || len(keptRes.OverCap) > 0 || trimmed.Metrics["warmup_cap"] == 0 || trimmedRes.Iteration >= keptRes.Iteration*95/100 {
+		t.Errorf("600 MiB: trimmed %v (over on %v), trim=off %v (over on %v)", trimmedRes.Iteration, trimmedRes.OverCap, keptRes.Iteration, keptRes.OverCap)
+	}
 }

@@ -117,8 +117,16 @@ func InFlight(succs [][]int) []int {
 // PipeDream-Flush's warm-up; a replicated stage downstream takes d_q
 // micro-batches at once, so the stages before it must keep that many
 // more in flight to stay busy (PipeDream's NOAM generalised to a DAG).
+// A partition's WarmupCap bounds it further (Partition.Warmups).
 func Warmup(succs [][]int, devs [][]core.DeviceID) []int {
 	return warmups(weightedDepth(succs, devs), devs)
+}
+
+// Warmups is the 1F1B warm-up per replica BuildPlan gives each stage of
+// p on w: Warmup, bounded by p.WarmupCap on stages with successors.
+func (p Partition) Warmups(w *core.Workload) []int {
+	_, succs := p.StageDAG(w)
+	return warmups(p.depths(succs), p.Devices)
 }
 
 // weightedDepth is W_s for every stage (see Warmup).
@@ -148,8 +156,8 @@ type Kind int
 const (
 	// GPipe runs every micro-batch forward, then every one backward.
 	GPipe Kind = iota
-	// OneFOneB warms up each replica with Warmup's forwards (k_s on an
-	// unreplicated pipeline), then alternates backward and forward, then
+	// OneFOneB warms up each replica with Partition.Warmups' forwards (k_s
+	// on an unreplicated pipeline), then alternates backward and forward, then
 	// drains: PipeDream-Flush on a chain, GraphPipe's generalised 1F1B on
 	// a stage DAG.
 	OneFOneB

@@ -54,7 +54,50 @@ func signature(p Partition, kind Kind) string {
 	for _, d := range p.Devices {
 		b = append(b, byte(len(d)), byte(len(d)>>8))
 	}
-	return string(b)
+	return string(append(b, byte(p.WarmupCap), byte(p.WarmupCap>>8)))
+}
+
+// topWarmup is the largest 1F1B warm-up a replica of a stage with
+// successors actually starts (at most its micro-batches).
+func topWarmup(part Partition, succs [][]int, m int) int {
+	top := 0
+	for st, x := range warmups(part.depths(succs), part.Devices) {
+		if len(succs[st]) > 0 {
+			d := len(part.Devices[st])
+			top = max(top, min(x, (m+d-1)/d))
+		}
+	}
+	return top
+}
+
+// fittingWarmup is a 1F1B candidate that does not fit by the estimate
+// with the largest warm-up cap under which it does (fewer micro-batches
+// in flight hold less), or nil if none does.
+func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
+	_, succs := cd.part.StageDAG(w)
+	at := func(limit int) (Partition, prediction) {
+		p := cd.part
+		p.WarmupCap = limit
+		return p, c.estimate(p, cd.kind)
+	}
+	hi := topWarmup(cd.part, succs, cd.m) - 1
+	if hi < 1 {
+		return nil
+	}
+	if _, pr := at(1); !pr.fits {
+		return nil
+	}
+	lo := 1 // fits at lo; find the largest such cap up to hi
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if _, pr := at(mid); pr.fits {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	part, pr := at(lo)
+	return &candidate{part: part, kind: cd.kind, from: cd.from, pred: pr, m: cd.m, cap: cd.cap}
 }
 
 // pools are the candidate partitions the search weighs, by family: the
@@ -399,6 +442,30 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			pools[f] = append(pools[f], pool...)
 		}
 	}
+	// A 1F1B candidate over memory may fit with a shorter warm-up: each
+	// family also weighs those variants (trimWarmup then shortens the
+	// chosen plan's further while that costs no time).
+	if !s.KeepWarmup {
+		costsAt := map[int]*costs{}
+		for _, e := range evals {
+			costsAt[e.m] = e.c
+		}
+		for f, pool := range pools {
+			seen := map[string]bool{}
+			for _, cd := range pool {
+				seen[signature(cd.part, cd.kind)] = true
+			}
+			for _, cd := range pool {
+				if cd.kind != OneFOneB || cd.pred.fits {
+					continue
+				}
+				if v := fittingWarmup(w, costsAt[cd.m], cd); v != nil && !seen[signature(v.part, v.kind)] {
+					seen[signature(v.part, v.kind)] = true
+					pools[f] = append(pools[f], v)
+				}
+			}
+		}
+	}
 	k := s.Simulate
 	if k == 0 {
 		k = 8
@@ -535,17 +602,13 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 // though each takes only its share, so the cap often costs no time and
 // saves memory (uno-8 on 16 A100s: 736 → 521 MiB, and 0.4% faster).
 // Stops at the first variant that is slower, deadlocks or goes over a
-// device's memory.
+// device's memory; when best itself is over memory, weighs every shorter
+// warm-up (better2: one that fits wins).
 func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.CostModel, c *costs, best *candidate) (*candidate, error) {
 	_, succs := best.part.StageDAG(w)
-	top := 0
-	for st, x := range warmups(best.part.depths(succs), best.part.Devices) {
-		if len(succs[st]) > 0 {
-			d := len(best.part.Devices[st])
-			top = max(top, min(x, (best.m+d-1)/d))
-		}
-	}
+	top := topWarmup(best.part, succs, best.m)
 	base := float64(best.res.Iteration)
+	over := len(best.res.OverCap) > 0
 	out, outPeak := best, peakOf(best.res)
 	for limit := top - 1; limit >= 1; limit-- {
 		if err := ctx.Err(); err != nil {
@@ -562,12 +625,16 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 			break // the capped 1F1B order deadlocks
 		}
 		res, err := sim.SimulateModel(plan, cm.Clone(), sim.Options{})
-		if err != nil || len(res.OverCap) > len(best.res.OverCap) || float64(res.Iteration) > base*(1+1e-9) {
+		if err != nil {
 			break
 		}
+		if !over && (len(res.OverCap) > 0 || float64(res.Iteration) > base*(1+1e-9)) {
+			break
+		}
+		// Over memory, every shorter warm-up is weighed: one may fit.
 		cd.plan, cd.res = plan, res
 		it, ot := float64(res.Iteration), float64(out.res.Iteration)
-		if it < ot*(1-1e-9) || (it <= ot*(1+1e-9) && peakOf(res) < outPeak) {
+		if better2(cd, out) || (len(res.OverCap) == 0 && len(out.res.OverCap) == 0 && it <= ot*(1+1e-9) && peakOf(res) < outPeak) {
 			out, outPeak = cd, peakOf(res)
 		}
 	}
