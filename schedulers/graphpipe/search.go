@@ -445,11 +445,11 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	// A 1F1B candidate over memory may fit with a shorter warm-up: each
 	// family also weighs those variants (trimWarmup then shortens the
 	// chosen plan's further while that costs no time).
+	costsAt := map[int]*costs{}
+	for _, e := range evals {
+		costsAt[e.m] = e.c
+	}
 	if !s.KeepWarmup {
-		costsAt := map[int]*costs{}
-		for _, e := range evals {
-			costsAt[e.m] = e.c
-		}
 		for f, pool := range pools {
 			seen := map[string]bool{}
 			for _, cd := range pool {
@@ -533,6 +533,15 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
+			if !s.KeepWarmup {
+				for i, cd := range top {
+					if cd.res != nil && cd.kind == OneFOneB && cd.plan.Metrics["fallback_gpipe"] == 0 {
+						if top[i], err = s.trimWarmup(ctx, w, cm, costsAt[cd.m], cd); err != nil {
+							return nil, err
+						}
+					}
+				}
+			}
 		}
 		for _, cd := range top {
 			if k < 0 {
@@ -556,16 +565,6 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
-	}
-	if !s.KeepWarmup && best.res != nil && best.kind == OneFOneB && best.plan.Metrics["fallback_gpipe"] == 0 {
-		for _, e := range evals {
-			if e.m == best.m {
-				if best, err = s.trimWarmup(ctx, w, cm, e.c, best); err != nil {
-					return nil, err
-				}
-				break
-			}
-		}
 	}
 	p := best.plan
 	p.Metrics["candidates"] = float64(total)
@@ -592,7 +591,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	return p, nil
 }
 
-// trimWarmup lowers a simulated 1F1B choice's warm-up cap
+// trimWarmup lowers a simulated 1F1B candidate's warm-up cap
 // (Partition.WarmupCap) one forward at a time from its largest
 // effective warm-up, while the simulated iteration is no longer than
 // the untrimmed one's, and returns the fastest variant (ties, within
