@@ -201,8 +201,9 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 			// At a fixed m, every plan runs each op on the same m
 			// micro-batches (BuildPlan's contiguous shares).
 			var workM time.Duration
-			for i := range m {
-				rows := int64((i+1)*samples/m - i*samples/m)
+			mb := min(m, samples) // BuildPlan makes no more units than samples
+			for i := range mb {
+				rows := int64((i+1)*samples/mb - i*samples/mb)
 				for j := range prof.Ops {
 					c := prof.Ops[j].At(rows, 0)
 					workM += c.Fwd + c.Bwd

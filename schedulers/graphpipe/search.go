@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"runtime"
@@ -71,8 +72,10 @@ func topWarmup(part Partition, succs [][]int, m int) int {
 }
 
 // fittingWarmup is a 1F1B candidate that does not fit by the estimate
-// with the largest warm-up cap under which it does (fewer micro-batches
-// in flight hold less), or nil if none does.
+// with the largest warm-up cap under which it does, or nil if none does.
+// Fit is not monotone in the cap (a cap whose 1F1B order deadlocks is
+// priced under GPipe, every micro-batch in flight; the flush's staging
+// depends on timing), so the caps are scanned downward, not bisected.
 func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 	_, succs := cd.part.StageDAG(w)
 	at := func(limit int) (Partition, prediction) {
@@ -80,24 +83,12 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 		p.WarmupCap = limit
 		return p, c.estimate(p, cd.kind)
 	}
-	hi := topWarmup(cd.part, succs, cd.m) - 1
-	if hi < 1 {
-		return nil
-	}
-	if _, pr := at(1); !pr.fits {
-		return nil
-	}
-	lo := 1 // fits at lo; find the largest such cap up to hi
-	for lo < hi {
-		mid := (lo + hi + 1) / 2
-		if _, pr := at(mid); pr.fits {
-			lo = mid
-		} else {
-			hi = mid - 1
+	for limit := topWarmup(cd.part, succs, cd.m) - 1; limit >= 1; limit-- {
+		if part, pr := at(limit); pr.fits {
+			return &candidate{part: part, kind: cd.kind, from: cd.from, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
-	part, pr := at(lo)
-	return &candidate{part: part, kind: cd.kind, from: cd.from, pred: pr, m: cd.m, cap: cd.cap}
+	return nil
 }
 
 // pools are the candidate partitions the search weighs, by family: the
@@ -534,12 +525,28 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 				return nil, err
 			}
 			if !s.KeepWarmup {
+				// Each candidate's trim on its own goroutine; the
+				// estimate's cost tables are not safe for concurrent
+				// use, so its calls take turns.
+				var mu sync.Mutex
+				estimate := func(c *costs, p Partition, kind Kind) prediction {
+					mu.Lock()
+					defer mu.Unlock()
+					return c.estimate(p, kind)
+				}
+				errs := make([]error, len(top))
 				for i, cd := range top {
 					if cd.res != nil && cd.kind == OneFOneB && cd.plan.Metrics["fallback_gpipe"] == 0 {
-						if top[i], err = s.trimWarmup(ctx, w, cm, costsAt[cd.m], cd); err != nil {
-							return nil, err
-						}
+						wg.Go(func() {
+							sem <- struct{}{}
+							defer func() { <-sem }()
+							top[i], errs[i] = s.trimWarmup(ctx, w, cm, func(p Partition, kind Kind) prediction { return estimate(costsAt[cd.m], p, kind) }, cd)
+						})
 					}
+				}
+				wg.Wait()
+				if err := errors.Join(errs...); err != nil {
+					return nil, err
 				}
 			}
 		}
@@ -603,7 +610,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 // Stops at the first variant that is slower, deadlocks or goes over a
 // device's memory; when best itself is over memory, weighs every shorter
 // warm-up (better2: one that fits wins).
-func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.CostModel, c *costs, best *candidate) (*candidate, error) {
+func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.CostModel, estimate func(Partition, Kind) prediction, best *candidate) (*candidate, error) {
 	_, succs := best.part.StageDAG(w)
 	top := topWarmup(best.part, succs, best.m)
 	base := float64(best.res.Iteration)
@@ -615,12 +622,15 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		}
 		cd := &candidate{part: best.part, kind: best.kind, from: best.from, m: best.m, cap: best.cap}
 		cd.part.WarmupCap = limit
-		cd.pred = c.estimate(cd.part, cd.kind)
+		cd.pred = estimate(cd.part, cd.kind)
 		plan, err := s.build(w, cd)
 		if err != nil {
 			return nil, err
 		}
 		if plan.Metrics["fallback_gpipe"] != 0 {
+			if over {
+				continue // a shorter warm-up may not deadlock, and fit
+			}
 			break // the capped 1F1B order deadlocks
 		}
 		res, err := sim.SimulateModel(plan, cm.Clone(), sim.Options{})
