@@ -244,7 +244,7 @@ func TestWarmupTrim(t *testing.T) {
 		cl.Devices[i].MemBytes = 600 << 20
 	}
 	w.Devices = cl.Infos()
-	kept, keptRes = run(true)
+	_, keptRes = run(true)
 	trimmed, trimmedRes = run(false)
 	t.Logf("600 MiB: trim=off: %v, %s; trimmed (cap %v): %v, %s", keptRes.Iteration, core.FormatBytes(peakOf(keptRes)),
 		trimmed.Metrics["warmup_cap"], trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)))
