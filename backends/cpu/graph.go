@@ -211,10 +211,7 @@ func (j *spmmJob) run(p int) {
 			}
 		} else {
 			for e := int(off[r0]); e < int(off[r1]); e++ {
-				src, dst := wd[int(g.EIDs[e])*h:int(g.EIDs[e])*h+h], b.csr[e*h:e*h+h]
-				for q, x := range src {
-					dst[q] = x
-				}
+				copy(b.csr[e*h:e*h+h], wd[int(g.EIDs[e])*h:int(g.EIDs[e])*h+h])
 			}
 		}
 	}

@@ -166,7 +166,7 @@ process. See 'gnnkit plugins --help' for the wrapper script that makes
 			}
 			if !sdk.LaunchedByHost() {
 				return fmt.Errorf("plugins serve %s: this command is started by a gnnkit host, not by hand; "+
-					"see 'gnnkit plugins --help' for the wrapper script that runs it with --scheduler plugin:...", args[0])
+					"see 'gnnkit plugins --help' for the wrapper script that runs it with --scheduler plugin:PATH", args[0])
 			}
 			sdk.Serve(s)
 			return nil
