@@ -79,3 +79,21 @@ func TestSeries(t *testing.T) {
 		t.Errorf("names %v, by %v", names, by)
 	}
 }
+
+func TestGoal(t *testing.T) {
+	for _, c := range []struct {
+		s    summary
+		want string
+	}{
+		{summary{vsAll: 1.4, peakGP: 100, peak1F1B: 200}, "yes"},
+		{summary{vsAll: 1.2994, peakGP: 100, peak1F1B: 200}, "no: 1.299x"},
+		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, disjoint: 1.31, peakDisjoint: 150}, "with disjoint stages"},
+		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, disjoint: 1.29, peakDisjoint: 150}, "no: 300 B vs 200 B"},
+		{summary{vsAll: 1.4, peakGP: 200, peak1F1B: 200}, "no: 200 B vs 200 B"},
+		{summary{}, "- (no chain plan)"},
+	} {
+		if got := c.s.goal(); got != c.want {
+			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
+		}
+	}
+}
