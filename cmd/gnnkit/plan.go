@@ -25,7 +25,7 @@ import (
 
 type planFlags struct {
 	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster string
-	devices, hidden, heads, layers, batchSize, reps                                                     int
+	devices, hidden, heads, layers, batchSize, reps, branches                                           int
 	fanout                                                                                              []int
 	schedOpts                                                                                           []string
 	speedup                                                                                             float64
@@ -82,6 +82,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers, dlrm's embedding tables (default 4)")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
@@ -241,8 +242,12 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err != nil {
 		return err
 	}
+	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"))
+	if err != nil {
+		return err
+	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
-		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn)})
+		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn), Branches: branches})
 	if err != nil {
 		return err
 	}
@@ -704,4 +709,21 @@ func naturalDevices(ids []core.DeviceID) []core.DeviceID {
 	out := slices.Clone(ids)
 	sort.SliceStable(out, func(i, j int) bool { return deviceLess(out[i], out[j]) })
 	return out
+}
+
+// branchesFlag checks --branches: only the multi-branch models take it,
+// and it must be positive when given.
+func branchesFlag(model string, n int, set bool) (int, error) {
+	if !set {
+		return 0, nil
+	}
+	switch model {
+	case "uno", "mbgnn", "dlrm":
+	default:
+		return 0, fmt.Errorf("--branches applies to the multi-branch models (uno, mbgnn, dlrm), not %s", model)
+	}
+	if n < 1 {
+		return 0, fmt.Errorf("--branches must be positive, got %d", n)
+	}
+	return n, nil
 }

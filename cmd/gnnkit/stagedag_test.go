@@ -246,3 +246,25 @@ func TestPlanCluster(t *testing.T) {
 		}
 	}
 }
+
+// TestBranchesFlag: --branches sets a multi-branch model's branch count
+// (plan and train), and is refused for other models or below 1.
+func TestBranchesFlag(t *testing.T) {
+	for _, c := range []struct {
+		branches string
+		ops      string
+	}{{"2", "19 ops"}, {"8", "61 ops"}} {
+		out, err := run(t, "plan", "--model", "uno", "--branches", c.branches)
+		if err != nil || !strings.Contains(out, c.ops+")") {
+			t.Errorf("uno --branches %s: %v\n%s", c.branches, err, out)
+		}
+	}
+	if _, err := run(t, "train", "--model", "dlrm", "--branches", "2", "--epochs", "1", "-q"); err != nil {
+		t.Errorf("train dlrm --branches 2: %v", err)
+	}
+	for _, args := range [][]string{{"plan", "--model", "gcn", "--branches", "3"}, {"train", "--model", "mbgnn", "--branches", "0", "--epochs", "1", "-q"}} {
+		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "--branches") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

@@ -21,7 +21,7 @@ import (
 
 type trainFlags struct {
 	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
-	epochs, hidden, heads, layers, threads, batchSize                                   int
+	epochs, hidden, heads, layers, threads, batchSize, branches                         int
 	fanout                                                                              []int
 	lr, wd, dropout, attnDropout                                                        float64
 	seed                                                                                uint64
@@ -69,6 +69,7 @@ func newTrainCmd() *cobra.Command {
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers, dlrm's embedding tables (default 4)")
 	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
 	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")
@@ -162,8 +163,12 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	defer closer.Close()
+	branches, err := branchesFlag(f.model, f.branches, cmd.Flags().Changed("branches"))
+	if err != nil {
+		return err
+	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
-		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn)})
+		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn), Branches: branches})
 	if err != nil {
 		return err
 	}
