@@ -26,6 +26,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -94,7 +95,9 @@ func (s summary) goal() string {
 	case meets(s.disjoint, s.peakDisjoint):
 		return "with disjoint stages"
 	case s.vsAll < goal:
-		return fmt.Sprintf("no: %.3fx", s.vsAll)
+		return fmt.Sprintf("no: %.3fx", math.Floor(s.vsAll*1000)/1000) // never rounded up to the goal
+	case s.peak1F1B == 0:
+		return "no 1F1B chain plan to compare peaks with"
 	}
 	return fmt.Sprintf("no: %s vs %s", core.FormatBytes(s.peakGP), core.FormatBytes(s.peak1F1B))
 }
@@ -303,6 +306,7 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 			}
 			var chain1, bestChain time.Duration
 			var peak1 int64
+			cell := len(sums) // this cell's summary, once graphpipe's row adds it
 			for _, r := range rows {
 				if r.err != nil {
 					continue
@@ -331,7 +335,7 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 				}
 				fmt.Fprintf(out, "| %s-%d | %d | %s | %s | %s | %d | %d | %.0f | %.0f | %.2f | %.2f | %s | %s | %s |\n", md.name, md.branches, n, capStr, r.name, r.order, r.m, r.used, r.stages, r.depth,
 					r.pred, float64(r.iter)/1e6, ratio(chain1, r.iter), ratio(bestChain, r.iter), peak)
-				if r.name == "graphpipe-disjoint" && len(sums) > 0 && bestChain > 0 {
+				if r.name == "graphpipe-disjoint" && len(sums) > cell && bestChain > 0 {
 					sums[len(sums)-1].disjoint = float64(bestChain) / float64(r.iter)
 					sums[len(sums)-1].peakDisjoint = r.peak
 				}

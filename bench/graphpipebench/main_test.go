@@ -91,6 +91,8 @@ func TestGoal(t *testing.T) {
 		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, disjoint: 1.29, peakDisjoint: 150}, "no: 300 B vs 200 B"},
 		{summary{vsAll: 1.4, peakGP: 200, peak1F1B: 200}, "no: 200 B vs 200 B"},
 		{summary{}, "- (no chain plan)"},
+		{summary{vsAll: 1.29996, peakGP: 100, peak1F1B: 200}, "no: 1.299x"},
+		{summary{vsAll: 1.4, peakGP: 100}, "no 1F1B chain plan to compare peaks with"},
 	} {
 		if got := c.s.goal(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)

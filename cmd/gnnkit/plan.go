@@ -82,7 +82,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
-	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers, dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
@@ -242,7 +242,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err != nil {
 		return err
 	}
-	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"))
+	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
 		return err
 	}
@@ -277,7 +277,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if f.batchSize > 0 || f.fanout != nil {
 		fanouts := f.fanout
 		if fanouts == nil {
-			for range max(1, f.layers) {
+			for range max(1, m.Config.Layers) { // the model's depth (mbgnn's: its branches)
 				fanouts = append(fanouts, -1)
 			}
 		}
@@ -712,8 +712,12 @@ func naturalDevices(ids []core.DeviceID) []core.DeviceID {
 }
 
 // branchesFlag checks --branches: only the multi-branch models take it,
-// and it must be positive when given.
-func branchesFlag(model string, n int, set bool) (int, error) {
+// and it must be positive when given. mbgnn's towers span 1..B hops, so
+// its depth is its branch count and --layers is refused for it.
+func branchesFlag(model string, n int, set, layersSet bool) (int, error) {
+	if model == "mbgnn" && layersSet {
+		return 0, fmt.Errorf("--layers does not apply to mbgnn: its towers span 1..B hops, so its depth is --branches")
+	}
 	if !set {
 		return 0, nil
 	}

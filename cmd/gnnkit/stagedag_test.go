@@ -259,10 +259,31 @@ func TestBranchesFlag(t *testing.T) {
 			t.Errorf("uno --branches %s: %v\n%s", c.branches, err, out)
 		}
 	}
-	if _, err := run(t, "train", "--model", "dlrm", "--branches", "2", "--epochs", "1", "-q"); err != nil {
-		t.Errorf("train dlrm --branches 2: %v", err)
+	// A sampled batch spans the model's depth: mbgnn's is its branch
+	// count, not --layers.
+	first := func(args ...string) string {
+		out, err := run(t, append([]string{"plan", "--model", "mbgnn", "--branches", "3", "--batch-size", "64"}, args...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		line, _, _ := strings.Cut(out, "\n")
+		return line
 	}
-	for _, args := range [][]string{{"plan", "--model", "gcn", "--branches", "3"}, {"train", "--model", "mbgnn", "--branches", "0", "--epochs", "1", "-q"}} {
+	if a, b := first(), first("--fanout", "-1,-1,-1"); a != b {
+		t.Errorf("mbgnn with 3 branches samples %q, with 3 full hops %q", a, b)
+	}
+	// In train: more branches, more parameters, a larger peak.
+	peak := func(model, branches string) int64 {
+		r := trainJSON(t, "--model", model, "--branches", branches, "--epochs", "1")
+		return r.PeakMemBytes["cpu:0"]
+	}
+	for _, model := range []string{"uno", "mbgnn", "dlrm"} {
+		if two, six := peak(model, "2"), peak(model, "6"); !(two > 0 && six > two) {
+			t.Errorf("train %s: peak %d with 2 branches, %d with 6", model, two, six)
+		}
+	}
+	for _, args := range [][]string{{"plan", "--model", "gcn", "--branches", "3"}, {"train", "--model", "mbgnn", "--branches", "0", "--epochs", "1", "-q"},
+		{"plan", "--model", "mbgnn", "--layers", "3"}, {"train", "--model", "mbgnn", "--branches", "3", "--layers", "3", "--epochs", "1", "-q"}} {
 		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "--branches") {
 			t.Errorf("%v: %v", args, err)
 		}

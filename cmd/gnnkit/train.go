@@ -69,7 +69,7 @@ func newTrainCmd() *cobra.Command {
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
-	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers, dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
 	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
 	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")
@@ -131,6 +131,10 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if f.epochs <= 0 {
 		return fmt.Errorf("--epochs must be positive, got %d", f.epochs)
 	}
+	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
+	if err != nil {
+		return err
+	}
 
 	ds, feats, err := openNodeClassification(f.dataSpec, f.featNorm)
 	if err != nil {
@@ -163,10 +167,6 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	defer closer.Close()
-	branches, err := branchesFlag(f.model, f.branches, cmd.Flags().Changed("branches"))
-	if err != nil {
-		return err
-	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
 		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn), Branches: branches})
 	if err != nil {
