@@ -149,10 +149,7 @@ func (j *packedJob) packB(dst []float32, p0, p1, s0, s1 int) {
 			// memmove call per 64-192 bytes costs more than the copy)
 			for p := p0; p < p1; p++ {
 				out, src := pan[(p-p0)*nr:(p-p0)*nr+nr], b[p*n+j0:p*n+j0+w]
-				//lint:ignore S1001 a memmove call per 64-192 bytes costs more than the copy (above)
-				for q, x := range src {
-					out[q] = x
-				}
+				copy(out, src)
 				if w < nr {
 					clear(out[w:])
 				}
