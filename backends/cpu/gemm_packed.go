@@ -145,8 +145,7 @@ func (j *packedJob) packB(dst []float32, p0, p1, s0, s1 int) {
 		w := min(nr, n-j0)
 		pan := dst[s*rows*nr : (s+1)*rows*nr]
 		if !j.transB {
-			// op(B)(p, j) = b[p*n + j]: copy row pieces (a loop: a
-			// memmove call per 64-192 bytes costs more than the copy)
+			// op(B)(p, j) = b[p*n + j]: copy row pieces
 			for p := p0; p < p1; p++ {
 				out, src := pan[(p-p0)*nr:(p-p0)*nr+nr], b[p*n+j0:p*n+j0+w]
 				copy(out, src)
