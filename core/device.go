@@ -23,6 +23,10 @@ func ParseDeviceID(s string) (backend string, index int, err error) {
 	if err != nil || n < 0 {
 		return "", 0, fmt.Errorf("core: device %q: index %q is not a non-negative integer", s, i)
 	}
+	if c := strconv.Itoa(n); c != i {
+		// cuda:01 or cuda:+1 would name cuda:1 under another id
+		return "", 0, fmt.Errorf("core: device %q: write the index as %s", s, c)
+	}
 	return b, n, nil
 }
 

@@ -50,7 +50,10 @@ func TestParseDeviceID(t *testing.T) {
 	if b, i, err := ParseDeviceID("cpu:3"); err != nil || b != "cpu" || i != 3 {
 		t.Errorf("got %s %d %v", b, i, err)
 	}
-	for _, bad := range []string{"cpu", ":1", "cpu:-1", "cpu:x"} {
+	if b, i, err := ParseDeviceID(" cuda:0 "); err != nil || b != "cuda" || i != 0 {
+		t.Errorf("spaces around a list item: got %s %d %v", b, i, err)
+	}
+	for _, bad := range []string{"cpu", ":1", "cpu:-1", "cpu:x", "cuda:01", "cuda:+1", "cuda:00"} {
 		if _, _, err := ParseDeviceID(bad); err == nil {
 			t.Errorf("ParseDeviceID(%q) accepted", bad)
 		}
