@@ -3,6 +3,8 @@ package core
 import (
 	"errors"
 	"fmt"
+	"math"
+	"strings"
 )
 
 // Sentinel errors. Wrap them with %w; test with errors.Is.
@@ -54,14 +56,46 @@ func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }
 
 // FormatBytes renders n with a binary unit (KiB, MiB, GiB).
 func FormatBytes(n int64) string {
-	const unit = 1024
-	if n < unit && n > -unit {
+	div, exp := bytesUnit(n)
+	if div == 1 {
 		return fmt.Sprintf("%d B", n)
 	}
-	div, exp := int64(unit), 0
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+}
+
+// RoundUpShownBytes rounds n up to the last digit FormatBytes shows (a
+// tenth of its unit), so that a figure a user copies from a message is
+// not below n.
+func RoundUpShownBytes(n int64) int64 {
+	div, _ := bytesUnit(n)
+	if div == 1 {
+		return n
+	}
+	step := float64(div) / 10
+	return int64(math.Ceil(math.Ceil(float64(n)/step) * step))
+}
+
+// bytesUnit is the unit FormatBytes writes n in: 1 (bytes), or 1024^(exp+1)
+// (KiB for exp 0, MiB for 1, …).
+func bytesUnit(n int64) (div int64, exp int) {
+	const unit = 1024
+	if n < unit && n > -unit {
+		return 1, 0
+	}
+	div = unit
 	for m := n / unit; m >= unit || m <= -unit; m /= unit {
 		div *= unit
 		exp++
 	}
-	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTPE"[exp])
+	return div, exp
+}
+
+// ScheduleError is err from scheduler name's Schedule, prefixed with
+// "scheduler NAME: " unless it already starts with "NAME: " (it names
+// itself).
+func ScheduleError(name string, err error) error {
+	if strings.HasPrefix(err.Error(), name+": ") {
+		return err
+	}
+	return fmt.Errorf("scheduler %s: %w", name, err)
 }

@@ -1,6 +1,9 @@
 package core
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 func TestParseBytes(t *testing.T) {
 	for _, c := range []struct {
@@ -35,6 +38,19 @@ func TestFormatBytes(t *testing.T) {
 	for in, want := range map[int64]string{0: "0 B", 1023: "1023 B", 1024: "1.0 KiB", 3 << 20: "3.0 MiB", 5 << 30: "5.0 GiB"} {
 		if got := FormatBytes(in); got != want {
 			t.Errorf("FormatBytes(%d) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRoundUpShownBytes(t *testing.T) {
+	for _, n := range []int64{0, 1000, 1024, 1025, 8074035, 8116000, 7<<20 + 1, 1<<30 - 1, 1 << 30, 5<<40 + 3} {
+		r := RoundUpShownBytes(n)
+		shown, err := ParseBytes(strings.ReplaceAll(FormatBytes(r), " ", ""))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r < n || shown < n || float64(r-n) > float64(n)/10 {
+			t.Errorf("RoundUpShownBytes(%d) = %d, shown %s (%d)", n, r, FormatBytes(r), shown)
 		}
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -100,10 +99,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		}
 		plan, err := opts.Scheduler.Schedule(ctx, w)
 		if err != nil {
-			if strings.HasPrefix(err.Error(), opts.Scheduler.Name()+": ") {
-				return nil, nil, err // it names itself
-			}
-			return nil, nil, fmt.Errorf("scheduler %s: %w", opts.Scheduler.Name(), err)
+			return nil, nil, core.ScheduleError(opts.Scheduler.Name(), err)
 		}
 		if err := plan.Validate(w); err != nil {
 			return nil, nil, fmt.Errorf("scheduler %s returned a bad plan: %w", opts.Scheduler.Name(), err)

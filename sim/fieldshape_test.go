@@ -167,14 +167,11 @@ func TestGraphOpsPricedByTheirEdges(t *testing.T) {
 	}
 }
 
-// synthetic is the graph of a generated dataset (data.ParseSynthetic).
+// synthetic is the graph of a generated dataset (data.Open of
+// "synthetic:"+spec).
 func synthetic(t *testing.T, spec string) *core.Graph {
 	t.Helper()
-	sp, err := data.ParseSynthetic(spec)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ds, err := data.Generate(sp)
+	ds, err := data.Open("synthetic:" + spec)
 	if err != nil {
 		t.Fatal(err)
 	}

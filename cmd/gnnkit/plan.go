@@ -327,10 +327,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	t0 := time.Now()
 	plan, err := sched.Schedule(ctx, w)
 	if err != nil {
-		if strings.HasPrefix(err.Error(), sched.Name()+": ") {
-			return err // it names itself
-		}
-		return fmt.Errorf("scheduler %s: %w", sched.Name(), err)
+		return core.ScheduleError(sched.Name(), err)
 	}
 	schedTime := time.Since(t0)
 	if err := plan.Validate(w); err != nil {
@@ -429,14 +426,10 @@ func ladderOf(p *core.Plan, w *core.Workload) []int {
 }
 
 func streams(p *core.Plan) []streamReport {
-	type key struct {
-		d core.DeviceID
-		s int
-	}
-	by := map[key]*streamReport{}
-	var order []key
+	by := map[streamKey]*streamReport{}
+	var order []streamKey
 	for _, t := range p.Tasks {
-		k := key{t.Device, t.Stream}
+		k := streamKey{t.Device, t.Stream}
 		r := by[k]
 		if r == nil {
 			r = &streamReport{Device: t.Device, Stream: t.Stream}
@@ -454,12 +447,7 @@ func streams(p *core.Plan) []streamReport {
 			r.Step++
 		}
 	}
-	sort.Slice(order, func(i, j int) bool {
-		if order[i].d != order[j].d {
-			return deviceLess(order[i].d, order[j].d)
-		}
-		return order[i].s < order[j].s
-	})
+	sortStreams(order)
 	out := make([]streamReport, len(order))
 	for i, k := range order {
 		out[i] = *by[k]
@@ -730,4 +718,21 @@ func branchesFlag(model string, n int, set, layersSet bool) (int, error) {
 		return 0, fmt.Errorf("--branches must be positive, got %d", n)
 	}
 	return n, nil
+}
+
+// streamKey is one device stream of a plan.
+type streamKey struct {
+	d core.DeviceID
+	s int
+}
+
+// sortStreams orders streams by device (cuda:2 before cuda:10), then
+// stream number.
+func sortStreams(ks []streamKey) {
+	sort.Slice(ks, func(i, j int) bool {
+		if ks[i].d != ks[j].d {
+			return deviceLess(ks[i].d, ks[j].d)
+		}
+		return ks[i].s < ks[j].s
+	})
 }

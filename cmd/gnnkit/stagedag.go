@@ -82,16 +82,12 @@ type scheduleRow struct {
 // scheduleOf lists every stream's tasks in plan order; stages (from
 // Plan.StageGraph) name the stage each stream runs.
 func scheduleOf(p *core.Plan, stages []core.Stage) []scheduleRow {
-	type key struct {
-		d core.DeviceID
-		s int
-	}
-	toks := map[key][]schedTok{}
-	flush := map[key][]string{}
-	var order []key
-	seen := map[key]bool{}
+	toks := map[streamKey][]schedTok{}
+	flush := map[streamKey][]string{}
+	var order []streamKey
+	seen := map[streamKey]bool{}
 	for _, t := range p.Tasks {
-		k := key{t.Device, t.Stream}
+		k := streamKey{t.Device, t.Stream}
 		if !seen[k] {
 			seen[k] = true
 			order = append(order, k)
@@ -107,18 +103,13 @@ func scheduleOf(p *core.Plan, stages []core.Stage) []scheduleRow {
 			flush[k] = append(flush[k], "step")
 		}
 	}
-	stageOf := map[key]int{}
+	stageOf := map[streamKey]int{}
 	for si, st := range stages {
 		for _, r := range st.Replicas {
-			stageOf[key{r.Device, r.Stream}] = si
+			stageOf[streamKey{r.Device, r.Stream}] = si
 		}
 	}
-	sort.SliceStable(order, func(i, j int) bool {
-		if order[i].d != order[j].d {
-			return deviceLess(order[i].d, order[j].d)
-		}
-		return order[i].s < order[j].s
-	})
+	sortStreams(order)
 	rows := make([]scheduleRow, 0, len(order))
 	for _, k := range order {
 		si, ok := stageOf[k]

@@ -784,20 +784,5 @@ func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool, nam
 		need, under = minChainMemory(c, D, maxRep, kind), " as a chain of stages"
 	}
 	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
-		name, ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(roundUpShown(need)))
-}
-
-// roundUpShown rounds n bytes up to the last digit core.FormatBytes shows
-// (a tenth of its unit), so that the figure a user copies from the
-// message is not below n.
-func roundUpShown(n int64) int64 {
-	if n < 1024 {
-		return n
-	}
-	div := int64(1024)
-	for m := n / 1024; m >= 1024; m /= 1024 {
-		div *= 1024
-	}
-	step := float64(div) / 10
-	return int64(math.Ceil(math.Ceil(float64(n)/step) * step))
+		name, ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)))
 }

@@ -3,7 +3,6 @@ package graphpipe
 import (
 	"math"
 	"slices"
-	"strings"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -159,19 +158,6 @@ func TestLeastMemoryFallback(t *testing.T) {
 			t.Errorf("%s with at most one replica per stage: %d devices for %.0f stages", s.Name(), len(p.Devices()), p.Metrics["stages"])
 		}
 		t.Logf("%s (replicas ≤ %d): m = %.0f, %.0f stages on %d devices, %v per iteration, cap %s", s.Name(), s.MaxReplicas, p.Metrics["micro_batches"], p.Metrics["stages"], len(p.Devices()), res.Iteration, core.FormatBytes(limit))
-	}
-}
-
-func TestRoundUpShown(t *testing.T) {
-	for _, n := range []int64{0, 1000, 1024, 1025, 8074035, 8116000, 7<<20 + 1, 1<<30 - 1, 1 << 30, 5<<40 + 3} {
-		r := roundUpShown(n)
-		shown, err := core.ParseBytes(strings.ReplaceAll(core.FormatBytes(r), " ", ""))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r < n || shown < n || float64(r-n) > float64(n)/10 {
-			t.Errorf("roundUpShown(%d) = %d, shown %s (%d)", n, r, core.FormatBytes(r), shown)
-		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
 
@@ -32,50 +33,34 @@ func init() {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
 			for k, v := range opts {
-				if k == "profile" {
-					f, err := os.Open(v)
-					if err != nil {
-						return nil, fmt.Errorf("%s: option profile: %w", s.name, err)
-					}
-					sc.Profile, err = sim.ReadProfile(f)
-					f.Close()
+				switch k {
+				case "profile":
+					p, err := readOption(v, sim.ReadProfile)
 					if err != nil {
 						return nil, fmt.Errorf("%s: option profile=%s: %w", s.name, v, err)
 					}
+					sc.Profile = p
 					continue
-				}
-				if k == "cluster" {
-					f, err := os.Open(v)
-					if err != nil {
-						return nil, fmt.Errorf("%s: option cluster: %w", s.name, err)
-					}
-					sc.Cluster, err = sim.ReadCluster(f)
-					f.Close()
+				case "cluster":
+					c, err := readOption(v, sim.ReadCluster)
 					if err != nil {
 						return nil, fmt.Errorf("%s: option cluster=%s: %w", s.name, v, err)
 					}
+					sc.Cluster = c
 					continue
-				}
-				if k == "trim" {
-					switch v {
-					case "on", "true":
-						sc.KeepWarmup = false
-					case "off", "false":
-						sc.KeepWarmup = true
-					default:
+				case "trim":
+					on, ok := onOff(v)
+					if !ok {
 						return nil, fmt.Errorf("%s: option trim=%q: want on (lower the 1F1B warm-up while the simulated iteration does not grow) or off", s.name, v)
 					}
+					sc.KeepWarmup = !on
 					continue
-				}
-				if k == "shared" {
-					switch v {
-					case "on", "true":
-						sc.Disjoint = false
-					case "off", "false":
-						sc.Disjoint = true
-					default:
+				case "shared":
+					on, ok := onOff(v)
+					if !ok {
 						return nil, fmt.Errorf("%s: option shared=%q: want on (weigh shared-trunk partitions too) or off (every stage on devices of its own)", s.name, v)
 					}
+					sc.Disjoint = !on
 					continue
 				}
 				if k == "step" {
@@ -274,4 +259,26 @@ func (s *Scheduler) planOptions() PlanOptions {
 		b = DefaultBucketBytes
 	}
 	return PlanOptions{Step: s.Step, BucketBytes: b}
+}
+
+// readOption opens the file an option names and reads it with read.
+func readOption[T any](path string, read func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		var zero T
+		return zero, err
+	}
+	defer f.Close()
+	return read(f)
+}
+
+// onOff reads an on/off option value (on, true, off, false).
+func onOff(v string) (on, ok bool) {
+	switch v {
+	case "on", "true":
+		return true, true
+	case "off", "false":
+		return false, true
+	}
+	return false, false
 }

@@ -78,13 +78,10 @@ func topWarmup(part Partition, succs [][]int, m int) int {
 // depends on timing), so the caps are scanned downward, not bisected.
 func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 	_, succs := cd.part.StageDAG(w)
-	at := func(limit int) (Partition, prediction) {
-		p := cd.part
-		p.WarmupCap = limit
-		return p, c.estimate(p, cd.kind)
-	}
 	for limit := topWarmup(cd.part, succs, cd.m) - 1; limit >= 1; limit-- {
-		if part, pr := at(limit); pr.fits {
+		part := cd.part
+		part.WarmupCap = limit
+		if pr := c.estimate(part, cd.kind); pr.fits {
 			return &candidate{part: part, kind: cd.kind, from: cd.from, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
@@ -615,7 +612,7 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 	top := topWarmup(best.part, succs, best.m)
 	base := float64(best.res.Iteration)
 	over := len(best.res.OverCap) > 0
-	out, outPeak := best, peakOf(best.res)
+	out := best
 	for limit := top - 1; limit >= 1; limit-- {
 		if err := ctx.Err(); err != nil {
 			return nil, err
@@ -643,8 +640,8 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		// Over memory, every shorter warm-up is weighed: one may fit.
 		cd.plan, cd.res = plan, res
 		it, ot := float64(res.Iteration), float64(out.res.Iteration)
-		if better2(cd, out) || (len(res.OverCap) == 0 && len(out.res.OverCap) == 0 && it <= ot*(1+1e-9) && peakOf(res) < outPeak) {
-			out, outPeak = cd, peakOf(res)
+		if better2(cd, out) || (len(res.OverCap) == 0 && len(out.res.OverCap) == 0 && it <= ot*(1+1e-9) && peakOf(res) < peakOf(out.res)) {
+			out = cd
 		}
 	}
 	return out, nil
