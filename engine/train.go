@@ -44,16 +44,20 @@ type EpochStats struct {
 
 // Summary is the outcome of a training run.
 type Summary struct {
-	Scheduler     string                  `json:"scheduler"`
-	Epochs        int                     `json:"epochs"`
-	Iterations    int                     `json:"iterations_per_epoch"`
-	EpochMs       []float64               `json:"-"`
-	EpochMsMedian float64                 `json:"epoch_ms_median"`
-	FinalLoss     float64                 `json:"final_loss"`
-	TrainAcc      float64                 `json:"train_acc"`
-	ValAcc        float64                 `json:"val_acc"`
-	TestAcc       float64                 `json:"test_acc"`
-	PeakMem       map[core.DeviceID]int64 `json:"peak_mem_bytes"`
+	Scheduler     string    `json:"scheduler"`
+	Epochs        int       `json:"epochs"`
+	Iterations    int       `json:"iterations_per_epoch"`
+	EpochMs       []float64 `json:"-"`
+	EpochMsMedian float64   `json:"epoch_ms_median"`
+	// IterationMs are the iterations' times (running the plan, without
+	// scheduling or evaluation); IterationMsMedian their median.
+	IterationMs       []float64               `json:"-"`
+	IterationMsMedian float64                 `json:"iteration_ms_median"`
+	FinalLoss         float64                 `json:"final_loss"`
+	TrainAcc          float64                 `json:"train_acc"`
+	ValAcc            float64                 `json:"val_acc"`
+	TestAcc           float64                 `json:"test_acc"`
+	PeakMem           map[core.DeviceID]int64 `json:"peak_mem_bytes"`
 	// PredictedPeak is the largest peak the scheduler predicted
 	// (Plan.MemEstimate), when it predicts one.
 	PredictedPeak map[core.DeviceID]int64 `json:"predicted_peak_mem_bytes,omitempty"`
@@ -158,6 +162,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 			if math.IsNaN(res.Loss) || math.IsInf(res.Loss, 0) {
 				return nil, fmt.Errorf("epoch %d: the loss is %v; lower the learning rate", e, res.Loss)
 			}
+			s.IterationMs = append(s.IterationMs, float64(time.Since(it0))/1e6)
 			lossSum += res.Loss
 			iters++
 			s.Plan, s.Units = plan, len(plan.Units)
@@ -218,6 +223,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	}
 	s.Wall = time.Since(start)
 	s.EpochMsMedian = Median(s.EpochMs)
+	s.IterationMsMedian = Median(s.IterationMs)
 	for k, v := range metricSums {
 		s.Metrics[k] = v / float64(iters)
 	}

@@ -52,8 +52,10 @@ Op costs come from --profile FILE (a GraphPipe-schema profile), from
 --measure (profile the model on this machine's CPU first; with --profile
 the profile is also written there), or else from a roofline model of the
 preset's devices. The pipeline schedulers (graphpipe, 1f1b, gpipe) plan
-with an existing --profile too (--sched-opt profile=FILE overrides), so
-planner and simulator price ops alike.
+with the same costs (--measure measures them before planning, at every
+micro-batch size they may try; an existing --profile is handed to them;
+--sched-opt profile=FILE overrides), so planner and simulator price ops
+alike.
 
 Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.
 For another machine, write a preset with --write-cluster FILE, edit its
@@ -267,8 +269,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return err
 	}
 	defer be.Close()
-	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices()[:1], Seed: f.seed,
-		Data: engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
+	dat := engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}
+	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices()[:1], Seed: f.seed, Data: dat})
 	if err != nil {
 		return err
 	}
@@ -324,6 +326,17 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && gp.Cluster == nil {
 		gp.Cluster = cl
 	}
+	// With --measure they also plan with the measured costs, so planner
+	// and simulator price ops alike: measured before planning, at the unit
+	// sizes they may make.
+	var planned *plannerCosts
+	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure && gp.Profile == nil {
+		whole := f.batchSize <= 0 && f.fanout == nil
+		if planned, err = measurePlannerCosts(ctx, gp, m, dat, be.Devices(), len(b.Targets), whole, f.reps, f.seed); err != nil {
+			return err
+		}
+		planned.use(gp)
+	}
 	t0 := time.Now()
 	plan, err := sched.Schedule(ctx, w)
 	if err != nil {
@@ -358,11 +371,16 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		var prof *sim.Profile
 		switch {
 		case f.measure:
-			ladder := ladderOf(plan, w)
-			if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
-				return err
+			if planned != nil {
+				prof = planned.prof
+				rep.Profile = "measured on " + prof.Device.Name + " before planning (the planner priced ops with it too)"
+			} else {
+				ladder := ladderOf(plan, w)
+				if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
+					return err
+				}
+				rep.Profile = "measured on " + prof.Device.Name
 			}
-			rep.Profile = "measured on " + prof.Device.Name
 			if f.profile != "" {
 				if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
 					return fmt.Errorf("writing the profile: %w", err)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
@@ -17,6 +18,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
 
 type trainFlags struct {
@@ -25,7 +27,7 @@ type trainFlags struct {
 	fanout                                                                              []int
 	lr, wd, dropout, attnDropout                                                        float64
 	seed                                                                                uint64
-	asJSON, quiet                                                                       bool
+	asJSON, quiet, measure                                                              bool
 	schedOpts                                                                           []string
 }
 
@@ -77,17 +79,24 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.trace, "trace", "", "write a Chrome/Perfetto trace of the run to FILE")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object with the result (and no progress bar)")
 	fl.BoolVarP(&f.quiet, "quiet", "q", false, "no progress bar")
+	fl.BoolVar(&f.measure, "measure", true, "pipeline schedulers (graphpipe, 1f1b, gpipe) on the cpu backend: profile the model on these devices first and plan with the measured costs (false: a roofline model)")
 	return cmd
 }
 
 type trainResult struct {
-	Model         string                  `json:"model"`
-	Data          string                  `json:"data"`
-	Scheduler     string                  `json:"scheduler"`
-	Backend       string                  `json:"backend"`
-	Devices       []core.DeviceID         `json:"devices"`
-	Epochs        int                     `json:"epochs"`
-	EpochMsMedian float64                 `json:"epoch_ms_median"`
+	Model         string          `json:"model"`
+	Data          string          `json:"data"`
+	Scheduler     string          `json:"scheduler"`
+	Backend       string          `json:"backend"`
+	Devices       []core.DeviceID `json:"devices"`
+	Epochs        int             `json:"epochs"`
+	EpochMsMedian float64         `json:"epoch_ms_median"`
+	// IterationMsMedian is the median time of one iteration (the plan's
+	// run, without scheduling and evaluation).
+	IterationMsMedian float64 `json:"iteration_ms_median"`
+	// PlannedOn says what a scheduler that plans with op costs priced
+	// them with: measured here (--measure), a profile file, or a roofline.
+	PlannedOn     string                  `json:"planned_on,omitempty"`
 	WallSeconds   float64                 `json:"wall_s"`
 	PeakMemBytes  map[core.DeviceID]int64 `json:"peak_mem_bytes"`
 	FinalLoss     float64                 `json:"final_loss"`
@@ -172,8 +181,13 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if err != nil {
 		return err
 	}
+	dat := engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}
+	plannedOn, err := planOnMeasuredCosts(ctx, cmd, f, sched, opts, m, dat, td, len(ds.Train))
+	if err != nil {
+		return err
+	}
 	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Remote: td.remote, Seed: f.seed,
-		Data:      engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels},
+		Data:      dat,
 		Optimizer: engine.Optimizer{Kind: f.optimizer, LR: float32(lr), WeightDecay: float32(wd)}})
 	if err != nil {
 		return err
@@ -208,7 +222,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
-		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
+		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, IterationMsMedian: sum.IterationMsMedian, PlannedOn: plannedOn, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
 		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
 		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics}
 	if f.trace != "" {
@@ -240,6 +254,9 @@ func printSummary(w io.Writer, r trainResult) {
 	for _, k := range keys {
 		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.3g", r.SchedMetrics[k]))
 	}
+	if r.PlannedOn != "" {
+		row("  planned on", r.PlannedOn)
+	}
 	devs := make([]string, len(r.Devices))
 	for i, d := range r.Devices {
 		devs[i] = string(d)
@@ -247,6 +264,11 @@ func printSummary(w io.Writer, r trainResult) {
 	row("backend / devices", r.Backend+" / "+strings.Join(devs, ","))
 	row("epochs", fmt.Sprint(r.Epochs))
 	row("epoch time (median)", fmt.Sprintf("%.2f ms", r.EpochMsMedian))
+	it := fmt.Sprintf("%.2f ms measured", r.IterationMsMedian)
+	if p, ok := r.SchedMetrics["simulated_iteration_ms"]; ok && r.IterationMsMedian > 0 {
+		it += fmt.Sprintf(", %.2f ms predicted (%+.1f%%)", p, 100*(p/r.IterationMsMedian-1))
+	}
+	row("iteration time (median)", it)
 	row("wall time", fmt.Sprintf("%.2f s", r.WallSeconds))
 	ids := make([]string, 0, len(r.PeakMemBytes))
 	for d := range r.PeakMemBytes {
@@ -315,4 +337,46 @@ func openNodeClassification(spec, norm string) (*data.Dataset, []float32, error)
 		return ds, ds.Features, nil
 	}
 	return nil, nil, fmt.Errorf("--feature-norm %q: want row or none", norm)
+}
+
+// planOnMeasuredCosts gives a scheduler that plans with op costs
+// (graphpipe, 1f1b, gpipe, without profile=) costs measured on the
+// training devices, unless --measure=false or off the cpu backend, and
+// says what the plan is priced on ("" for schedulers that price nothing).
+// samples is the training targets (a mini-batch's, with --batch-size).
+func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags, sched core.Scheduler, opts map[string]string, m *core.Model, d engine.Data, td *trainDevices, samples int) (string, error) {
+	gp, ok := sched.(*graphpipe.Scheduler)
+	explicit := cmd.Flags().Changed("measure") && f.measure
+	switch {
+	case !ok:
+		if explicit {
+			return "", fmt.Errorf("--measure: scheduler %s plans without op costs (graphpipe, 1f1b and gpipe plan with them)", sched.Name())
+		}
+		return "", nil
+	case gp.Profile != nil:
+		if explicit {
+			return "", fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", opts["profile"])
+		}
+		return "the profile " + opts["profile"], nil
+	}
+	cpu := td.backend == "cpu" && len(td.remote) == 0
+	if explicit && !cpu {
+		return "", fmt.Errorf("--measure profiles on the cpu backend only, not %s; pass a profile taken on the device with --sched-opt profile=FILE (or --measure=false)", td.backend)
+	}
+	if !f.measure || !cpu {
+		return "a roofline model of the devices (--measure on the cpu backend measures them)", nil
+	}
+	whole := f.batchSize == 0 && f.fanout == nil
+	if !whole && f.batchSize > 0 {
+		samples = min(samples, f.batchSize)
+	}
+	if !f.quiet && !f.asJSON {
+		fmt.Fprintf(cmd.ErrOrStderr(), "measuring op costs on %s for the %s planner (--measure=false skips this)...\n", td.local[0].ID(), sched.Name())
+	}
+	c, err := measurePlannerCosts(ctx, gp, m, d, td.local, samples, whole, 5, f.seed)
+	if err != nil {
+		return "", err
+	}
+	c.use(gp)
+	return c.describe(), nil
 }

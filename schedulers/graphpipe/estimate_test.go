@@ -226,3 +226,45 @@ func TestWarmupCap(t *testing.T) {
 		lastPeak = pk
 	}
 }
+
+// TestUnitSizes: the sizes a profile needs are the largest unit of each
+// micro-batch count the scheduler may plan, the units microUnits makes.
+func TestUnitSizes(t *testing.T) {
+	for _, c := range []struct {
+		samples, m int
+		want       []int
+	}{
+		{140, 0, []int{140, 70, 35, 18, 9, 5, 3}},
+		{5, 0, []int{5, 3, 2}},
+		{1, 0, []int{1}},
+		{0, 0, nil},
+		{1000, 0, []int{1000, 500, 250, 125, 63, 32, 16}},
+		{140, 4, []int{35}},
+		{3, 8, []int{1}},
+	} {
+		s := &Scheduler{Graph: true, MicroBatches: c.m}
+		got := s.UnitSizes(c.samples)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("UnitSizes(%d) with m=%d = %v, want %v", c.samples, c.m, got, c.want)
+		}
+		// Every unit microUnits makes at each count is no larger than the
+		// count's size.
+		w := &core.Workload{Batch: make([]int32, c.samples)}
+		ms := mLadder(c.samples)
+		if c.m > 0 {
+			ms = []int{c.m}
+		}
+		for i, m := range ms {
+			if c.samples == 0 {
+				break
+			}
+			largest := 0
+			for _, u := range microUnits(w, m) {
+				largest = max(largest, len(u.Targets))
+			}
+			if !slices.Contains(got, largest) {
+				t.Errorf("samples %d, m %d (#%d): largest unit %d not among %v", c.samples, m, i, largest, got)
+			}
+		}
+	}
+}

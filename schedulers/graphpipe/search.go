@@ -211,6 +211,28 @@ func mLadder(samples int) []int {
 	return ms
 }
 
+// UnitSizes lists the unit sizes, in targets, of the micro-batches s may
+// plan for a batch of samples targets, largest first: the largest unit
+// (⌈samples/m⌉) of each micro-batch count it may try (MicroBatches, or
+// every count of the m search's ladder). A profile measured at these
+// sizes (sim.MeasureWith's ladder) prices every candidate it weighs.
+func (s *Scheduler) UnitSizes(samples int) []int {
+	if samples <= 0 {
+		return nil
+	}
+	ms := mLadder(samples)
+	if s.MicroBatches > 0 {
+		ms = []int{min(s.MicroBatches, samples)}
+	}
+	var out []int
+	for _, m := range ms {
+		if n := (samples + m - 1) / m; len(out) == 0 || out[len(out)-1] != n {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
 // mStart is where the m search starts on the ladder: the largest count
 // not above 16, the fixed-m benchmarks' setting.
 func mStart(ladder []int) int {

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"encoding/json"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+// TestTrainMeasure: a pipeline scheduler training on logical CPU devices
+// plans with op costs measured there (its summary says so, and compares
+// the measured iteration with the predicted one); --measure=false plans
+// on the roofline; --measure where nothing plans with costs is refused. With GNNKIT_TIMING=1 the measured-cost
+// prediction must also be within 35% of the measured iteration (the
+// timing-free default only guards against gross error, 3x).
+func TestTrainMeasure(t *testing.T) {
+	args := []string{"--model", "gcn", "--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--epochs", "20"}
+	r := trainJSON(t, args...)
+	if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") || !strings.Contains(r.PlannedOn, "host cores") {
+		t.Errorf("planned on %q, want costs measured on cpu:0 with the host's cores", r.PlannedOn)
+	}
+	pred := r.SchedMetrics["simulated_iteration_ms"]
+	if r.IterationMsMedian <= 0 || pred <= 0 {
+		t.Fatalf("iteration %.3f ms measured, %.3f ms predicted", r.IterationMsMedian, pred)
+	}
+	ratio := pred / r.IterationMsMedian
+	bound := 3.0
+	if os.Getenv("GNNKIT_TIMING") == "1" {
+		bound = 1.35
+	}
+	t.Logf("measured costs: iteration %.3f ms measured, %.3f ms predicted (ratio %.2f)", r.IterationMsMedian, pred, ratio)
+	if ratio > bound || ratio < 1/bound {
+		t.Errorf("predicted %.3f ms for a measured %.3f ms (ratio %.2f, bound %.2fx)", pred, r.IterationMsMedian, ratio, bound)
+	}
+
+	roof := trainJSON(t, append(args, "--measure=false")...)
+	if !strings.Contains(roof.PlannedOn, "roofline") {
+		t.Errorf("--measure=false planned on %q, want a roofline", roof.PlannedOn)
+	}
+	if seq := trainJSON(t, "--epochs", "1"); seq.PlannedOn != "" || seq.IterationMsMedian <= 0 {
+		t.Errorf("sequential: planned on %q, iteration %.3f ms", seq.PlannedOn, seq.IterationMsMedian)
+	}
+
+	if _, err := run(t, "train", "-q", "--epochs", "1", "--measure"); err == nil || !strings.Contains(err.Error(), "plans without op costs") {
+		t.Errorf("train --measure with the sequential scheduler: %v", err)
+	}
+}
+
+// TestTrainMeasureWithProfile: --measure beside a profile file is refused;
+// the profile alone is what the plan is priced on.
+func TestTrainMeasureWithProfile(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.json")
+	if _, err := run(t, "plan", "--scheduler", "graphpipe", "--model", "gcn", "--devices", "2", "--preset", "cpu", "--simulate", "--measure", "--reps", "1", "--profile", file); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"--model", "gcn", "--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--epochs", "2", "--sched-opt", "profile=" + file}
+	r := trainJSON(t, args...)
+	if r.PlannedOn != "the profile "+file {
+		t.Errorf("planned on %q, want the profile %s", r.PlannedOn, file)
+	}
+	_, err := run(t, append([]string{"train", "-q", "--measure"}, args...)...)
+	if err == nil || !strings.Contains(err.Error(), "both give the op costs") {
+		t.Errorf("--measure with profile=: %v", err)
+	}
+}
+
+// TestPlanMeasure: plan --measure prices the pipeline schedulers' search
+// with the profile it simulates with, so the plan's own simulated
+// iteration is the simulation's, exactly; the written profile reads back.
+func TestPlanMeasure(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "p.json")
+	for _, s := range []string{"graphpipe", "1f1b"} {
+		out, err := run(t, "plan", "--scheduler", s, "--model", "gcn", "--devices", "2", "--preset", "cpu", "--simulate", "--measure", "--reps", "1", "--json", "--profile", file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r planReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		if !strings.Contains(r.Profile, "before planning") || r.Sim == nil {
+			t.Fatalf("%s: profile %q, simulation %v", s, r.Profile, r.Sim != nil)
+		}
+		got, want := r.Plan.Metrics["simulated_iteration_ms"], float64(r.Sim.Iteration)/1e6
+		if math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s: the planner simulated %.6f ms, the simulation %.6f ms: they priced ops differently", s, got, want)
+		}
+		fh, err := os.Open(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := sim.ReadProfile(fh)
+		fh.Close()
+		if err != nil {
+			t.Fatalf("%s: the written profile: %v", s, err)
+		}
+		if len(p.Ops) == 0 || p.Model != "gcn" {
+			t.Errorf("%s: profile of %q with %d ops", s, p.Model, len(p.Ops))
+		}
+	}
+}
