@@ -10,7 +10,7 @@
 // memory cap (MemCap, 0 = unlimited) enforced by a core.MemAccountant,
 // so multi-device schedulers can be exercised on a laptop. Tensors live
 // in Go memory (*core.HostMem with Dev set to the device id); streams run
-// work synchronously in the caller. Freed buffers of 64 KiB or more are
+// work synchronously in the caller. Freed buffers of 32 KiB or more are
 // kept by size and reused by Alloc, cleared over the device's threads
 // with non-temporal stores, so a training loop's steady state allocates
 // nothing large (a freed tensor's buffer is detached: using it after Free
