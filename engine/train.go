@@ -50,7 +50,9 @@ type Summary struct {
 	EpochMs       []float64 `json:"-"`
 	EpochMsMedian float64   `json:"epoch_ms_median"`
 	// IterationMs are the iterations' times (running the plan, without
-	// scheduling or evaluation); IterationMsMedian their median.
+	// scheduling or evaluation); IterationMsMedian their median, without
+	// the first when there are more (it uploads the inputs and warms
+	// every buffer: several times a steady iteration).
 	IterationMs       []float64               `json:"-"`
 	IterationMsMedian float64                 `json:"iteration_ms_median"`
 	FinalLoss         float64                 `json:"final_loss"`
@@ -224,6 +226,9 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	s.Wall = time.Since(start)
 	s.EpochMsMedian = Median(s.EpochMs)
 	s.IterationMsMedian = Median(s.IterationMs)
+	if len(s.IterationMs) > 1 {
+		s.IterationMsMedian = Median(s.IterationMs[1:])
+	}
 	for k, v := range metricSums {
 		s.Metrics[k] = v / float64(iters)
 	}

@@ -311,7 +311,8 @@ func testTensors(dev core.Device, shapes ...[]int) ([]*core.Tensor, func(), erro
 }
 
 // MeasureDevice times a 384×384×384 GEMM and a 32 MiB elementwise copy on
-// dev (medians of 5) and returns the device's model. A device that
+// dev (medians of 5; under a memory cap, the copy of what is free) and
+// returns the device's model. A device that
 // reports its speed (DeviceInfo.GFLOPS and MemGBps) is taken at its word.
 func MeasureDevice(ctx context.Context, dev core.Device) (DeviceModel, error) {
 	info := dev.Info()
@@ -320,7 +321,14 @@ func MeasureDevice(ctx context.Context, dev core.Device) (DeviceModel, error) {
 		m.GFLOPS, m.MemGBps = info.GFLOPS, info.MemGBps
 		return m, nil
 	}
-	const n, elems = 384, 8 << 20
+	const n = 384
+	elems := 8 << 20
+	// Under a memory cap the copy shrinks to what is free (at least 256
+	// KiB a buffer): it then runs from cache and reads faster than memory.
+	if st := dev.Mem().Stats(); st.Cap > 0 {
+		free := st.Cap - st.Used - 3*4*n*n
+		elems = int(max(min(int64(elems), free/8), 1<<16))
+	}
 	ts, free, err := testTensors(dev, []int{n, n}, []int{n, n}, []int{n, n}, []int{elems, 1}, []int{elems, 1})
 	if err != nil {
 		return m, err
@@ -344,7 +352,7 @@ func MeasureDevice(ctx context.Context, dev core.Device) (DeviceModel, error) {
 		copyT = append(copyT, time.Since(t0))
 	}
 	m.GFLOPS = 2 * n * n * n / float64(stats.Median(gemm))
-	m.MemGBps = 2 * 4 * elems / float64(stats.Median(copyT))
+	m.MemGBps = 2 * 4 * float64(elems) / float64(stats.Median(copyT))
 	return m, nil
 }
 

@@ -31,6 +31,11 @@ type MeasureOptions struct {
 	// being predicted interleaved with the profile, so that both see the
 	// same load on a shared machine).
 	Between func(rep int) error
+	// FitCap skips the sizes whose unit, by the trainer's memory estimate
+	// (Trainer.Estimate), would not fit the device's memory cap
+	// (DeviceInfo.MemCap) instead of running them out of memory; when no
+	// size fits, the error wraps core.ErrOutOfMemory.
+	FitCap bool
 }
 
 type ladderPoint struct {
@@ -103,6 +108,8 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	var featDim int
 	var pts []*ladderPoint
 	var mark []int32
+	var stamp int32
+	var overCap []int // sizes FitCap skipped
 	// Whole-graph sizes first: a subgraph size whose receptive field is
 	// the whole graph adds nothing to them.
 	ladder := slices.Clone(o.Ladder)
@@ -125,7 +132,11 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 				if mark == nil {
 					mark = make([]int32, g.NumDst)
 				}
-				lp.rows, lp.edges = receptive(g, lp.targets, max(m.Config.Layers, 0), mark, int32(len(pts)+1))
+				// A stamp of its own per call: a size dropped below as a
+				// duplicate adds no point, and len(pts)+1 would then
+				// reuse the last marks (and count nothing new).
+				stamp++
+				lp.rows, lp.edges = receptive(g, lp.targets, max(m.Config.Layers, 0), mark, stamp)
 				lp.batch = tr.FullBatch(lp.targets)
 			} else {
 				// No graph input: a batch of just these samples.
@@ -158,6 +169,10 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		if lp.resident, lp.peak, err = tr.Estimate(lp.batch, lp.plan.Units, info); err != nil {
 			return nil, fmt.Errorf("sim: measure: estimate at %d targets: %w", len(lp.targets), err)
 		}
+		if o.FitCap && info.MemCap > 0 && lp.resident+lp.peak > info.MemCap {
+			overCap = append(overCap, len(lp.targets))
+			continue
+		}
 		if !lp.whole {
 			lp.inputs = 4 * (lp.rows*int64(featDim) + lp.edges*int64(weighted))
 		}
@@ -175,6 +190,9 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		lp.fwd, lp.bwd = make([][]time.Duration, nOps), make([][]time.Duration, nOps)
 		lp.out = make([]int64, nOps)
 		pts = append(pts, lp)
+	}
+	if len(pts) == 0 && len(overCap) > 0 {
+		return nil, fmt.Errorf("sim: measure: no ladder size fits %s's %s memory (sizes %v in targets): %w", dev.ID(), core.FormatBytes(info.MemCap), overCap, core.ErrOutOfMemory)
 	}
 	// Sizes interleaved rep by rep, so drift and other load hit them
 	// alike. A unit computing the whole graph keeps the batch inputs

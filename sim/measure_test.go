@@ -3,9 +3,13 @@ package sim_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -97,4 +101,88 @@ func spread(k, n int) []int32 {
 		out[i] = int32(i * n / k)
 	}
 	return out
+}
+
+// TestMeasureDuplicateFields: ladder sizes whose receptive fields are the
+// same as an earlier size's are dropped, and the sizes after them still
+// count their own fields (each size marks the graph afresh): every point
+// has a positive, distinct row count, rising with the size.
+func TestMeasureDuplicateFields(t *testing.T) {
+	s := newAccuracySetup(t, "gcn", 300, 16)
+	prof, err := sim.Measure(context.Background(), s.tr, s.devs[0], []int{299, 298, 200, 5, 0}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts := prof.Ops[0].Points
+	if len(pts) < 2 {
+		t.Fatalf("%d points", len(pts))
+	}
+	for i, p := range pts {
+		if p.Rows <= 0 || i > 0 && p.Rows <= pts[i-1].Rows {
+			t.Errorf("point %d at %d rows (points %v)", i, p.Rows, pts)
+		}
+	}
+}
+
+// TestMeasureFitCap: under a device memory cap, FitCap skips the sizes
+// the memory estimate says would not fit (here the whole graph) and
+// profiles the rest; when nothing fits, the error is out of memory.
+func TestMeasureFitCap(t *testing.T) {
+	const nodes = 2000
+	f := schedtest.NewFixture(nodes, 4, 64, 8, 3)
+	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}
+	// The memory of a 2-target unit and of the whole graph, uncapped.
+	need := func(targets int) int64 {
+		be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: 1, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		ts := make([]int32, targets)
+		for i := range ts {
+			ts[i] = int32(i * nodes / targets)
+		}
+		u := core.Unit{Targets: ts, Subgraph: targets < nodes, LossWeight: 1}
+		res, peak, err := tr.Estimate(tr.FullBatch(ts), []core.Unit{u}, be.Devices()[0].Info())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res + peak
+	}
+	small, whole := need(2), need(nodes)
+	if small >= whole {
+		t.Fatalf("a 2-target unit needs %d bytes, the whole graph %d", small, whole)
+	}
+	measure := func(memCap int64) (*sim.Profile, error) {
+		be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer be.Close()
+		tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: 1, Data: data})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		return sim.MeasureWith(context.Background(), tr, be.Devices()[0], sim.MeasureOptions{Ladder: []int{2, 0}, Reps: 1, FitCap: true})
+	}
+	prof, err := measure((small + whole) / 2)
+	if err != nil {
+		t.Fatalf("cap between the sizes: %v", err)
+	}
+	if pts := prof.Ops[0].Points; len(pts) != 1 || pts[0].Rows >= nodes {
+		t.Errorf("under the cap: points %+v, want the 2-target unit's alone", pts)
+	}
+	if _, err := measure(small / 2); !errors.Is(err, core.ErrOutOfMemory) {
+		t.Errorf("cap below every size: %v, want out of memory", err)
+	}
 }

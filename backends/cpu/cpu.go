@@ -303,8 +303,8 @@ type bufCache struct {
 	limit int64
 }
 
-// cacheMinBytes is Go's small-object limit: a larger buffer gets pages of
-// its own, and while the heap grows (the first hundreds of iterations
+// cacheMinBytes is Go's small-object limit: a buffer above it gets pages
+// of its own, and while the heap grows (the first hundreds of iterations
 // after setup) those are fresh pages, faulted in on first touch. With two
 // devices' goroutines in one process each fault also flushes the other
 // CPU's TLB (an IPI, slow on a VM) and contends on the page-table lock:

@@ -2,7 +2,9 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -16,54 +18,73 @@ import (
 type plannerCosts struct {
 	prof    *sim.Profile
 	cluster *sim.Cluster // nil: keep the scheduler's
-	sizes   []int        // the profile's ladder, in targets (0: the whole graph)
-	took    time.Duration
+	// hostCores says how the cluster's host cores were measured.
+	hostCores string
+	took      time.Duration
 }
 
 // describe says what the plan was priced on, for the summaries.
 func (c *plannerCosts) describe() string {
-	s := fmt.Sprintf("measured on %s (%s) at %d sizes in %.1f s", c.prof.Device.ID, c.prof.Device.Name, len(c.sizes), c.took.Seconds())
-	if c.cluster != nil && c.cluster.HostCores > 0 && len(c.cluster.Devices) > 1 {
-		s += fmt.Sprintf("; links and host cores (%.2f) measured", c.cluster.HostCores)
+	unit := "sizes"
+	if len(c.prof.Setup) == 1 {
+		unit = "size"
+	}
+	s := fmt.Sprintf("measured on %s (%s) at %d %s in %.1f s", c.prof.Device.ID, c.prof.Device.Name, len(c.prof.Setup), unit, c.took.Seconds())
+	if c.cluster != nil && len(c.cluster.Devices) > 1 {
+		s += fmt.Sprintf("; links and host cores (%.2f, %s) measured", c.cluster.HostCores, c.hostCores)
 	}
 	return s
 }
 
 // measurePlannerCosts profiles model m for gp on devs (logical CPU
-// devices, the first one home): a trainer of its own (profiling takes
-// optimizer steps, which must not move the weights being trained) runs
-// sim.MeasureWith on devs[0] at the unit sizes gp may make for a batch of
-// samples targets (and the whole graph when whole), and with several
-// devices sim.CPUCluster measures the links and the host's cores
-// (MeasureConcurrency on the model instead, when whole: what a
-// full-graph iteration sees). The trainer is closed before it returns.
-func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.Model, d engine.Data, devs []core.Device, samples int, whole bool, reps int, seed uint64) (*plannerCosts, error) {
+// devices, the first one home). With no cluster given to gp, sim.CPUCluster
+// first measures the devices, their links and the host's cores (before any
+// trainer holds memory under a cap). Then a trainer of its own (profiling
+// takes optimizer steps, which must not move the weights being trained)
+// runs sim.MeasureWith on devs[0] at the unit sizes gp may make for a
+// batch of samples targets drawn from pool (the training nodes; sizes
+// are kept below the pool so that each is a subgraph unit, as gp's
+// are), skipping sizes that would not fit a memory cap; in full-graph
+// training (whole) with several devices, MeasureConcurrency on the
+// model's own iteration gives the host's cores instead of a GEMM's,
+// unless it runs out of memory. The trainer is closed before it returns.
+func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.Model, d engine.Data, opt engine.Optimizer, devs []core.Device, pool []int32, samples int, whole bool, reps int, seed uint64) (*plannerCosts, error) {
 	t0 := time.Now()
-	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: seed, Data: d})
-	if err != nil {
-		return nil, err
-	}
-	defer tr.Close()
-	sizes := gp.UnitSizes(samples)
-	if whole {
-		sizes = append(sizes, 0)
-	}
-	prof, err := sim.MeasureWith(ctx, tr, devs[0], sim.MeasureOptions{Ladder: sizes, Reps: reps})
-	if err != nil {
-		return nil, fmt.Errorf("measuring op costs for the planner (--measure=false plans on a roofline model instead): %w", err)
-	}
-	c := &plannerCosts{prof: prof, sizes: sizes}
+	c := &plannerCosts{hostCores: "a GEMM on every device at once"}
 	if gp.Cluster == nil {
 		cl, err := sim.CPUCluster(ctx, devs)
 		if err != nil {
 			return nil, fmt.Errorf("measuring the devices for the planner: %w", err)
 		}
-		if whole && len(devs) > 1 {
-			if cl.HostCores, err = sim.MeasureConcurrency(ctx, tr, devs, reps); err != nil {
-				return nil, fmt.Errorf("measuring the devices for the planner: %w", err)
-			}
-		}
 		c.cluster = cl
+	}
+	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: seed, Data: d, Optimizer: opt})
+	if err != nil {
+		return nil, err
+	}
+	defer tr.Close()
+	var sizes []int
+	for _, n := range gp.UnitSizes(samples) {
+		if len(pool) > 1 {
+			n = min(n, len(pool)-1)
+		}
+		if !slices.Contains(sizes, n) {
+			sizes = append(sizes, n)
+		}
+	}
+	prof, err := sim.MeasureWith(ctx, tr, devs[0], sim.MeasureOptions{Ladder: sizes, Reps: reps, Nodes: pool, FitCap: true})
+	if err != nil {
+		return nil, fmt.Errorf("measuring op costs for the planner: %w", err)
+	}
+	c.prof = prof
+	if whole && c.cluster != nil && len(devs) > 1 {
+		k, err := sim.MeasureConcurrency(ctx, tr, devs, reps)
+		switch {
+		case err == nil:
+			c.cluster.HostCores, c.hostCores = k, "the model on every device at once"
+		case !errors.Is(err, core.ErrOutOfMemory):
+			return nil, fmt.Errorf("measuring the devices for the planner: %w", err)
+		}
 	}
 	c.took = time.Since(t0)
 	return c, nil

@@ -50,6 +50,25 @@ func TestTrainMeasure(t *testing.T) {
 	}
 }
 
+// TestTrainMeasureInputs: measuring for the planner works where units
+// are few, dense, sampled or capped in memory: duplicate receptive fields
+// (a dense or tiny graph: every size reaches the whole graph), a memory
+// cap the whole graph's point and the concurrency check would not fit
+// (those are skipped), sampled mini-batches under a cap.
+func TestTrainMeasureInputs(t *testing.T) {
+	for _, args := range [][]string{
+		{"--device-mem", "24MiB"},
+		{"--batch-size", "32", "--fanout", "5,5", "--device-mem", "16MiB"},
+		{"--data", "synthetic:sbm,nodes=600,classes=3,avgdeg=30"},
+		{"--data", "synthetic:sbm,nodes=5,classes=2"},
+	} {
+		r := trainJSON(t, append([]string{"--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--epochs", "2"}, args...)...)
+		if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") {
+			t.Errorf("%v: planned on %q", args, r.PlannedOn)
+		}
+	}
+}
+
 // TestTrainMeasureWithProfile: --measure beside a profile file is refused;
 // the profile alone is what the plan is priced on.
 func TestTrainMeasureWithProfile(t *testing.T) {
@@ -71,6 +90,8 @@ func TestTrainMeasureWithProfile(t *testing.T) {
 // TestPlanMeasure: plan --measure prices the pipeline schedulers' search
 // with the profile it simulates with, so the plan's own simulated
 // iteration is the simulation's, exactly; the written profile reads back.
+// Without --simulate the plan still says what it was priced on and writes
+// the profile; beside profile= --measure is refused.
 func TestPlanMeasure(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "p.json")
 	for _, s := range []string{"graphpipe", "1f1b"} {
@@ -89,6 +110,9 @@ func TestPlanMeasure(t *testing.T) {
 		if math.Abs(got-want) > 1e-9*want {
 			t.Errorf("%s: the planner simulated %.6f ms, the simulation %.6f ms: they priced ops differently", s, got, want)
 		}
+		if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") || !strings.HasSuffix(r.PlannedOn, "written to "+file) {
+			t.Errorf("%s: planned on %q", s, r.PlannedOn)
+		}
 		fh, err := os.Open(file)
 		if err != nil {
 			t.Fatal(err)
@@ -101,5 +125,16 @@ func TestPlanMeasure(t *testing.T) {
 		if len(p.Ops) == 0 || p.Model != "gcn" {
 			t.Errorf("%s: profile of %q with %d ops", s, p.Model, len(p.Ops))
 		}
+	}
+	os.Remove(file)
+	out, err := run(t, "plan", "--scheduler", "1f1b", "--model", "gcn", "--devices", "2", "--preset", "cpu", "--measure", "--reps", "1", "--profile", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(file); err != nil || !strings.Contains(out, "planned on") {
+		t.Errorf("plan --measure without --simulate: profile %v; output:\n%s", err, out)
+	}
+	if _, err := run(t, "plan", "--scheduler", "1f1b", "--model", "gcn", "--devices", "2", "--preset", "cpu", "--measure", "--sched-opt", "profile="+file); err == nil || !strings.Contains(err.Error(), "both give the op costs") {
+		t.Errorf("plan --measure with profile=: %v", err)
 	}
 }

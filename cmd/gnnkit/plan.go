@@ -78,7 +78,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.BoolVar(&f.simulate, "simulate", false, "simulate the plan and print the predicted iteration")
 	fl.StringVar(&f.trace, "trace", "", "with --simulate, write the simulated schedule as a Chrome/Perfetto trace to FILE")
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
-	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0 before simulating")
+	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0: before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
 	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
 	fl.Float64Var(&f.speedup, "speedup", 0, "divide the profile's times by this on every simulated device (e.g. a GPU vs the profiled CPU)")
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
@@ -97,14 +97,17 @@ speeds, memory and links, and plan with --cluster FILE.`,
 
 // planReport is what plan --json prints.
 type planReport struct {
-	Model     string      `json:"model"`
-	Data      string      `json:"data"`
-	Scheduler string      `json:"scheduler"`
-	Cluster   string      `json:"cluster"`
-	Units     int         `json:"units"`
-	Tasks     int         `json:"tasks"`
-	Plan      *core.Plan  `json:"plan"`
-	Profile   string      `json:"profile,omitempty"`
+	Model     string     `json:"model"`
+	Data      string     `json:"data"`
+	Scheduler string     `json:"scheduler"`
+	Cluster   string     `json:"cluster"`
+	Units     int        `json:"units"`
+	Tasks     int        `json:"tasks"`
+	Plan      *core.Plan `json:"plan"`
+	Profile   string     `json:"profile,omitempty"`
+	// PlannedOn says where the op costs a pipeline scheduler planned with
+	// came from, when --measure measured them for it.
+	PlannedOn string      `json:"planned_on,omitempty"`
 	Sim       *sim.Result `json:"simulation,omitempty"`
 	Stages    []planStage `json:"stages,omitempty"`
 	// StageDAG is the plan's stage DAG (core.Plan.StageGraph) when its
@@ -330,9 +333,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// and simulator price ops alike: measured before planning, at the unit
 	// sizes they may make.
 	var planned *plannerCosts
-	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure && gp.Profile == nil {
-		whole := f.batchSize <= 0 && f.fanout == nil
-		if planned, err = measurePlannerCosts(ctx, gp, m, dat, be.Devices(), len(b.Targets), whole, f.reps, f.seed); err != nil {
+	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure {
+		if gp.Profile != nil {
+			return fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", opts["profile"])
+		}
+		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, be.Devices(), ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
 			return err
 		}
 		planned.use(gp)
@@ -349,6 +354,15 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), Cluster: cl.Name,
 		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w),
 		Owners: ownersOf(plan, w)}
+	if planned != nil {
+		rep.PlannedOn = planned.describe()
+		if f.profile != "" {
+			if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, planned.prof) }); err != nil {
+				return fmt.Errorf("writing the profile: %w", err)
+			}
+			rep.PlannedOn += ", written to " + f.profile
+		}
+	}
 	dag, dagErr := plan.StageGraph(w)
 	if f.dot != "" {
 		if dagErr != nil {
@@ -370,17 +384,15 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if f.simulate {
 		var prof *sim.Profile
 		switch {
+		case planned != nil:
+			prof = planned.prof
+			rep.Profile = "the costs measured on " + string(prof.Device.ID) + " before planning (the planner priced ops with them)"
 		case f.measure:
-			if planned != nil {
-				prof = planned.prof
-				rep.Profile = "measured on " + prof.Device.Name + " before planning (the planner priced ops with it too)"
-			} else {
-				ladder := ladderOf(plan, w)
-				if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
-					return err
-				}
-				rep.Profile = "measured on " + prof.Device.Name
+			ladder := ladderOf(plan, w)
+			if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
+				return err
 			}
+			rep.Profile = "measured on " + prof.Device.Name
 			if f.profile != "" {
 				if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
 					return fmt.Errorf("writing the profile: %w", err)
@@ -572,6 +584,9 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	sort.Strings(keys)
 	for _, k := range keys {
 		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.4g", p.Metrics[k]))
+	}
+	if r.PlannedOn != "" {
+		row("  planned on", r.PlannedOn)
 	}
 	if len(r.StageDAG) > 0 {
 		printStageDAG(row, r, w)

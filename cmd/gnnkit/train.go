@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
@@ -140,6 +141,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if f.epochs <= 0 {
 		return fmt.Errorf("--epochs must be positive, got %d", f.epochs)
 	}
+	if f.batchSize < 0 {
+		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
+	}
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
 		return err
@@ -182,13 +186,14 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		return err
 	}
 	dat := engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}
-	plannedOn, err := planOnMeasuredCosts(ctx, cmd, f, sched, opts, m, dat, td, len(ds.Train))
+	optim := engine.Optimizer{Kind: f.optimizer, LR: float32(lr), WeightDecay: float32(wd)}
+	plannedOn, err := planOnMeasuredCosts(ctx, cmd, f, sched, opts, m, dat, optim, td, ds.Train)
 	if err != nil {
 		return err
 	}
 	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Remote: td.remote, Seed: f.seed,
 		Data:      dat,
-		Optimizer: engine.Optimizer{Kind: f.optimizer, LR: float32(lr), WeightDecay: float32(wd)}})
+		Optimizer: optim})
 	if err != nil {
 		return err
 	}
@@ -343,10 +348,13 @@ func openNodeClassification(spec, norm string) (*data.Dataset, []float32, error)
 // (graphpipe, 1f1b, gpipe, without profile=) costs measured on the
 // training devices, unless --measure=false or off the cpu backend, and
 // says what the plan is priced on ("" for schedulers that price nothing).
-// samples is the training targets (a mini-batch's, with --batch-size).
-func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags, sched core.Scheduler, opts map[string]string, m *core.Model, d engine.Data, td *trainDevices, samples int) (string, error) {
+// train are the training nodes (a mini-batch's targets come from them).
+// Where measuring runs out of memory under --device-mem, an explicit
+// --measure fails; the default plans on the roofline and says why.
+func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags, sched core.Scheduler, opts map[string]string, m *core.Model, d engine.Data, opt engine.Optimizer, td *trainDevices, train []int32) (string, error) {
 	gp, ok := sched.(*graphpipe.Scheduler)
 	explicit := cmd.Flags().Changed("measure") && f.measure
+	const roofline = "a roofline model of the devices"
 	switch {
 	case !ok:
 		if explicit {
@@ -363,19 +371,27 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 	if explicit && !cpu {
 		return "", fmt.Errorf("--measure profiles on the cpu backend only, not %s; pass a profile taken on the device with --sched-opt profile=FILE (or --measure=false)", td.backend)
 	}
-	if !f.measure || !cpu {
-		return "a roofline model of the devices (--measure on the cpu backend measures them)", nil
+	if !f.measure {
+		return roofline + " (--measure=false)", nil
+	}
+	if !cpu {
+		return roofline + " (--measure profiles on the cpu backend only)", nil
 	}
 	whole := f.batchSize == 0 && f.fanout == nil
+	samples := len(train)
 	if !whole && f.batchSize > 0 {
 		samples = min(samples, f.batchSize)
 	}
 	if !f.quiet && !f.asJSON {
 		fmt.Fprintf(cmd.ErrOrStderr(), "measuring op costs on %s for the %s planner (--measure=false skips this)...\n", td.local[0].ID(), sched.Name())
 	}
-	c, err := measurePlannerCosts(ctx, gp, m, d, td.local, samples, whole, 5, f.seed)
+	c, err := measurePlannerCosts(ctx, gp, m, d, opt, td.local, train, samples, whole, 5, f.seed)
+	if errors.Is(err, core.ErrOutOfMemory) && !explicit {
+		fmt.Fprintf(cmd.ErrOrStderr(), "gnnkit: planning on a roofline model: measuring the op costs ran out of memory under --device-mem (%v)\n", err)
+		return roofline + " (measuring ran out of memory under --device-mem)", nil
+	}
 	if err != nil {
-		return "", err
+		return "", fmt.Errorf("%w (--measure=false plans on a roofline model instead)", err)
 	}
 	c.use(gp)
 	return c.describe(), nil

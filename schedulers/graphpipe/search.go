@@ -215,7 +215,10 @@ func mLadder(samples int) []int {
 // plan for a batch of samples targets, largest first: the largest unit
 // (⌈samples/m⌉) of each micro-batch count it may try (MicroBatches, or
 // every count of the m search's ladder). A profile measured at these
-// sizes (sim.MeasureWith's ladder) prices every candidate it weighs.
+// sizes (sim.MeasureWith's ladder) spans the units of every candidate it
+// weighs in full-graph training; a sampled mini-batch's units compute
+// receptive fields in the sampled graph, which the profile's points
+// (fields in the whole graph) price by interpolation.
 func (s *Scheduler) UnitSizes(samples int) []int {
 	if samples <= 0 {
 		return nil
