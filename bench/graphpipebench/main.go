@@ -107,6 +107,7 @@ func main() {
 	m := flag.Int("m", 16, "micro-batches per iteration (the fixed-m table)")
 	samples := flag.Int("samples", 8192, "samples (rows) per iteration")
 	measure := flag.Bool("measure", true, "also measure on 2 real logical CPU devices")
+	replicas := flag.Int("measure-replicas", 0, "with -measure: cap every stage at this many devices (Scheduler.MaxReplicas; 1 forces pipeline stages where the schedulers would choose data parallelism on 2 devices); 0: no cap")
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
 	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
@@ -135,7 +136,7 @@ func main() {
 		}
 	}
 	if *measure {
-		measured(*m)
+		measured(*m, *replicas)
 	}
 }
 
@@ -396,8 +397,8 @@ func printSummary(out io.Writer, title string, sums []summary, withM bool) {
 // CPU devices (interleaved, medians). The schedulers plan with a profile
 // and a cluster measured on this machine (sim.MeasureWith, sim.CPUCluster),
 // and the simulator's prediction for each plan is printed beside the
-// measurement.
-func measured(m int) {
+// measurement. replicas > 0 caps every stage at that many devices.
+func measured(m, replicas int) {
 	ctx := context.Background()
 	be, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1})
 	check(err)
@@ -452,9 +453,9 @@ func measured(m int) {
 	}
 	var runs []*run
 	for _, s := range []*graphpipe.Scheduler{
-		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof},
-		{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof},
-		{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof},
+		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
+		{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
+		{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
 	} {
 		tr, err := engine.New(engine.Config{Model: mod, Devices: devs, Seed: 1, Data: data})
 		check(err)
@@ -487,8 +488,12 @@ func measured(m int) {
 			}
 		}
 	}
-	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; calibrated before each of 5 measured rounds: host cores %s), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %d micro-batches, medians of 5\n\n",
-		spread(cores, "%.2f"), n, m)
+	capped := ""
+	if replicas > 0 {
+		capped = fmt.Sprintf(", stages capped at %d device(s)", replicas)
+	}
+	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; calibrated before each of 5 measured rounds: host cores %s), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %d micro-batches%s, medians of 5\n\n",
+		spread(cores, "%.2f"), n, m, capped)
 	fmt.Println("| scheduler | order | devices used | stages | depth | simulated ms (median, range over calibrations) | measured ms (median, range) | simulated / measured | measured vs chain 1F1B | measured vs best chain |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	med := make([]float64, len(runs))
