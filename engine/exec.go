@@ -359,6 +359,22 @@ type execution struct {
 	remote   *remoteExec // the slices on workers (remote.go), nil for none
 }
 
+// opDone waits, under OpTrace, until the work queued on dev has run, so
+// that an asynchronous device's op events (OpenCL, CUDA: a kernel call
+// returns once queued) time the op itself; otherwise its time lands on
+// the next op that waits for a result (the loss, reading back its
+// value). Host devices run their kernels in the caller: no wait.
+func (ex *execution) opDone(dev core.DeviceID) error {
+	d, ok := ex.t.devs[dev]
+	if !ok {
+		return nil
+	}
+	if err := d.NewStream().Sync(); err != nil {
+		return fmt.Errorf("waiting for the op to finish (op trace): %w", err)
+	}
+	return nil
+}
+
 // envKey names the Env of one unit on one device.
 type envKey struct {
 	unit int
@@ -545,6 +561,9 @@ func (ex *execution) run(ctx context.Context, i int) error {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
 			}
 			if ex.opts.OpTrace {
+				if err := ex.opDone(task.Device); err != nil {
+					return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+				}
 				var out int64
 				for _, v := range ops[o].Outputs() {
 					if x, err := env.Value(v); err == nil {
@@ -580,6 +599,9 @@ func (ex *execution) run(ctx context.Context, i int) error {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
 			}
 			if ex.opts.OpTrace {
+				if err := ex.opDone(task.Device); err != nil {
+					return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
+				}
 				ex.record(core.TraceEvent{Name: ops[idx[j]].Name(), Cat: "op_backward", Device: task.Device, Stream: task.Stream, Unit: task.Unit}, to)
 			}
 		}

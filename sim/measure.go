@@ -52,6 +52,11 @@ type ladderPoint struct {
 	inputs, peak int64
 	resident     int64
 	shape        *shapeOut // nil if the shape pass failed
+	// On an asynchronous device: the untraced and the traced runs' walls,
+	// and factor, what the times of the traced runs (which wait for each
+	// op) are scaled by to add up to an untraced run's.
+	walls, tracedWalls []time.Duration
+	factor             float64
 }
 
 // Measure profiles tr's model on dev: for each ladder size it runs one
@@ -200,6 +205,16 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	// subgraph plan ran in between: then a discarded run reloads them.
 	mixed := slices.ContainsFunc(pts, func(q *ladderPoint) bool { return q.whole }) &&
 		slices.ContainsFunc(pts, func(q *ladderPoint) bool { return !q.whole })
+	// A device whose tensors are not host memory runs its kernels
+	// asynchronously (OpenCL, CUDA): the op trace waits for each op, which
+	// a training run does not, so every rep also times an untraced run,
+	// and the traced times are scaled to add up to it.
+	async := false
+	if t, err := dev.Alloc(1); err == nil {
+		_, host := t.Buf.(*core.HostMem)
+		async = !host
+		dev.Free(t)
+	}
 	for rep := -o.Warmup; rep < o.Reps; rep++ {
 		for _, lp := range pts {
 			if lp.whole && mixed {
@@ -217,6 +232,17 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			if rep >= 0 {
 				lp.collect(res.Trace, m)
 			}
+			if async {
+				runtime.GC()
+				u, err := tr.Run(ctx, lp.plan, lp.batch, engine.RunOptions{})
+				if err != nil {
+					return nil, fmt.Errorf("sim: measure at %d targets: %w", len(lp.targets), err)
+				}
+				if rep >= 0 {
+					lp.walls = append(lp.walls, u.Trace.Wall)
+					lp.tracedWalls = append(lp.tracedWalls, res.Trace.Wall)
+				}
+			}
 		}
 		if o.Between != nil && rep >= 0 {
 			if err := o.Between(rep); err != nil {
@@ -231,9 +257,17 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	for _, in := range m.Inputs {
 		inputs[in] = true
 	}
+	for _, lp := range pts {
+		lp.factor = 1
+		if tw := stats.Median(lp.tracedWalls); async && tw > 0 {
+			lp.factor = min(1, float64(stats.Median(lp.walls))/float64(tw))
+		}
+	}
 	var steps []time.Duration
 	for _, lp := range pts {
-		steps = append(steps, lp.steps...)
+		for _, d := range lp.steps {
+			steps = append(steps, scaled(d, lp.factor))
+		}
 		if p.OptStateBytes == 0 {
 			opt := lp.resident - 2*p.ParamBytes
 			if lp.whole {
@@ -241,7 +275,7 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			}
 			p.OptStateBytes = max(opt, 0)
 		}
-		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: stats.Median(lp.setF), Bwd: stats.Median(lp.setB), Mem: lp.inputs,
+		p.Setup = append(p.Setup, Point{Rows: lp.rows, Edges: lp.edges, Fwd: scaled(stats.Median(lp.setF), lp.factor), Bwd: scaled(stats.Median(lp.setB), lp.factor), Mem: lp.inputs,
 			Whole: lp.whole})
 	}
 	p.Step = stats.Median(steps)
@@ -284,9 +318,9 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		for i := range p.Ops {
 			sumMed += stats.Median(lp.fwd[i]) + stats.Median(lp.bwd[i])
 		}
-		scale := 1.0
+		scale := lp.factor
 		if sumMed > 0 {
-			scale = float64(stats.Median(lp.opTotal)) / float64(sumMed)
+			scale *= float64(stats.Median(lp.opTotal)) / float64(sumMed)
 		}
 		for i := range p.Ops {
 			mem, tmp, gin, gout := held[i], int64(0), int64(0), int64(0)

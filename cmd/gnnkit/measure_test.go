@@ -2,12 +2,14 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gnnkit/gnnkit/backends/opencl"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -136,5 +138,32 @@ func TestPlanMeasure(t *testing.T) {
 	}
 	if _, err := run(t, "plan", "--scheduler", "1f1b", "--model", "gcn", "--devices", "2", "--preset", "cpu", "--measure", "--sched-opt", "profile="+file); err == nil || !strings.Contains(err.Error(), "both give the op costs") {
 		t.Errorf("plan --measure with profile=: %v", err)
+	}
+}
+
+// TestPlanMeasureBackend: --measure-backend takes the profile on another
+// backend's device (OpenCL here, PoCL on a CPU-only machine), which the
+// planner then prices ops with; without --measure it is refused.
+func TestPlanMeasureBackend(t *testing.T) {
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "gcn", "--devices", "2", "--preset", "cpu", "--json", "--measure-backend", "opencl"}
+	if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "add --measure") {
+		t.Errorf("--measure-backend without --measure: %v", err)
+	}
+	out, err := run(t, append(args, "--measure", "--reps", "1", "--simulate")...)
+	if errors.Is(err, opencl.ErrUnavailable) {
+		t.Skip(err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r planReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if !strings.HasPrefix(r.PlannedOn, "measured on opencl:0") || !strings.Contains(r.Profile, "opencl:0") {
+		t.Errorf("planned on %q, simulated with %q; want opencl:0's costs", r.PlannedOn, r.Profile)
+	}
+	if got, want := r.Plan.Metrics["simulated_iteration_ms"], float64(r.Sim.Iteration)/1e6; math.Abs(got-want) > 1e-9*want {
+		t.Errorf("the planner simulated %.6f ms, the simulation %.6f ms", got, want)
 	}
 }

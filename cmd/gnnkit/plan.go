@@ -24,13 +24,13 @@ import (
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster string
-	devices, hidden, heads, layers, batchSize, reps, branches                                           int
-	fanout                                                                                              []int
-	schedOpts                                                                                           []string
-	speedup                                                                                             float64
-	seed                                                                                                uint64
-	simulate, measure, asJSON                                                                           bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend string
+	devices, hidden, heads, layers, batchSize, reps, branches                                                           int
+	fanout                                                                                                              []int
+	schedOpts                                                                                                           []string
+	speedup                                                                                                             float64
+	seed                                                                                                                uint64
+	simulate, measure, asJSON                                                                                           bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -80,6 +80,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
 	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0: before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
 	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
+	fl.StringVar(&f.measureBackend, "measure-backend", "cpu", "with --measure, the backend whose first device the profile is taken on: "+strings.Join(core.Backends(), ", ")+" (e.g. opencl: a GPU's OpenCL driver, or PoCL); the preset's devices are then priced at --speedup times it")
 	fl.Float64Var(&f.speedup, "speedup", 0, "divide the profile's times by this on every simulated device (e.g. a GPU vs the profiled CPU)")
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
@@ -332,12 +333,31 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// With --measure they also plan with the measured costs, so planner
 	// and simulator price ops alike: measured before planning, at the unit
 	// sizes they may make.
+	// --measure profiles on the cpu backend's logical devices or on the
+	// first device of --measure-backend.
+	mdevs := be.Devices()
+	mtr := tr
+	if fl.Changed("measure-backend") && !f.measure {
+		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)
+	}
+	if f.measure && f.measureBackend != "cpu" {
+		mbe, err := core.OpenBackend(f.measureBackend, core.BackendOptions{Devices: 1})
+		if err != nil {
+			return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+		}
+		defer mbe.Close()
+		mdevs = mbe.Devices()[:1]
+		if mtr, err = engine.New(engine.Config{Model: m, Devices: mdevs, Seed: f.seed, Data: dat}); err != nil {
+			return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+		}
+		defer mtr.Close()
+	}
 	var planned *plannerCosts
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure {
 		if gp.Profile != nil {
 			return fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", opts["profile"])
 		}
-		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, be.Devices(), ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
+		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, mdevs, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
 			return err
 		}
 		planned.use(gp)
@@ -389,7 +409,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			rep.Profile = "the costs measured on " + string(prof.Device.ID) + " before planning (the planner priced ops with them)"
 		case f.measure:
 			ladder := ladderOf(plan, w)
-			if prof, err = sim.MeasureWith(ctx, tr, be.Devices()[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
+			if prof, err = sim.MeasureWith(ctx, mtr, mdevs[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
 				return err
 			}
 			rep.Profile = "measured on " + prof.Device.Name
