@@ -24,7 +24,11 @@ type RunOptions struct {
 	// OpTrace adds a trace event per op and direction (categories
 	// "op_forward" and "op_backward", named after the op; a forward
 	// event's Bytes are the op's output bytes): the profile simulators
-	// and schedulers calibrate against.
+	// and schedulers calibrate against. On an asynchronous device it
+	// waits for each op (and the optimizer step) to finish, so the events
+	// time the work, not its queueing; the device has one queue, so with
+	// several streams on it an op's time includes the others' work queued
+	// beside it (profiles use one-stream plans).
 	OpTrace bool
 	// PrefetchReductions fetches every owner reduction's gradients
 	// (StepOwners plans) as soon as the backward tasks it waits for are
@@ -295,6 +299,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for _, env := range ex.envs {
 		env.Release()
 	}
+	if err := t.finish(plan.Devices()); err != nil && ex.err == nil {
+		ex.err = err
+	}
 	ex.trace.Wall = time.Since(ex.start)
 	for id, r := range t.reps {
 		ex.trace.PeakMem[id] = r.dev.Mem().Stats().Peak
@@ -357,6 +364,22 @@ type execution struct {
 	err      error
 	trace    *core.Trace
 	remote   *remoteExec // the slices on workers (remote.go), nil for none
+}
+
+// finish waits until the given local devices have run all the work
+// queued on them: an asynchronous device (OpenCL, CUDA) may still be
+// running an iteration's last kernels (the backward, the optimizer step)
+// when its tasks have returned, and the iteration (Trace.Wall) ends when
+// they have run. Host devices have nothing queued.
+func (t *Trainer) finish(ids []core.DeviceID) error {
+	for _, id := range ids {
+		if d, ok := t.devs[id]; ok {
+			if err := d.NewStream().Sync(); err != nil {
+				return fmt.Errorf("engine: finishing the iteration on %s: %w", id, err)
+			}
+		}
+	}
+	return nil
 }
 
 // opDone waits, under OpTrace, until the work queued on dev has run, so
@@ -648,6 +671,11 @@ func (ex *execution) run(ctx context.Context, i int) error {
 		if !ex.opts.SkipStep {
 			if err := t.applyStep(); err != nil {
 				return err
+			}
+			if ex.opts.OpTrace {
+				if err := ex.opDone(task.Device); err != nil {
+					return err
+				}
 			}
 			ex.record(core.TraceEvent{Name: "optimizer step", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
 			t1 := time.Now()

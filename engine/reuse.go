@@ -443,6 +443,9 @@ func (t *Trainer) runReusePlan(ctx context.Context, plan *core.Plan, b *Batch, o
 			return nil, fmt.Errorf("engine: refreshing parameter replicas: %w", err)
 		}
 	}
+	if err := t.finish(plan.Devices()); err != nil {
+		return nil, err
+	}
 	trace.Wall = time.Since(t0)
 	for id, rr := range t.reps {
 		trace.PeakMem[id] = rr.dev.Mem().Stats().Peak

@@ -209,12 +209,13 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	// asynchronously (OpenCL, CUDA): the op trace waits for each op, which
 	// a training run does not, so every rep also times an untraced run,
 	// and the traced times are scaled to add up to it.
-	async := false
-	if t, err := dev.Alloc(1); err == nil {
-		_, host := t.Buf.(*core.HostMem)
-		async = !host
-		dev.Free(t)
+	probe, err := dev.Alloc(1)
+	if err != nil {
+		return nil, fmt.Errorf("sim: measure: a test tensor on %s: %w", dev.ID(), err)
 	}
+	_, host := probe.Buf.(*core.HostMem)
+	async := !host
+	dev.Free(probe)
 	for rep := -o.Warmup; rep < o.Reps; rep++ {
 		for _, lp := range pts {
 			if lp.whole && mixed {

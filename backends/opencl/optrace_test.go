@@ -2,6 +2,7 @@ package opencl_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -12,7 +13,8 @@ import (
 	"github.com/gnnkit/gnnkit/schedulers/sequential"
 )
 
-// TestOpTraceTimesEachOp: the executor's op trace (what the profiler
+// TestOpTraceTimesEachOp: an iteration on an asynchronous device ends
+// when the device has run its kernels, and the executor's op trace (what the profiler
 // builds op costs from) times each op on an asynchronous device, not the
 // queueing of its kernels: a GCN's first linear layer (4000 x 512 x 64
 // multiply-adds) takes longer than the loss (4000 x 8 log-softmax). Before
@@ -49,9 +51,27 @@ func TestOpTraceTimesEachOp(t *testing.T) {
 	if _, err := tr.Run(ctx, p, batch, engine.RunOptions{}); err != nil { // warm-up: kernels built
 		t.Fatal(err)
 	}
-	res, err := tr.Run(ctx, p, batch, engine.RunOptions{OpTrace: true})
-	if err != nil {
-		t.Fatal(err)
+	// An iteration ends when the device has run its kernels: an untraced
+	// run takes about as long as one that waits for every op (it used to
+	// end with the backward and the step still queued: 0.3 of it).
+	var plain, traced []time.Duration
+	var res *engine.Result
+	for range 3 {
+		r, err := tr.Run(ctx, p, batch, engine.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		plain = append(plain, r.Trace.Wall)
+		if res, err = tr.Run(ctx, p, batch, engine.RunOptions{OpTrace: true}); err != nil {
+			t.Fatal(err)
+		}
+		traced = append(traced, res.Trace.Wall)
+	}
+	slices.Sort(plain)
+	slices.Sort(traced)
+	t.Logf("iteration %v untraced, %v waiting for each op (medians of 3)", plain[1], traced[1])
+	if float64(plain[1]) < 0.6*float64(traced[1]) {
+		t.Errorf("an untraced iteration took %v, one waiting for each op %v: the untraced one ended before its kernels ran", plain[1], traced[1])
 	}
 	fwd := map[string]time.Duration{}
 	for _, e := range res.Trace.Events {

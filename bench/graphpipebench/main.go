@@ -114,6 +114,9 @@ func main() {
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	flag.Parse()
+	if *replicas < 0 {
+		check(fmt.Errorf("-measure-replicas %d: want 0 (no cap) or a positive device count", *replicas))
+	}
 	var devices []int
 	for _, f := range strings.Split(*devList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -78,7 +78,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.BoolVar(&f.simulate, "simulate", false, "simulate the plan and print the predicted iteration")
 	fl.StringVar(&f.trace, "trace", "", "with --simulate, write the simulated schedule as a Chrome/Perfetto trace to FILE")
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
-	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0: before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
+	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0 (or --measure-backend's first device): before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
 	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
 	fl.StringVar(&f.measureBackend, "measure-backend", "cpu", "with --measure, the backend whose first device the profile is taken on: "+strings.Join(core.Backends(), ", ")+" (e.g. opencl: a GPU's OpenCL driver, or PoCL); the preset's devices are then priced at --speedup times it")
 	fl.Float64Var(&f.speedup, "speedup", 0, "divide the profile's times by this on every simulated device (e.g. a GPU vs the profiled CPU)")
@@ -336,7 +336,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// --measure profiles on the cpu backend's logical devices or on the
 	// first device of --measure-backend.
 	mdevs := be.Devices()
-	mtr := tr
 	if fl.Changed("measure-backend") && !f.measure {
 		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)
 	}
@@ -347,10 +346,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		}
 		defer mbe.Close()
 		mdevs = mbe.Devices()[:1]
-		if mtr, err = engine.New(engine.Config{Model: m, Devices: mdevs, Seed: f.seed, Data: dat}); err != nil {
-			return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
-		}
-		defer mtr.Close()
 	}
 	var planned *plannerCosts
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure {
@@ -408,11 +403,20 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			prof = planned.prof
 			rep.Profile = "the costs measured on " + string(prof.Device.ID) + " before planning (the planner priced ops with them)"
 		case f.measure:
+			// The trainer that built the workload profiles on the cpu;
+			// another backend's device gets a trainer of its own.
+			mtr := tr
+			if mdevs[0] != be.Devices()[0] {
+				if mtr, err = engine.New(engine.Config{Model: m, Devices: mdevs, Seed: f.seed, Data: dat}); err != nil {
+					return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+				}
+				defer mtr.Close()
+			}
 			ladder := ladderOf(plan, w)
 			if prof, err = sim.MeasureWith(ctx, mtr, mdevs[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
 				return err
 			}
-			rep.Profile = "measured on " + prof.Device.Name
+			rep.Profile = fmt.Sprintf("measured on %s (%s)", prof.Device.ID, prof.Device.Name)
 			if f.profile != "" {
 				if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
 					return fmt.Errorf("writing the profile: %w", err)

@@ -369,7 +369,7 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 	}
 	cpu := td.backend == "cpu" && len(td.remote) == 0
 	if explicit && !cpu {
-		return "", fmt.Errorf("--measure profiles on the cpu backend only, not %s; pass a profile taken on the device with --sched-opt profile=FILE (or --measure=false)", td.backend)
+		return "", fmt.Errorf("--measure profiles the training devices on the cpu backend only, not %s; take a profile on the device with 'gnnkit plan --measure --measure-backend BACKEND --profile FILE' and pass --sched-opt profile=FILE (or --measure=false)", td.backend)
 	}
 	if !f.measure {
 		return roofline + " (--measure=false)", nil
