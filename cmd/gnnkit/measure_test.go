@@ -167,3 +167,31 @@ func TestPlanMeasureBackend(t *testing.T) {
 		t.Errorf("the planner simulated %.6f ms, the simulation %.6f ms", got, want)
 	}
 }
+
+// TestPlanSpeedupNote: a profile taken here pricing a GPU preset at the
+// profiled device's own speed gets a note saying to pass --speedup; with
+// it, or with the roofline, or on the cpu preset, none.
+func TestPlanSpeedupNote(t *testing.T) {
+	base := []string{"plan", "--scheduler", "1f1b", "--model", "gcn", "--simulate", "--json", "--reps", "1"}
+	for _, c := range []struct {
+		args []string
+		note bool
+	}{
+		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure"}, true},
+		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure", "--speedup", "20"}, false},
+		{[]string{"--preset", "pcie-a100", "--devices", "2"}, false},
+		{[]string{"--preset", "cpu", "--devices", "2", "--measure"}, false},
+	} {
+		out, err := run(t, append(base, c.args...)...)
+		if err != nil {
+			t.Fatalf("%v: %v", c.args, err)
+		}
+		var r planReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		if got := len(r.Notes) > 0 && strings.Contains(r.Notes[0], "--speedup"); got != c.note {
+			t.Errorf("%v: notes %q, want a --speedup note: %v", c.args, r.Notes, c.note)
+		}
+	}
+}

@@ -108,9 +108,12 @@ type planReport struct {
 	Profile   string     `json:"profile,omitempty"`
 	// PlannedOn says where the op costs a pipeline scheduler planned with
 	// came from, when --measure measured them for it.
-	PlannedOn string      `json:"planned_on,omitempty"`
-	Sim       *sim.Result `json:"simulation,omitempty"`
-	Stages    []planStage `json:"stages,omitempty"`
+	PlannedOn string `json:"planned_on,omitempty"`
+	// Notes are warnings about the figures (e.g. a profile taken on
+	// another kind of device than the cluster's, at speedup 1).
+	Notes  []string    `json:"notes,omitempty"`
+	Sim    *sim.Result `json:"simulation,omitempty"`
+	Stages []planStage `json:"stages,omitempty"`
 	// StageDAG is the plan's stage DAG (core.Plan.StageGraph) when its
 	// units span devices and it has one.
 	StageDAG []core.Stage `json:"stage_dag,omitempty"`
@@ -444,6 +447,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 		rep.Sim = res
+		if prof != nil {
+			rep.Notes = append(rep.Notes, speedupNote(prof, cl)...)
+		}
 		if f.trace != "" {
 			if err := atomicfile.Write(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
 				return fmt.Errorf("writing trace: %w", err)
@@ -692,6 +698,9 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 			row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
 		}
 	}
+	for _, n := range r.Notes {
+		row("note", n)
+	}
 	tw.Flush()
 }
 
@@ -792,4 +801,18 @@ func sortStreams(ks []streamKey) {
 		}
 		return ks[i].s < ks[j].s
 	})
+}
+
+// speedupNote warns when a profile taken on one kind of device prices a
+// cluster of another at the profile's own speed (speedup 0 or 1): a
+// profile measured on this CPU or PoCL says little about an A100 unless
+// --speedup (or the cluster file's speedup) scales it.
+func speedupNote(prof *sim.Profile, cl *sim.Cluster) []string {
+	for _, d := range cl.Devices {
+		if d.Name != prof.Device.Name && d.Speedup <= 1 && !strings.HasPrefix(string(d.ID), "cpu:") {
+			return []string{fmt.Sprintf("ops are priced at the speed of the device profiled (%s, %s), not of %s: pass --speedup S (how many times faster %s runs them)",
+				prof.Device.ID, prof.Device.Name, d.Name, d.Name)}
+		}
+	}
+	return nil
 }
