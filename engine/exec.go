@@ -90,7 +90,10 @@ func (t *Trainer) GroupWorkload(groups []*Batch, devs []core.DeviceInfo) (*core.
 }
 
 // Run executes one training iteration of plan over batch b. The plan must
-// have been validated against t.Workload(b, ...).
+// have been validated against t.Workload(b, ...). It returns once the
+// plan's local devices have run all the work queued on them (an
+// asynchronous device's last kernels included): Trace.Wall is the whole
+// iteration.
 func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOptions) (*Result, error) {
 	if opts.Groups == nil {
 		if b == nil {
@@ -299,12 +302,8 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	for _, env := range ex.envs {
 		env.Release()
 	}
-	if err := t.finish(plan.Devices()); err != nil && ex.err == nil {
+	if err := t.endIteration(plan.Devices(), ex.trace, ex.start); err != nil && ex.err == nil {
 		ex.err = err
-	}
-	ex.trace.Wall = time.Since(ex.start)
-	for id, r := range t.reps {
-		ex.trace.PeakMem[id] = r.dev.Mem().Stats().Peak
 	}
 	ex.remotePeaks()
 	sort.SliceStable(ex.trace.Events, func(i, j int) bool { return ex.trace.Events[i].Start < ex.trace.Events[j].Start })
@@ -366,36 +365,48 @@ type execution struct {
 	remote   *remoteExec // the slices on workers (remote.go), nil for none
 }
 
-// finish waits until the given local devices have run all the work
-// queued on them: an asynchronous device (OpenCL, CUDA) may still be
-// running an iteration's last kernels (the backward, the optimizer step)
-// when its tasks have returned, and the iteration (Trace.Wall) ends when
-// they have run. Host devices have nothing queued.
-func (t *Trainer) finish(ids []core.DeviceID) error {
-	for _, id := range ids {
-		if d, ok := t.devs[id]; ok {
-			if err := d.NewStream().Sync(); err != nil {
-				return fmt.Errorf("engine: finishing the iteration on %s: %w", id, err)
-			}
-		}
+// syncDevice waits until local device id has run all the work queued on
+// it: an asynchronous device (OpenCL, CUDA) returns from kernel calls
+// once they are queued. Host devices have nothing queued; a device not
+// local (a worker's) is waited for by its worker.
+func (t *Trainer) syncDevice(id core.DeviceID) error {
+	d, ok := t.devs[id]
+	if !ok {
+		return nil
+	}
+	if err := d.NewStream().Sync(); err != nil {
+		return fmt.Errorf("engine: waiting for %s to finish its kernels: %w", id, err)
 	}
 	return nil
+}
+
+// endIteration ends an iteration on the given devices: once they have
+// run their queued kernels (the backward, the optimizer step), it sets
+// trace's Wall from start and every replica's peak memory.
+func (t *Trainer) endIteration(ids []core.DeviceID, trace *core.Trace, start time.Time) error {
+	var err error
+	for _, id := range ids {
+		if err = t.syncDevice(id); err != nil {
+			break
+		}
+	}
+	trace.Wall = time.Since(start)
+	for id, r := range t.reps {
+		trace.PeakMem[id] = r.dev.Mem().Stats().Peak
+	}
+	return err
 }
 
 // opDone waits, under OpTrace, until the work queued on dev has run, so
 // that an asynchronous device's op events (OpenCL, CUDA: a kernel call
 // returns once queued) time the op itself; otherwise its time lands on
 // the next op that waits for a result (the loss, reading back its
-// value). Host devices run their kernels in the caller: no wait.
+// value). Without OpTrace it does nothing.
 func (ex *execution) opDone(dev core.DeviceID) error {
-	d, ok := ex.t.devs[dev]
-	if !ok {
+	if !ex.opts.OpTrace {
 		return nil
 	}
-	if err := d.NewStream().Sync(); err != nil {
-		return fmt.Errorf("waiting for the op to finish (op trace): %w", err)
-	}
-	return nil
+	return ex.t.syncDevice(dev)
 }
 
 // envKey names the Env of one unit on one device.
@@ -583,10 +594,10 @@ func (ex *execution) run(ctx context.Context, i int) error {
 			if err := forward(ctx, ops[o:o+1], env); err != nil {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
 			}
+			if err := ex.opDone(task.Device); err != nil {
+				return fmt.Errorf("engine: unit %d: %w", task.Unit, err)
+			}
 			if ex.opts.OpTrace {
-				if err := ex.opDone(task.Device); err != nil {
-					return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
-				}
 				var out int64
 				for _, v := range ops[o].Outputs() {
 					if x, err := env.Value(v); err == nil {
@@ -621,10 +632,10 @@ func (ex *execution) run(ctx context.Context, i int) error {
 			if err := backward(ctx, ops[idx[j]:idx[j]+1], env); err != nil {
 				return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
 			}
+			if err := ex.opDone(task.Device); err != nil {
+				return fmt.Errorf("engine: unit %d: %w", task.Unit, err)
+			}
 			if ex.opts.OpTrace {
-				if err := ex.opDone(task.Device); err != nil {
-					return fmt.Errorf("engine: unit %d on %s: %w", task.Unit, task.Device, err)
-				}
 				ex.record(core.TraceEvent{Name: ops[idx[j]].Name(), Cat: "op_backward", Device: task.Device, Stream: task.Stream, Unit: task.Unit}, to)
 			}
 		}
@@ -672,10 +683,8 @@ func (ex *execution) run(ctx context.Context, i int) error {
 			if err := t.applyStep(); err != nil {
 				return err
 			}
-			if ex.opts.OpTrace {
-				if err := ex.opDone(task.Device); err != nil {
-					return err
-				}
+			if err := ex.opDone(task.Device); err != nil {
+				return err
 			}
 			ex.record(core.TraceEvent{Name: "optimizer step", Cat: "step", Device: task.Device, Stream: task.Stream, Unit: -1}, t0)
 			t1 := time.Now()

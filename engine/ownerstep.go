@@ -161,10 +161,8 @@ func (ex *execution) ownerStep(task core.Task, t0 time.Time) error {
 	if err := t.stepOwned(r, owned, ex.stepNo); err != nil {
 		return err
 	}
-	if ex.opts.OpTrace {
-		if err := ex.opDone(task.Device); err != nil {
-			return err
-		}
+	if err := ex.opDone(task.Device); err != nil {
+		return err
 	}
 	t.stateMu.Lock()
 	for p := range owned {

@@ -443,12 +443,8 @@ func (t *Trainer) runReusePlan(ctx context.Context, plan *core.Plan, b *Batch, o
 			return nil, fmt.Errorf("engine: refreshing parameter replicas: %w", err)
 		}
 	}
-	if err := t.finish(plan.Devices()); err != nil {
+	if err := t.endIteration(plan.Devices(), trace, t0); err != nil {
 		return nil, err
-	}
-	trace.Wall = time.Since(t0)
-	for id, rr := range t.reps {
-		trace.PeakMem[id] = rr.dev.Mem().Stats().Peak
 	}
 	return &Result{Loss: loss, Trace: trace}, nil
 }

@@ -22,7 +22,9 @@ type MeasureOptions struct {
 	// for models without a graph input, a batch of that many samples).
 	Ladder []int
 	// Reps is the number of timed runs per size (default 5); the profile
-	// keeps the medians. Warmup runs come first (default 1).
+	// keeps the medians. Warmup runs come first (default 1). On an
+	// asynchronous device (OpenCL, CUDA) each rep also times an untraced
+	// run, which the traced times are scaled to (see Measure).
 	Reps, Warmup int
 	// Nodes are the labelled nodes targets are drawn from, evenly spaced
 	// (default: every node of the graph).
@@ -70,6 +72,12 @@ type ladderPoint struct {
 // Trainer.Estimate predicts. Rows of a point are the nodes the
 // unit computes (the receptive field of its targets, all nodes for the
 // whole graph).
+//
+// On an asynchronous device (tensors not in host memory: OpenCL, CUDA)
+// the op trace waits for each op, which a training run does not, so each
+// rep also runs the size untraced, and the traced times (ops, setup,
+// step) are scaled by the untraced run's median over the traced one's
+// (at most 1).
 //
 // Measure trains: it takes optimizer steps on tr (that is how the step is
 // timed), so use a trainer made for profiling. dev must be the trainer's

@@ -136,23 +136,28 @@ func TestMeasureFitCap(t *testing.T) {
 	}
 	data := engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}
 	// The memory of a 2-target unit and of the whole graph, uncapped.
-	need := func(targets int) int64 {
-		be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1})
+	// A trainer on a one-device backend capped at memCap (0: none).
+	trainer := func(memCap int64) (*engine.Trainer, core.Device) {
+		be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1, MemCap: memCap})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer be.Close()
+		t.Cleanup(func() { be.Close() })
 		tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: 1, Data: data})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer tr.Close()
+		t.Cleanup(tr.Close)
+		return tr, be.Devices()[0]
+	}
+	need := func(targets int) int64 {
+		tr, dev := trainer(0)
 		ts := make([]int32, targets)
 		for i := range ts {
 			ts[i] = int32(i * nodes / targets)
 		}
 		u := core.Unit{Targets: ts, Subgraph: targets < nodes, LossWeight: 1}
-		res, peak, err := tr.Estimate(tr.FullBatch(ts), []core.Unit{u}, be.Devices()[0].Info())
+		res, peak, err := tr.Estimate(tr.FullBatch(ts), []core.Unit{u}, dev.Info())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,17 +168,8 @@ func TestMeasureFitCap(t *testing.T) {
 		t.Fatalf("a 2-target unit needs %d bytes, the whole graph %d", small, whole)
 	}
 	measure := func(memCap int64) (*sim.Profile, error) {
-		be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1, MemCap: memCap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer be.Close()
-		tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices(), Seed: 1, Data: data})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer tr.Close()
-		return sim.MeasureWith(context.Background(), tr, be.Devices()[0], sim.MeasureOptions{Ladder: []int{2, 0}, Reps: 1, FitCap: true})
+		tr, dev := trainer(memCap)
+		return sim.MeasureWith(context.Background(), tr, dev, sim.MeasureOptions{Ladder: []int{2, 0}, Reps: 1, FitCap: true})
 	}
 	prof, err := measure((small + whole) / 2)
 	if err != nil {

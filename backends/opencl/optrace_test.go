@@ -3,6 +3,7 @@ package opencl_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -23,6 +24,10 @@ import (
 func TestOpTraceTimesEachOp(t *testing.T) {
 	b := open(t, core.BackendOptions{})
 	defer b.Close()
+	// The timing checks assume kernels dominate launches, as on PoCL (a
+	// CPU); on a GPU a 131-MFLOP product takes microseconds, so there the
+	// test only runs the iterations.
+	pocl := strings.Contains(b.Devices()[0].Info().Name, "Portable Computing Language")
 	f := schedtest.NewFixture(4000, 8, 512, 8, 3)
 	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes})
 	if err != nil {
@@ -70,7 +75,7 @@ func TestOpTraceTimesEachOp(t *testing.T) {
 	slices.Sort(plain)
 	slices.Sort(traced)
 	t.Logf("iteration %v untraced, %v waiting for each op (medians of 3)", plain[1], traced[1])
-	if float64(plain[1]) < 0.6*float64(traced[1]) {
+	if pocl && float64(plain[1]) < 0.6*float64(traced[1]) {
 		t.Errorf("an untraced iteration took %v, one waiting for each op %v: the untraced one ended before its kernels ran", plain[1], traced[1])
 	}
 	fwd := map[string]time.Duration{}
@@ -81,7 +86,7 @@ func TestOpTraceTimesEachOp(t *testing.T) {
 	}
 	lin, loss := fwd[m.Ops[1].Name()], fwd[m.Ops[len(m.Ops)-1].Name()]
 	t.Logf("%s forward %v, %s forward %v", m.Ops[1].Name(), lin, m.Ops[len(m.Ops)-1].Name(), loss)
-	if lin == 0 || loss == 0 || lin <= loss {
+	if lin == 0 || loss == 0 || pocl && lin <= loss {
 		t.Errorf("op trace: %s forward %v, %s forward %v; want the GEMM longer", m.Ops[1].Name(), lin, m.Ops[len(m.Ops)-1].Name(), loss)
 	}
 }

@@ -117,6 +117,9 @@ func main() {
 	if *replicas < 0 {
 		check(fmt.Errorf("-measure-replicas %d: want 0 (no cap) or a positive device count", *replicas))
 	}
+	if *replicas > 0 && !*measure {
+		check(fmt.Errorf("-measure-replicas caps the measured run's stages: it needs -measure"))
+	}
 	var devices []int
 	for _, f := range strings.Split(*devList, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))

@@ -18,9 +18,10 @@ import (
 type plannerCosts struct {
 	prof    *sim.Profile
 	cluster *sim.Cluster // nil: keep the scheduler's
-	// hostCores says how the cluster's host cores were measured.
-	hostCores string
-	took      time.Duration
+	// hostCores says how the cluster's host cores were measured;
+	// clusterNote why the cluster was not measured.
+	hostCores, clusterNote string
+	took                   time.Duration
 }
 
 // describe says what the plan was priced on, for the summaries.
@@ -29,23 +30,29 @@ func (c *plannerCosts) describe() string {
 	if len(c.prof.Setup) == 1 {
 		unit = "size"
 	}
-	s := fmt.Sprintf("measured on %s (%s) at %d %s in %.1f s", c.prof.Device.ID, c.prof.Device.Name, len(c.prof.Setup), unit, c.took.Seconds())
-	if c.cluster != nil && len(c.cluster.Devices) > 1 {
+	s := fmt.Sprintf("%s at %d %s in %.1f s", measuredOn(c.prof), len(c.prof.Setup), unit, c.took.Seconds())
+	switch {
+	case c.cluster != nil && len(c.cluster.Devices) > 1:
 		s += fmt.Sprintf("; links and host cores (%.2f, %s) measured", c.cluster.HostCores, c.hostCores)
+	case c.clusterNote != "":
+		s += "; " + c.clusterNote
 	}
 	return s
 }
 
-// measurePlannerCosts profiles model m for gp on devs (logical CPU
-// devices, the first one home). With no cluster given to gp, sim.CPUCluster
-// first measures the devices, their links and the host's cores (before any
-// trainer holds memory under a cap). Then a trainer of its own (profiling
-// takes optimizer steps, which must not move the weights being trained)
-// runs sim.MeasureWith on devs[0] at the unit sizes gp may make for a
-// batch of samples targets drawn from pool (the training nodes; sizes
-// are kept below the pool so that each is a subgraph unit, as gp's
-// are), skipping sizes that would not fit a memory cap; in full-graph
-// training (whole) with several devices, MeasureConcurrency on the
+// measurePlannerCosts profiles model m for gp on devs (the first one is
+// the profiling trainer's home: logical CPU devices from train, one
+// device of any local backend from plan --measure-backend). With no
+// cluster given to gp, sim.CPUCluster first measures the devices, their
+// links and the host's cores, before any trainer holds memory under a
+// cap (if even that does not fit, gp keeps its default cluster). Then a
+// trainer of its own (profiling takes optimizer steps, which must not
+// move the weights being trained) runs sim.MeasureWith on devs[0] at the
+// unit sizes gp may make for a batch of samples targets drawn from pool
+// (the training nodes; sizes are kept below the pool's count so that each
+// is a subgraph unit, as gp's are, unless the pool is one node), skipping
+// sizes that would not fit a memory cap. In full-graph training (whole)
+// with several devices and a measured cluster, MeasureConcurrency on the
 // model's own iteration gives the host's cores instead of a GEMM's,
 // unless it runs out of memory. The trainer is closed before it returns.
 func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.Model, d engine.Data, opt engine.Optimizer, devs []core.Device, pool []int32, samples int, whole bool, reps int, seed uint64) (*plannerCosts, error) {
@@ -53,10 +60,14 @@ func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.M
 	c := &plannerCosts{hostCores: "a GEMM on every device at once"}
 	if gp.Cluster == nil {
 		cl, err := sim.CPUCluster(ctx, devs)
-		if err != nil {
+		switch {
+		case errors.Is(err, core.ErrOutOfMemory):
+			c.clusterNote = "links and host cores not measured (out of memory): assumed"
+		case err != nil:
 			return nil, fmt.Errorf("measuring the devices for the planner: %w", err)
+		default:
+			c.cluster = cl
 		}
-		c.cluster = cl
 	}
 	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: seed, Data: d, Optimizer: opt})
 	if err != nil {

@@ -195,3 +195,34 @@ func TestPlanSpeedupNote(t *testing.T) {
 		}
 	}
 }
+
+// TestPlanMeasureRefused: --measure where it would do nothing or cannot
+// work is refused before any data is loaded, saying what to do; and the
+// --speedup note needs no --simulate when the planner priced ops.
+func TestPlanMeasureRefused(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--scheduler", "sequential", "--measure"}, "add --simulate"},
+		{[]string{"--scheduler", "graphpipe", "--measure", "--measure-backend", "cuda"}, "gnnkit-cuda worker"},
+		{[]string{"--scheduler", "graphpipe", "--measure", "--measure-backend", "tpu"}, "want one of"},
+		{[]string{"--scheduler", "graphpipe", "--batch-size", "-2"}, "must not be negative"},
+	} {
+		_, err := run(t, append([]string{"plan", "--data", "/nonexistent"}, c.args...)...)
+		if err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plan %v: %v, want an error containing %q (before the missing dataset)", c.args, err, c.want)
+		}
+	}
+	out, err := run(t, "plan", "--scheduler", "1f1b", "--model", "gcn", "--preset", "pcie-a100", "--devices", "2", "--measure", "--reps", "1", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r planReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "--speedup") {
+		t.Errorf("planned on %q without --simulate: notes %q, want the --speedup note", r.PlannedOn, r.Notes)
+	}
+}

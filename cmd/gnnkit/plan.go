@@ -49,8 +49,9 @@ With --simulate it replays the plan in the discrete-event simulator (package
 sim) and prints the predicted iteration time, bubble fraction, per-device
 busy time and peak memory, and writes the simulated schedule as a trace.
 Op costs come from --profile FILE (a GraphPipe-schema profile), from
---measure (profile the model on this machine's CPU first; with --profile
-the profile is also written there), or else from a roofline model of the
+--measure (profile the model on this machine's CPU first, or on the first
+device of --measure-backend; with --profile the profile is also written
+there), or else from a roofline model of the
 preset's devices. The pipeline schedulers (graphpipe, 1f1b, gpipe) plan
 with the same costs (--measure measures them before planning, at every
 micro-batch size they may try; an existing --profile is handed to them;
@@ -188,6 +189,12 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return fmt.Errorf("--trace needs --simulate")
 	}
 	fl := cmd.Flags()
+	if f.batchSize < 0 {
+		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
+	}
+	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
+		return err
+	}
 	var cl *sim.Cluster
 	if f.cluster != "" {
 		if fl.Changed("preset") {
@@ -261,7 +268,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		return err
 	}
 	// A trainer on this machine's CPU builds the workload (and profiles
-	// with --measure); the plan is made for the preset's devices. With the
+	// with --measure, unless --measure-backend names another backend); the
+	// plan is made for the preset's devices. With the
 	// cpu preset the CPU is split into as many logical devices as the plan
 	// has, as 'gnnkit train --devices cpu:0,...' splits it, so that the
 	// profile is measured with a training device's thread budget.
@@ -316,8 +324,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// The pipeline schedulers plan with the op costs the simulator will
 	// use: hand them an existing --profile unless told otherwise.
 	if _, set := opts["profile"]; !set && f.profile != "" && !f.measure {
-		switch f.scheduler {
-		case "graphpipe", "1f1b", "gpipe":
+		if pipelineScheduler(f.scheduler) {
 			if _, err := os.Stat(f.profile); err == nil {
 				opts["profile"] = f.profile
 			}
@@ -339,9 +346,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// --measure profiles on the cpu backend's logical devices or on the
 	// first device of --measure-backend.
 	mdevs := be.Devices()
-	if fl.Changed("measure-backend") && !f.measure {
-		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)
-	}
 	if f.measure && f.measureBackend != "cpu" {
 		mbe, err := core.OpenBackend(f.measureBackend, core.BackendOptions{Devices: 1})
 		if err != nil {
@@ -353,7 +357,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	var planned *plannerCosts
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure {
 		if gp.Profile != nil {
-			return fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", opts["profile"])
+			return errBothCosts(opts["profile"])
 		}
 		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, mdevs, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
 			return err
@@ -375,11 +379,14 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if planned != nil {
 		rep.PlannedOn = planned.describe()
 		if f.profile != "" {
-			if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, planned.prof) }); err != nil {
-				return fmt.Errorf("writing the profile: %w", err)
+			if err := writeProfile(f.profile, planned.prof); err != nil {
+				return err
 			}
 			rep.PlannedOn += ", written to " + f.profile
 		}
+	}
+	if gp, ok := sched.(*graphpipe.Scheduler); ok && gp.Profile != nil {
+		rep.Notes = speedupNote(gp.Profile, cl)
 	}
 	dag, dagErr := plan.StageGraph(w)
 	if f.dot != "" {
@@ -404,7 +411,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		switch {
 		case planned != nil:
 			prof = planned.prof
-			rep.Profile = "the costs measured on " + string(prof.Device.ID) + " before planning (the planner priced ops with them)"
+			rep.Profile = measuredOn(prof) + " before planning (the planner priced ops with it too)"
 		case f.measure:
 			// The trainer that built the workload profiles on the cpu;
 			// another backend's device gets a trainer of its own.
@@ -419,10 +426,10 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			if prof, err = sim.MeasureWith(ctx, mtr, mdevs[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
 				return err
 			}
-			rep.Profile = fmt.Sprintf("measured on %s (%s)", prof.Device.ID, prof.Device.Name)
+			rep.Profile = measuredOn(prof)
 			if f.profile != "" {
-				if err := atomicfile.Write(f.profile, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
-					return fmt.Errorf("writing the profile: %w", err)
+				if err := writeProfile(f.profile, prof); err != nil {
+					return err
 				}
 				rep.Profile += ", written to " + f.profile
 			}
@@ -447,8 +454,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 		rep.Sim = res
-		if prof != nil {
-			rep.Notes = append(rep.Notes, speedupNote(prof, cl)...)
+		if prof != nil && len(rep.Notes) == 0 {
+			rep.Notes = speedupNote(prof, cl)
 		}
 		if f.trace != "" {
 			if err := atomicfile.Write(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
@@ -815,4 +822,54 @@ func speedupNote(prof *sim.Profile, cl *sim.Cluster) []string {
 		}
 	}
 	return nil
+}
+
+// pipelineScheduler reports whether the named scheduler plans with op
+// costs (and takes a profile): graphpipe, 1f1b, gpipe.
+func pipelineScheduler(name string) bool {
+	switch name {
+	case "graphpipe", "1f1b", "gpipe":
+		return true
+	}
+	return false
+}
+
+// checkMeasureFlags refuses --measure and --measure-backend where they
+// would do nothing or cannot work, before any data is loaded.
+func checkMeasureFlags(f *planFlags, backendSet bool) error {
+	if backendSet && !f.measure {
+		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)
+	}
+	if !f.measure {
+		return nil
+	}
+	if !slices.Contains(core.Backends(), f.measureBackend) {
+		if f.measureBackend == "cuda" {
+			return fmt.Errorf("--measure-backend cuda: the CUDA backend runs in the gnnkit-cuda worker, which --measure cannot profile yet; profile on the GPU's OpenCL driver (--measure-backend opencl) or pass a profile taken there (--profile FILE)")
+		}
+		return fmt.Errorf("--measure-backend %q: want one of %s", f.measureBackend, strings.Join(core.Backends(), ", "))
+	}
+	if !f.simulate && !pipelineScheduler(f.scheduler) {
+		return fmt.Errorf("--measure with scheduler %s profiles for the simulation: add --simulate (graphpipe, 1f1b and gpipe also plan with the profile)", f.scheduler)
+	}
+	return nil
+}
+
+// measuredOn names where a profile was measured.
+func measuredOn(prof *sim.Profile) string {
+	return fmt.Sprintf("measured on %s (%s)", prof.Device.ID, prof.Device.Name)
+}
+
+// writeProfile writes prof to path atomically.
+func writeProfile(path string, prof *sim.Profile) error {
+	if err := atomicfile.Write(path, func(w io.Writer) error { return sim.WriteProfile(w, prof) }); err != nil {
+		return fmt.Errorf("writing the profile: %w", err)
+	}
+	return nil
+}
+
+// errBothCosts refuses --measure beside a profile file given to the
+// scheduler: both would give the op costs.
+func errBothCosts(file string) error {
+	return fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", file)
 }

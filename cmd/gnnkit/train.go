@@ -93,7 +93,8 @@ type trainResult struct {
 	Epochs        int             `json:"epochs"`
 	EpochMsMedian float64         `json:"epoch_ms_median"`
 	// IterationMsMedian is the median time of one iteration (the plan's
-	// run, without scheduling and evaluation).
+	// run, without scheduling and evaluation; without the first, warm-up
+	// iteration when there are more).
 	IterationMsMedian float64 `json:"iteration_ms_median"`
 	// PlannedOn says what a scheduler that plans with op costs priced
 	// them with: measured here (--measure), a profile file, or a roofline.
@@ -271,7 +272,11 @@ func printSummary(w io.Writer, r trainResult) {
 	row("epoch time (median)", fmt.Sprintf("%.2f ms", r.EpochMsMedian))
 	it := fmt.Sprintf("%.2f ms measured", r.IterationMsMedian)
 	if p, ok := r.SchedMetrics["simulated_iteration_ms"]; ok && r.IterationMsMedian > 0 {
-		it += fmt.Sprintf(", %.2f ms predicted (%+.1f%%)", p, 100*(p/r.IterationMsMedian-1))
+		if r.Epochs*r.Iterations > 1 {
+			it += fmt.Sprintf(", %.2f ms predicted (%+.1f%%)", p, 100*(p/r.IterationMsMedian-1))
+		} else {
+			it += fmt.Sprintf(", %.2f ms predicted (the one iteration measured includes the warm-up: run more to compare)", p)
+		}
 	}
 	row("iteration time (median)", it)
 	row("wall time", fmt.Sprintf("%.2f s", r.WallSeconds))
@@ -363,13 +368,13 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 		return "", nil
 	case gp.Profile != nil:
 		if explicit {
-			return "", fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", opts["profile"])
+			return "", errBothCosts(opts["profile"])
 		}
 		return "the profile " + opts["profile"], nil
 	}
 	cpu := td.backend == "cpu" && len(td.remote) == 0
 	if explicit && !cpu {
-		return "", fmt.Errorf("--measure profiles the training devices on the cpu backend only, not %s; take a profile on the device with 'gnnkit plan --measure --measure-backend BACKEND --profile FILE' and pass --sched-opt profile=FILE (or --measure=false)", td.backend)
+		return "", fmt.Errorf("--measure profiles the training devices on the cpu backend only, not %s; take a profile with 'gnnkit plan --scheduler %s --model %s --measure --measure-backend opencl --profile FILE' (on a GPU, through its OpenCL driver) and pass --sched-opt profile=FILE (or --measure=false)", td.backend, sched.Name(), f.model)
 	}
 	if !f.measure {
 		return roofline + " (--measure=false)", nil
