@@ -91,6 +91,32 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	if tr == nil || dev == nil {
 		return nil, fmt.Errorf("sim: measure needs a trainer and a device")
 	}
+	probe, err := dev.Alloc(1)
+	if err != nil {
+		return nil, fmt.Errorf("sim: measure: a test tensor on %s: %w", dev.ID(), err)
+	}
+	_, host := probe.Buf.(*core.HostMem)
+	dev.Free(probe)
+	return measure(ctx, tr, dev.Info(), !host, o)
+}
+
+// MeasureRemote is MeasureWith for a device tr reaches through a worker
+// process (engine.Config.Remote), named by its description (the worker's
+// DeviceInfo, e.g. gnnkit-cuda's cuda:0). The worker times each op (its
+// executor waits for each under the op trace), and the untraced run the
+// times are scaled to includes what training through the worker costs:
+// the parameters sent, the gradients returned, and the optimizer step on
+// tr's local home, where a plan homed on a worker's device steps.
+func MeasureRemote(ctx context.Context, tr *engine.Trainer, dev core.DeviceInfo, o MeasureOptions) (*Profile, error) {
+	if tr == nil || dev.ID == "" {
+		return nil, fmt.Errorf("sim: measure needs a trainer and a device")
+	}
+	return measure(ctx, tr, dev, true, o)
+}
+
+// measure profiles on the device info describes; async: its kernels run
+// asynchronously to the caller (see Measure).
+func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, async bool, o MeasureOptions) (*Profile, error) {
 	if len(o.Ladder) == 0 {
 		return nil, fmt.Errorf("sim: measure needs at least one ladder size")
 	}
@@ -116,7 +142,6 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 			weighted++
 		}
 	}
-	info := dev.Info()
 	nOps := len(m.Ops)
 	var featDim int
 	var pts []*ladderPoint
@@ -170,11 +195,11 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		}
 		featDim = w.FeatureDim
 		unit := core.Unit{ID: 0, Targets: slices.Clone(lp.batch.Targets), LossWeight: 1, Subgraph: !lp.whole}
-		lp.plan = &core.Plan{Scheduler: "sim-profile", Home: dev.ID(), Units: []core.Unit{unit},
+		lp.plan = &core.Plan{Scheduler: "sim-profile", Home: info.ID, Units: []core.Unit{unit},
 			Tasks: []core.Task{
-				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: dev.ID(), OpLo: 0, OpHi: nOps},
-				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: dev.ID(), OpLo: 0, OpHi: nOps, Deps: []int{0}},
-				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: dev.ID(), Deps: []int{1}},
+				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: info.ID, OpLo: 0, OpHi: nOps},
+				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: info.ID, OpLo: 0, OpHi: nOps, Deps: []int{0}},
+				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: info.ID, Deps: []int{1}},
 			}}
 		if err := lp.plan.Validate(w); err != nil {
 			return nil, fmt.Errorf("sim: measure: %w", err)
@@ -205,7 +230,7 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 		pts = append(pts, lp)
 	}
 	if len(pts) == 0 && len(overCap) > 0 {
-		return nil, fmt.Errorf("sim: measure: no ladder size fits %s's %s memory (sizes %v in targets): %w", dev.ID(), core.FormatBytes(info.MemCap), overCap, core.ErrOutOfMemory)
+		return nil, fmt.Errorf("sim: measure: no ladder size fits %s's %s memory (sizes %v in targets): %w", info.ID, core.FormatBytes(info.MemCap), overCap, core.ErrOutOfMemory)
 	}
 	// Sizes interleaved rep by rep, so drift and other load hit them
 	// alike. A unit computing the whole graph keeps the batch inputs
@@ -213,17 +238,9 @@ func MeasureWith(ctx context.Context, tr *engine.Trainer, dev core.Device, o Mea
 	// subgraph plan ran in between: then a discarded run reloads them.
 	mixed := slices.ContainsFunc(pts, func(q *ladderPoint) bool { return q.whole }) &&
 		slices.ContainsFunc(pts, func(q *ladderPoint) bool { return !q.whole })
-	// A device whose tensors are not host memory runs its kernels
-	// asynchronously (OpenCL, CUDA): the op trace waits for each op, which
-	// a training run does not, so every rep also times an untraced run,
-	// and the traced times are scaled to add up to it.
-	probe, err := dev.Alloc(1)
-	if err != nil {
-		return nil, fmt.Errorf("sim: measure: a test tensor on %s: %w", dev.ID(), err)
-	}
-	_, host := probe.Buf.(*core.HostMem)
-	async := !host
-	dev.Free(probe)
+	// On an asynchronous device the op trace waits for each op, which a
+	// training run does not: every rep also times an untraced run, and the
+	// traced times are scaled to add up to it.
 	for rep := -o.Warmup; rep < o.Reps; rep++ {
 		for _, lp := range pts {
 			if lp.whole && mixed {

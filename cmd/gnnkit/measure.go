@@ -40,25 +40,48 @@ func (c *plannerCosts) describe() string {
 	return s
 }
 
-// measurePlannerCosts profiles model m for gp on devs (the first one is
-// the profiling trainer's home: logical CPU devices from train, one
-// device of any local backend from plan --measure-backend). With no
-// cluster given to gp, sim.CPUCluster first measures the devices, their
-// links and the host's cores, before any trainer holds memory under a
-// cap (if even that does not fit, gp keeps its default cluster). Then a
-// trainer of its own (profiling takes optimizer steps, which must not
-// move the weights being trained) runs sim.MeasureWith on devs[0] at the
-// unit sizes gp may make for a batch of samples targets drawn from pool
-// (the training nodes; sizes are kept below the pool's count so that each
-// is a subgraph unit, as gp's are, unless the pool is one node), skipping
-// sizes that would not fit a memory cap. In full-graph training (whole)
-// with several devices and a measured cluster, MeasureConcurrency on the
-// model's own iteration gives the host's cores instead of a GEMM's,
-// unless it runs out of memory. The trainer is closed before it returns.
-func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.Model, d engine.Data, opt engine.Optimizer, devs []core.Device, pool []int32, samples int, whole bool, reps int, seed uint64) (*plannerCosts, error) {
+// profTarget is where --measure profiles: the first of local devices
+// (the profiling trainer's home), or, with remote, a worker's first
+// device (local then holds the trainer's home on this host).
+type profTarget struct {
+	local  []core.Device
+	remote []engine.Remote
+}
+
+// trainer makes a trainer over the target's devices.
+func (p profTarget) trainer(m *core.Model, d engine.Data, opt engine.Optimizer, seed uint64) (*engine.Trainer, error) {
+	return engine.New(engine.Config{Model: m, Devices: p.local, Remote: p.remote, Seed: seed, Data: d, Optimizer: opt})
+}
+
+// measure profiles on the target with tr (made by trainer, or one homed on
+// the same first local device).
+func (p profTarget) measure(ctx context.Context, tr *engine.Trainer, o sim.MeasureOptions) (*sim.Profile, error) {
+	if len(p.remote) > 0 {
+		return sim.MeasureRemote(ctx, tr, p.remote[0].Devices()[0], o)
+	}
+	return sim.MeasureWith(ctx, tr, p.local[0], o)
+}
+
+// measurePlannerCosts profiles model m for gp on target: logical CPU
+// devices from train, one device of any backend from plan
+// --measure-backend. With no cluster given to gp and local devices,
+// sim.CPUCluster first measures them, their links and the host's cores,
+// before any trainer holds memory under a cap (if even that does not fit,
+// gp keeps its default cluster). Then a trainer of its own (profiling
+// takes optimizer steps, which must not move the weights being trained)
+// profiles at the unit sizes gp may make for a batch of samples targets
+// drawn from pool (the training nodes; sizes are kept below the pool's
+// count so that each is a subgraph unit, as gp's are, unless the pool is
+// one node), skipping sizes that would not fit a memory cap. In
+// full-graph training (whole) with several devices and a measured
+// cluster, MeasureConcurrency on the model's own iteration gives the
+// host's cores instead of a GEMM's, unless it runs out of memory. The
+// trainer is closed before it returns.
+func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.Model, d engine.Data, opt engine.Optimizer, target profTarget, pool []int32, samples int, whole bool, reps int, seed uint64) (*plannerCosts, error) {
 	t0 := time.Now()
 	c := &plannerCosts{hostCores: "a GEMM on every device at once"}
-	if gp.Cluster == nil {
+	devs := target.local
+	if gp.Cluster == nil && len(target.remote) == 0 {
 		cl, err := sim.CPUCluster(ctx, devs)
 		switch {
 		case errors.Is(err, core.ErrOutOfMemory):
@@ -69,7 +92,7 @@ func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.M
 			c.cluster = cl
 		}
 	}
-	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Seed: seed, Data: d, Optimizer: opt})
+	tr, err := target.trainer(m, d, opt, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +106,7 @@ func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.M
 			sizes = append(sizes, n)
 		}
 	}
-	prof, err := sim.MeasureWith(ctx, tr, devs[0], sim.MeasureOptions{Ladder: sizes, Reps: reps, Nodes: pool, FitCap: true})
+	prof, err := target.measure(ctx, tr, sim.MeasureOptions{Ladder: sizes, Reps: reps, Nodes: pool, FitCap: true})
 	if err != nil {
 		return nil, fmt.Errorf("measuring op costs for the planner: %w", err)
 	}

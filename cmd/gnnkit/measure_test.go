@@ -205,7 +205,6 @@ func TestPlanMeasureRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"--scheduler", "sequential", "--measure"}, "add --simulate"},
-		{[]string{"--scheduler", "graphpipe", "--measure", "--measure-backend", "cuda"}, "gnnkit-cuda worker"},
 		{[]string{"--scheduler", "graphpipe", "--measure", "--measure-backend", "tpu"}, "want one of"},
 		{[]string{"--scheduler", "graphpipe", "--batch-size", "-2"}, "must not be negative"},
 	} {
@@ -224,5 +223,29 @@ func TestPlanMeasureRefused(t *testing.T) {
 	}
 	if len(r.Notes) == 0 || !strings.Contains(r.Notes[0], "--speedup") {
 		t.Errorf("planned on %q without --simulate: notes %q, want the --speedup note", r.PlannedOn, r.Notes)
+	}
+}
+
+// TestPlanMeasureThroughWorker: --measure-backend cuda profiles the
+// worker's cuda:0 (a CPU worker standing in for gnnkit-cuda), for the
+// pipeline schedulers' planning and for the simulation of any plan.
+func TestPlanMeasureThroughWorker(t *testing.T) {
+	fakeCUDA(t, "cpu")
+	for _, s := range []string{"graphpipe", "sequential"} {
+		out, err := run(t, "plan", "--scheduler", s, "--model", "gcn", "--devices", "2", "--preset", "cpu", "--simulate", "--json",
+			"--measure", "--measure-backend", "cuda", "--reps", "1")
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		var r planReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		if !strings.HasPrefix(r.Profile, "measured on cuda:0") && !strings.HasPrefix(r.PlannedOn, "measured on cuda:0") {
+			t.Errorf("%s: planned on %q, simulated with %q; want cuda:0's costs", s, r.PlannedOn, r.Profile)
+		}
+		if r.Sim == nil || r.Sim.Iteration <= 0 {
+			t.Errorf("%s: no simulation", s)
+		}
 	}
 }

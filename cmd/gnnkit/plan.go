@@ -81,7 +81,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
 	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0 (or --measure-backend's first device): before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
 	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
-	fl.StringVar(&f.measureBackend, "measure-backend", "cpu", "with --measure, the backend whose first device the profile is taken on: "+strings.Join(core.Backends(), ", ")+" (e.g. opencl: a GPU's OpenCL driver, or PoCL); the preset's devices are then priced at --speedup times it")
+	fl.StringVar(&f.measureBackend, "measure-backend", "cpu", "with --measure, the backend whose first device the profile is taken on: "+strings.Join(backendNames(), ", ")+" (e.g. cuda: a GPU through gnnkit-cuda; opencl: a GPU's OpenCL driver, or PoCL); the preset's devices are then priced at --speedup times it")
 	fl.Float64Var(&f.speedup, "speedup", 0, "divide the profile's times by this on every simulated device (e.g. a GPU vs the profiled CPU)")
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
@@ -344,22 +344,31 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// and simulator price ops alike: measured before planning, at the unit
 	// sizes they may make.
 	// --measure profiles on the cpu backend's logical devices or on the
-	// first device of --measure-backend.
-	mdevs := be.Devices()
+	// first device of --measure-backend (a worker's, for cuda).
+	target := profTarget{local: be.Devices()}
 	if f.measure && f.measureBackend != "cpu" {
-		mbe, err := core.OpenBackend(f.measureBackend, core.BackendOptions{Devices: 1})
-		if err != nil {
-			return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+		if isWorkerBackend(f.measureBackend) {
+			td, err := openTrainDevices(ctx, f.measureBackend, "", 0, 0)
+			if err != nil {
+				return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+			}
+			defer td.Close()
+			target = profTarget{local: td.local, remote: td.remote}
+		} else {
+			mbe, err := core.OpenBackend(f.measureBackend, core.BackendOptions{Devices: 1})
+			if err != nil {
+				return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
+			}
+			defer mbe.Close()
+			target = profTarget{local: mbe.Devices()[:1]}
 		}
-		defer mbe.Close()
-		mdevs = mbe.Devices()[:1]
 	}
 	var planned *plannerCosts
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && f.measure {
 		if gp.Profile != nil {
 			return errBothCosts(opts["profile"])
 		}
-		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, mdevs, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
+		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, target, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
 			return err
 		}
 		planned.use(gp)
@@ -416,14 +425,14 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			// The trainer that built the workload profiles on the cpu;
 			// another backend's device gets a trainer of its own.
 			mtr := tr
-			if mdevs[0] != be.Devices()[0] {
-				if mtr, err = engine.New(engine.Config{Model: m, Devices: mdevs, Seed: f.seed, Data: dat}); err != nil {
+			if target.local[0] != be.Devices()[0] || len(target.remote) > 0 {
+				if mtr, err = target.trainer(m, dat, engine.Optimizer{}, f.seed); err != nil {
 					return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
 				}
 				defer mtr.Close()
 			}
 			ladder := ladderOf(plan, w)
-			if prof, err = sim.MeasureWith(ctx, mtr, mdevs[0], sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
+			if prof, err = target.measure(ctx, mtr, sim.MeasureOptions{Ladder: ladder, Reps: f.reps, Nodes: ds.Train}); err != nil {
 				return err
 			}
 			rep.Profile = measuredOn(prof)
@@ -843,11 +852,8 @@ func checkMeasureFlags(f *planFlags, backendSet bool) error {
 	if !f.measure {
 		return nil
 	}
-	if !slices.Contains(core.Backends(), f.measureBackend) {
-		if f.measureBackend == "cuda" {
-			return fmt.Errorf("--measure-backend cuda: the CUDA backend runs in the gnnkit-cuda worker, which --measure cannot profile yet; profile on the GPU's OpenCL driver (--measure-backend opencl) or pass a profile taken there (--profile FILE)")
-		}
-		return fmt.Errorf("--measure-backend %q: want one of %s", f.measureBackend, strings.Join(core.Backends(), ", "))
+	if !slices.Contains(core.Backends(), f.measureBackend) && !isWorkerBackend(f.measureBackend) {
+		return fmt.Errorf("--measure-backend %q: want one of %s", f.measureBackend, strings.Join(backendNames(), ", "))
 	}
 	if !f.simulate && !pipelineScheduler(f.scheduler) {
 		return fmt.Errorf("--measure with scheduler %s profiles for the simulation: add --simulate (graphpipe, 1f1b and gpipe also plan with the profile)", f.scheduler)
