@@ -47,23 +47,10 @@ func (k *Kernels) Adam(p, g, m, v *core.Tensor, h core.AdamParams) error {
 
 // adam is Adam's piece: p = t.out, g = t.a, m = t.b, v = t.aux; beta1 =
 // t.alpha, beta2 = t.prob, the step size t.step, sqrt(bias correction 2)
-// t.beta.
+// t.beta; the variant's kernel (kern.AdamGeneric's loop) does the rest.
 func adam(t *task, q int) {
 	lo, hi := q*t.n/t.pieces, (q+1)*t.n/t.pieces
-	pd, gd, md, vd := t.out[lo:hi], t.a[lo:hi], t.b[lo:hi], t.aux[lo:hi]
-	gd, md, vd = gd[:len(pd)], md[:len(pd)], vd[:len(pd)]
-	b1, b2, eps, wd, stepSize, bc2Sqrt := t.alpha, t.prob, t.eps, t.wd, t.step, t.beta
-	for i := range pd {
-		gi := gd[i]
-		if wd != 0 {
-			gi += wd * pd[i]
-		}
-		mi := b1*md[i] + (1-b1)*gi
-		vi := b2*vd[i] + (1-b2)*gi*gi
-		md[i], vd[i] = mi, vi
-		denom := float32(math.Sqrt(float64(vi)))/bc2Sqrt + eps
-		pd[i] -= stepSize * mi / denom
-	}
+	t.k.v.Adam(t.out[lo:hi], t.a[lo:hi], t.b[lo:hi], t.aux[lo:hi], t.alpha, t.prob, t.eps, t.wd, t.step, t.beta)
 }
 
 // SGD updates p in place (PyTorch torch.optim.SGD without dampening or

@@ -245,6 +245,30 @@ func spmmRowAVX2(dst []float32, x []float32, ldx int, idx []int32, w []float32, 
 // (192 float32 FLOPs per iteration), touching no memory.
 func fmaPeakAVX2(n int)
 
+// adamAVX2 applies one Adam step to p for i < len(p) (len(g), len(m), len(v) >= len(p)).
+//
+// Reference loop:
+//
+//	for i := range p {
+//		gi := g[i]
+//		m[i] = b1*m[i] + omb1*gi
+//		v[i] = b2*v[i] + omb2*gi*gi
+//		p[i] -= step * m[i] / (sqrt(v[i])/bc2 + eps)
+//	}
+func adamAVX2(p []float32, g []float32, m []float32, v []float32, b1 float32, omb1 float32, b2 float32, omb2 float32, eps float32, wd float32, step float32, bc2 float32)
+
+// adamWDAVX2 applies one Adam step to p for i < len(p) (len(g), len(m), len(v) >= len(p)).
+//
+// Reference loop:
+//
+//	for i := range p {
+//		gi := g[i] + wd*p[i]
+//		m[i] = b1*m[i] + omb1*gi
+//		v[i] = b2*v[i] + omb2*gi*gi
+//		p[i] -= step * m[i] / (sqrt(v[i])/bc2 + eps)
+//	}
+func adamWDAVX2(p []float32, g []float32, m []float32, v []float32, b1 float32, omb1 float32, b2 float32, omb2 float32, eps float32, wd float32, step float32, bc2 float32)
+
 // dropoutAVX512 is dropout over the first len(out) &^ 15 elements; len(x) >= len(out), and
 // len(mask) is 0 (no mask written) or >= len(out). With nt != 0 (mask aligned to a
 // vector) the mask is written with non-temporal stores: nothing reads it soon.
@@ -485,6 +509,30 @@ func spmmRowAVX512(dst []float32, x []float32, ldx int, idx []int32, w []float32
 // fmaPeakAVX512 runs n iterations of 12 independent vector FMAs
 // (384 float32 FLOPs per iteration), touching no memory.
 func fmaPeakAVX512(n int)
+
+// adamAVX512 applies one Adam step to p for i < len(p) (len(g), len(m), len(v) >= len(p)).
+//
+// Reference loop:
+//
+//	for i := range p {
+//		gi := g[i]
+//		m[i] = b1*m[i] + omb1*gi
+//		v[i] = b2*v[i] + omb2*gi*gi
+//		p[i] -= step * m[i] / (sqrt(v[i])/bc2 + eps)
+//	}
+func adamAVX512(p []float32, g []float32, m []float32, v []float32, b1 float32, omb1 float32, b2 float32, omb2 float32, eps float32, wd float32, step float32, bc2 float32)
+
+// adamWDAVX512 applies one Adam step to p for i < len(p) (len(g), len(m), len(v) >= len(p)).
+//
+// Reference loop:
+//
+//	for i := range p {
+//		gi := g[i] + wd*p[i]
+//		m[i] = b1*m[i] + omb1*gi
+//		v[i] = b2*v[i] + omb2*gi*gi
+//		p[i] -= step * m[i] / (sqrt(v[i])/bc2 + eps)
+//	}
+func adamWDAVX512(p []float32, g []float32, m []float32, v []float32, b1 float32, omb1 float32, b2 float32, omb2 float32, eps float32, wd float32, step float32, bc2 float32)
 
 // gemm6x16AVX2 is the 6x16 GEMM micro-kernel. For i < 6 and j < cols (8 < cols <= 16):
 //

@@ -534,3 +534,26 @@ func ExpScaleSubRowsGeneric(y, dy, dx []float32, rows, c int, sc []float32) {
 		ExpScaleSubGeneric(y[r*c:r*c+c], dy[r*c:r*c+c], dx[r*c:r*c+c], sc[r])
 	}
 }
+
+// AdamGeneric applies one Adam step (PyTorch's torch.optim.Adam with L2
+// weight decay added to the gradient) to p for i < len(p): with gi the
+// gradient (plus wd*p[i] when wd != 0), m[i] = b1*m[i] + (1-b1)*gi,
+// v[i] = b2*v[i] + (1-b2)*gi*gi, p[i] -= step * m[i] / (sqrt(v[i])/bc2 +
+// eps), where step is the learning rate over the first moment's bias
+// correction and bc2 the square root of the second's. Every operation
+// rounds to float32 in this order (the assembly variants match it bit
+// for bit).
+func AdamGeneric(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
+	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
+	for i := range p {
+		gi := g[i]
+		if wd != 0 {
+			gi += wd * p[i]
+		}
+		mi := b1*m[i] + (1-b1)*gi
+		vi := b2*v[i] + (1-b2)*gi*gi
+		m[i], v[i] = mi, vi
+		denom := float32(math.Sqrt(float64(vi)))/bc2 + eps
+		p[i] -= step * mi / denom
+	}
+}

@@ -102,6 +102,9 @@ type Variant struct {
 	// Zero sets x to +0 with non-temporal stores where the variant has
 	// them: for buffers much larger than the caches.
 	Zero func(x []float32)
+	// Adam applies one Adam step to p with gradients g and moments m, v
+	// (each at least len(p) long): AdamGeneric, bit for bit.
+	Adam func(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32)
 	// Dropout sets out[i] = x[i]*scale and mask[i] = scale when
 	// DropHash(seed, key+i) >= thr, else both +0 (see DropoutGeneric);
 	// mask may be empty.
@@ -180,6 +183,7 @@ var Generic = Variant{
 	Dot:             DotGeneric,
 	Scal:            ScalGeneric,
 	Dropout:         DropoutGeneric,
+	Adam:            AdamGeneric,
 	Zero:            ZeroGeneric,
 	PackPanels:      PackPanelsGeneric,
 	Relu:            ReluGeneric,

@@ -59,6 +59,7 @@ func init() {
 				expScaleSubRowsAVX512(y, dy, dx, rows, c, sc)
 			}
 		},
+		Adam:     adamWith(adamAVX512, adamWDAVX512),
 		Relu:     func(x, out []float32) { reluAVX512(x[:len(out)], out) },
 		ReluGrad: func(dy, y, out []float32) { n := len(out); reluGradAVX512(dy[:n], y[:n], out) },
 		AddTo:    func(a, b, out []float32) { n := len(out); addToAVX512(a[:n], b[:n], out) },
@@ -129,6 +130,7 @@ func init() {
 				expScaleSubRowsAVX2(y, dy, dx, rows, c, sc)
 			}
 		},
+		Adam:     adamWith(adamAVX2, adamWDAVX2),
 		Relu:     func(x, out []float32) { reluAVX2(x[:len(out)], out) },
 		ReluGrad: func(dy, y, out []float32) { n := len(out); reluGradAVX2(dy[:n], y[:n], out) },
 		AddTo:    func(a, b, out []float32) { n := len(out); addToAVX2(a[:n], b[:n], out) },
@@ -240,5 +242,26 @@ func gemmCheck(mr, nr, vw, k int, a []float32, rs, cs int, b []float32, ldb int,
 	}
 	if (mr-1)*ldc+cols > len(c) {
 		panic("kern: gemm: c too short")
+	}
+}
+
+// adamKernel is a generated Adam kernel (see adam in _asm).
+type adamKernel func(p, g, m, v []float32, b1, omb1, b2, omb2, eps, wd, step, bc2 float32)
+
+// adamWith wraps a variant's Adam kernels, without and with the weight
+// decay term, in the bounds checks and the 1-b constants the loop
+// computes in float32.
+func adamWith(plain, decay adamKernel) func(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
+	return func(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
+		n := len(p)
+		g, m, v = g[:n], m[:n], v[:n]
+		if n == 0 {
+			return
+		}
+		k := plain
+		if wd != 0 {
+			k = decay
+		}
+		k(p, g, m, v, b1, 1-b1, b2, 1-b2, eps, wd, step, bc2)
 	}
 }

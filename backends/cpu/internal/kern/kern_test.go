@@ -1,6 +1,7 @@
 package kern
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"testing"
@@ -478,6 +479,75 @@ func testRows(t *testing.T, v Variant, r *rand.Rand) {
 			if math.Abs(sum[row]-w) > 1e-6*w {
 				t.Fatalf("RowMaxExpSum c=%d row %d: sum %v, want %v", c, row, sum[row], w)
 			}
+		}
+	}
+}
+
+// TestAdamVariants checks every variant's Adam step against AdamGeneric
+// bit for bit: lengths around the vector widths (masked tails), with and
+// without weight decay, a -0 gradient (kept by the loop without decay),
+// and non-finite values.
+func TestAdamVariants(t *testing.T) {
+	for _, v := range Variants() {
+		t.Run(v.Name, func(t *testing.T) {
+			if !v.Usable() {
+				t.Skipf("%s: not supported by this CPU", v.Name)
+			}
+			r := rand.New(rand.NewPCG(3, 4))
+			for _, n := range []int{0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 100, 1001} {
+				for _, wd := range []float32{0, 5e-4} {
+					p, g, m, vv := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+					for i := range p {
+						p[i] = r.Float32()*2 - 1
+						g[i] = (r.Float32()*2 - 1) * 0.1
+						m[i] = (r.Float32()*2 - 1) * 0.01
+						vv[i] = r.Float32() * 1e-4
+					}
+					if n > 3 {
+						g[1] = float32(math.Copysign(0, -1))
+						m[1], vv[1] = 0, 0
+						g[2] = float32(math.Inf(1))
+						p[3] = float32(math.NaN())
+					}
+					wp, wg, wm, wv := clone(p), clone(g), clone(m), clone(vv)
+					AdamGeneric(wp, wg, wm, wv, 0.9, 0.999, 1e-8, wd, 0.01/0.19, 0.0447)
+					v.Adam(p, g, m, vv, 0.9, 0.999, 1e-8, wd, 0.01/0.19, 0.0447)
+					for _, c := range []struct {
+						name      string
+						got, want []float32
+					}{{"p", p, wp}, {"m", m, wm}, {"v", vv, wv}} {
+						for i := range c.got {
+							if math.Float32bits(c.got[i]) != math.Float32bits(c.want[i]) {
+								t.Fatalf("adam n=%d wd=%g: %s[%d] = %v (%#x), want %v (%#x)", n, wd, c.name, i, c.got[i], math.Float32bits(c.got[i]), c.want[i], math.Float32bits(c.want[i]))
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func clone(x []float32) []float32 { return append([]float32(nil), x...) }
+
+// BenchmarkAdam times one Adam step per variant over 64K parameters
+// (1 MiB of state: in L2) and 1M (16 MiB: from L3 and memory).
+func BenchmarkAdam(b *testing.B) {
+	for _, n := range []int{1 << 16, 1 << 20} {
+		p, g, m, v := make([]float32, n), make([]float32, n), make([]float32, n), make([]float32, n)
+		for i := range p {
+			p[i], g[i] = 0.5, 0.01
+		}
+		for _, vr := range Variants() {
+			if !vr.Usable() {
+				continue
+			}
+			b.Run(fmt.Sprintf("%s/n=%d", vr.Name, n), func(b *testing.B) {
+				b.SetBytes(int64(7 * 4 * n)) // read p, g, m, v; write p, m, v
+				for b.Loop() {
+					vr.Adam(p, g, m, v, 0.9, 0.999, 1e-8, 5e-4, 0.01, 0.03)
+				}
+			})
 		}
 	}
 }

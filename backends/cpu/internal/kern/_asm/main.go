@@ -159,6 +159,8 @@ func main() {
 		scal(s)
 		spmmRow(s)
 		peak(s)
+		adam(s, false)
+		adam(s, true)
 	}
 	gemmKernel(avx2, 6, 2)
 	gemmKernel(avx512, 12, 2)
@@ -1927,5 +1929,95 @@ func expScaleSubRows(s isa) {
 			VFNMADD231PS(v, sv, d)
 			t.store(d, dxm)
 		})
+	ret(s)
+}
+
+// adam emits Adam's update, the Go loop of AdamGeneric op for op (no
+// FMA: each product and sum rounds as Go's does), with or without the
+// weight-decay term (skipping it, as the loop does for wd == 0, keeps a
+// -0 gradient's sign). omb1 and omb2 are 1-b1 and 1-b2, computed by the
+// caller in float32 as the loop does.
+func adam(s isa, decay bool) {
+	base := "adam"
+	if decay {
+		base = "adamWD"
+	}
+	name := s.name(base)
+	TEXT(name, NOSPLIT, "func(p, g, m, v []float32, b1, omb1, b2, omb2, eps, wd, step, bc2 float32)")
+	wdLine := "\t\tgi := g[i]"
+	if decay {
+		wdLine = "\t\tgi := g[i] + wd*p[i]"
+	}
+	Doc(name+" applies one Adam step to p for i < len(p) (len(g), len(m), len(v) >= len(p)).",
+		"",
+		"Reference loop:",
+		"",
+		"\tfor i := range p {",
+		wdLine,
+		"\t\tm[i] = b1*m[i] + omb1*gi",
+		"\t\tv[i] = b2*v[i] + omb2*gi*gi",
+		"\t\tp[i] -= step * m[i] / (sqrt(v[i])/bc2 + eps)",
+		"\t}")
+	bcast := func(name string) VecVirtual {
+		x := s.vec()
+		VBROADCASTSS(paramAddr(name), x)
+		return x
+	}
+	b1, omb1, b2, omb2 := bcast("b1"), bcast("omb1"), bcast("b2"), bcast("omb2")
+	eps, step, bc2 := bcast("eps"), bcast("step"), bcast("bc2")
+	var wd VecVirtual
+	if decay {
+		wd = bcast("wd")
+	}
+	p := Load(Param("p").Base(), GP64())
+	g := Load(Param("g").Base(), GP64())
+	m := Load(Param("m").Base(), GP64())
+	v := Load(Param("v").Base(), GP64())
+	n := Load(Param("p").Len(), GP64())
+	streamLoop(s, n, []Register{p, g, m, v}, 2, func(off int, full bool, t tail) {
+		pm, gm, mm, vm := Mem{Base: p, Disp: off}, Mem{Base: g, Disp: off}, Mem{Base: m, Disp: off}, Mem{Base: v, Disp: off}
+		load := func(src Mem) VecVirtual {
+			x := s.vec()
+			if full {
+				VMOVUPS(src, x)
+			} else {
+				t.load(src, x)
+			}
+			return x
+		}
+		store := func(x VecVirtual, dst Mem) {
+			if full {
+				VMOVUPS(x, dst)
+			} else {
+				t.store(x, dst)
+			}
+		}
+		gv, pv := load(gm), load(pm)
+		if decay {
+			d := s.vec()
+			VMULPS(pv, wd, d) // wd*p
+			VADDPS(d, gv, gv) // g + wd*p
+		}
+		mv, tm := load(mm), s.vec()
+		VMULPS(mv, b1, mv)   // b1*m
+		VMULPS(gv, omb1, tm) // omb1*g
+		VADDPS(tm, mv, mv)
+		store(mv, mm)
+		vv, tv := load(vm), s.vec()
+		VMULPS(vv, b2, vv)   // b2*v
+		VMULPS(gv, omb2, tv) // omb2*g
+		VMULPS(gv, tv, tv)   // (omb2*g)*g
+		VADDPS(tv, vv, vv)
+		store(vv, vm)
+		den := s.vec()
+		VSQRTPS(vv, den)
+		VDIVPS(bc2, den, den) // sqrt(v)/bc2
+		VADDPS(eps, den, den)
+		u := s.vec()
+		VMULPS(mv, step, u) // step*m
+		VDIVPS(den, u, u)   // (step*m)/den
+		VSUBPS(u, pv, pv)   // p - u
+		store(pv, pm)
+	})
 	ret(s)
 }
