@@ -260,3 +260,38 @@ func TestGroups(t *testing.T) {
 		t.Errorf("loss %v", l1)
 	}
 }
+
+// TestTrainEvalEvery: evaluating after every 3rd epoch (and the last)
+// trains exactly as evaluating after each (evaluation changes nothing),
+// and the epochs between carry the last evaluation's accuracies.
+func TestTrainEvalEvery(t *testing.T) {
+	run := func(every int) (*engine.Summary, []engine.EpochStats) {
+		tr, devs, _ := setup(t, "gcn", 0)
+		var eps []engine.EpochStats
+		s, err := engine.Train(context.Background(), tr, infos(devs), engine.TrainOptions{
+			Epochs: 7, Scheduler: &sequential.Scheduler{}, Train: batch(60), Val: batch(100)[60:], Test: batch(100)[80:], EvalEvery: every,
+			Progress: func(e engine.EpochStats) { eps = append(eps, e) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s, eps
+	}
+	all, each := run(0)
+	some, every3 := run(3)
+	if all.FinalLoss != some.FinalLoss || all.TestAcc != some.TestAcc || all.ValAcc != some.ValAcc {
+		t.Errorf("every epoch: loss %v, acc %v/%v; every 3rd: %v, %v/%v", all.FinalLoss, all.ValAcc, all.TestAcc, some.FinalLoss, some.ValAcc, some.TestAcc)
+	}
+	for i, e := range every3 {
+		want := e.Epoch%3 == 0 || e.Epoch == 7
+		if e.Evaluated != want || !each[i].Evaluated || e.Loss != each[i].Loss {
+			t.Errorf("epoch %d: evaluated %v (want %v), loss %v vs %v", e.Epoch, e.Evaluated, want, e.Loss, each[i].Loss)
+		}
+		if e.Epoch > 3 && !want && e.ValAcc != each[2+3*((e.Epoch-1)/3-1)].ValAcc {
+			t.Errorf("epoch %d carries val accuracy %v, want the last evaluation's", e.Epoch, e.ValAcc)
+		}
+	}
+	tr, devs, _ := setup(t, "gcn", 0)
+	if _, err := engine.Train(context.Background(), tr, infos(devs), engine.TrainOptions{Epochs: 1, Scheduler: &sequential.Scheduler{}, Train: batch(60), EvalEvery: -1}); err == nil {
+		t.Error("EvalEvery -1 accepted")
+	}
+}

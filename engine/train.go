@@ -19,6 +19,11 @@ type TrainOptions struct {
 	// Train are the training nodes; Val and Test are evaluated (on the
 	// full graph) after each epoch and at the end.
 	Train, Val, Test []int32
+	// EvalEvery evaluates Train and Val after every EvalEvery-th epoch
+	// only (and the last); 0 or 1: after every epoch. Evaluation passes
+	// over the whole graph: on small iterations it costs as much as the
+	// training, and leaves the next iteration's caches cold.
+	EvalEvery int
 	// BatchSize 0 with no Fanouts is full-graph training: one iteration
 	// per epoch over the whole graph with every training node a target.
 	// Otherwise each epoch shuffles Train into batches of BatchSize (0:
@@ -39,7 +44,10 @@ type EpochStats struct {
 	Loss       float64 // mean over the epoch's iterations
 	TrainAcc   float64
 	ValAcc     float64
-	Time       time.Duration // the iterations, without evaluation
+	// Evaluated says whether TrainAcc and ValAcc are this epoch's (with
+	// TrainOptions.EvalEvery, other epochs carry the last evaluation's).
+	Evaluated bool
+	Time      time.Duration // the iterations, without evaluation
 }
 
 // Summary is the outcome of a training run.
@@ -82,6 +90,9 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	}
 	if len(opts.Train) == 0 {
 		return nil, errors.New("engine: no training nodes")
+	}
+	if opts.EvalEvery < 0 {
+		return nil, fmt.Errorf("engine: evaluating every %d epochs: want a positive interval (0: every epoch)", opts.EvalEvery)
 	}
 	if opts.BatchSize < 0 {
 		return nil, fmt.Errorf("engine: batch size must not be negative, got %d", opts.BatchSize)
@@ -126,6 +137,8 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	start := time.Now()
 	iters := 0
 	metricSums := map[string]float64{}
+	evalEvery := opts.EvalEvery
+	var last EpochStats // the last evaluation's accuracies
 	for e := 1; e <= opts.Epochs; e++ {
 		t0 := time.Now()
 		var batches []*Batch
@@ -198,26 +211,30 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		s.Iterations = len(batches)
 		s.FinalLoss = lossSum / float64(len(batches))
 
-		t1 := time.Now()
-		nodes := evalNodes
-		if e == opts.Epochs {
-			nodes = append(append([]int32(nil), evalNodes...), opts.Test...)
-		}
-		preds, err := t.Predict(ctx, nodes)
-		if err != nil {
-			return nil, fmt.Errorf("epoch %d: %w", e, err)
-		}
-		nt, nv := len(opts.Train), len(opts.Val)
-		st := EpochStats{Epoch: e, Iterations: len(batches), Loss: s.FinalLoss, Time: dur,
-			TrainAcc: Accuracy(preds[:nt], t.data.Labels, opts.Train),
-			ValAcc:   Accuracy(preds[nt:nt+nv], t.data.Labels, opts.Val)}
-		if s.Trace != nil {
-			s.Trace.Events = append(s.Trace.Events, core.TraceEvent{Name: "evaluate", Cat: "eval", Device: t.home,
-				Stream: 0, Unit: -1, Start: t1.Sub(start), Dur: time.Since(t1)})
-		}
-		if e == opts.Epochs {
-			s.TrainAcc, s.ValAcc = st.TrainAcc, st.ValAcc
-			s.TestAcc = Accuracy(preds[nt+nv:], t.data.Labels, opts.Test)
+		st := EpochStats{Epoch: e, Iterations: len(batches), Loss: s.FinalLoss, Time: dur, TrainAcc: last.TrainAcc, ValAcc: last.ValAcc}
+		if e == opts.Epochs || evalEvery <= 1 || e%evalEvery == 0 {
+			t1 := time.Now()
+			nodes := evalNodes
+			if e == opts.Epochs {
+				nodes = append(append([]int32(nil), evalNodes...), opts.Test...)
+			}
+			preds, err := t.Predict(ctx, nodes)
+			if err != nil {
+				return nil, fmt.Errorf("epoch %d: %w", e, err)
+			}
+			nt, nv := len(opts.Train), len(opts.Val)
+			st.TrainAcc = Accuracy(preds[:nt], t.data.Labels, opts.Train)
+			st.ValAcc = Accuracy(preds[nt:nt+nv], t.data.Labels, opts.Val)
+			st.Evaluated = true
+			last = st
+			if s.Trace != nil {
+				s.Trace.Events = append(s.Trace.Events, core.TraceEvent{Name: "evaluate", Cat: "eval", Device: t.home,
+					Stream: 0, Unit: -1, Start: t1.Sub(start), Dur: time.Since(t1)})
+			}
+			if e == opts.Epochs {
+				s.TrainAcc, s.ValAcc = st.TrainAcc, st.ValAcc
+				s.TestAcc = Accuracy(preds[nt+nv:], t.data.Labels, opts.Test)
+			}
 		}
 		if opts.Progress != nil {
 			opts.Progress(st)

@@ -24,7 +24,7 @@ import (
 
 type trainFlags struct {
 	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
-	epochs, hidden, heads, layers, threads, batchSize, branches                         int
+	epochs, hidden, heads, layers, threads, batchSize, branches, evalEvery              int
 	fanout                                                                              []int
 	lr, wd, dropout, attnDropout                                                        float64
 	seed                                                                                uint64
@@ -64,6 +64,7 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
+	fl.IntVar(&f.evalEvery, "eval-every", 1, "evaluate train and validation accuracy after every N-th epoch (and the last); evaluation runs the whole graph")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.Float64Var(&f.lr, "lr", 0, "learning rate (default: per model)")
@@ -145,6 +146,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if f.batchSize < 0 {
 		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
 	}
+	if f.evalEvery <= 0 {
+		return fmt.Errorf("--eval-every must be positive, got %d", f.evalEvery)
+	}
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
 		return err
@@ -213,7 +217,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	}
 	sum, err := engine.Train(ctx, tr, infos, engine.TrainOptions{
 		Epochs: f.epochs, Scheduler: sched, Train: ds.Train, Val: ds.Val, Test: ds.Test, Trace: f.trace != "",
-		BatchSize: f.batchSize, Fanouts: f.fanout,
+		BatchSize: f.batchSize, Fanouts: f.fanout, EvalEvery: f.evalEvery,
 		Progress: func(s engine.EpochStats) {
 			if bar != nil {
 				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %.3f", f.model, ds.Name, s.Loss, s.ValAcc))
