@@ -16,11 +16,12 @@ import (
 type TrainOptions struct {
 	Epochs    int
 	Scheduler core.Scheduler
-	// Train are the training nodes; Val and Test are evaluated (on the
-	// full graph) after each epoch and at the end.
+	// Train are the training nodes; Train and Val are evaluated (on the
+	// full graph) after each epoch (see EvalEvery), and Test at the end.
 	Train, Val, Test []int32
 	// EvalEvery evaluates Train and Val after every EvalEvery-th epoch
-	// only (and the last); 0 or 1: after every epoch. Evaluation passes
+	// only (and the last); 0 or 1: after every epoch (unlike
+	// dyntrain.Config.EvalEvery, whose 0 is never). Evaluation passes
 	// over the whole graph: on small iterations it costs as much as the
 	// training, and leaves the next iteration's caches cold.
 	EvalEvery int
@@ -80,7 +81,8 @@ type Summary struct {
 }
 
 // Train runs opts.Epochs epochs, scheduling each iteration's batch with
-// opts.Scheduler, and evaluates after each epoch.
+// opts.Scheduler, and evaluates after each epoch (or every
+// opts.EvalEvery-th, and the last).
 func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOptions) (*Summary, error) {
 	if opts.Scheduler == nil {
 		return nil, errors.New("engine: no scheduler")

@@ -19,7 +19,7 @@
 #      Geometric on the same graph (scripts/pyg_epoch.py) when python3 imports torch and
 #      torch_geometric;
 #   6. a GraphPipe profile taken on cuda:0 (gnnkit plan --measure --measure-backend cuda) and an
-#      8-GPU plan priced with it beside the roofline's;
+#      8-GPU nvlink-h100 plan priced with it beside the roofline's;
 # and writes one Markdown report to $OUT/gpu-check.md (OUT defaults to ./out), with every
 # step's log under $OUT/logs. A failed or timed-out step is recorded and the script goes on;
 # once the time budget ($GPU_CHECK_BUDGET seconds, default 420) is spent, the remaining
@@ -216,18 +216,24 @@ $pyg_note gnnkit's epoch = its Train epoch without evaluation (the host steps Ad
 
 # ---------------------------------------------------------------- 6. a GraphPipe profile on the GPU
 # The op costs GraphPipe plans with, taken on cuda:0 (through the worker), then
-# an 8-GPU plan priced with them beside the same plan's roofline pricing.
-run profile-uno-cuda 90 "$GNNKIT" plan --scheduler graphpipe --model uno --hidden 256 --devices 8 --preset pcie-a100 \
+# an 8-GPU plan priced with them beside the same plan's roofline pricing. The
+# nvlink-h100 preset is the closest to this project's lent GPU (an H200): the
+# profile prices its devices at the lent GPU's own speed.
+run profile-uno-cuda 90 "$GNNKIT" plan --scheduler graphpipe --model uno --hidden 256 --devices 8 --preset nvlink-h100 \
   --sched-opt m=8 --simulate --measure --measure-backend cuda --reps 3 --profile "$OUT/uno-cuda0-profile.json" --json
+prof_ok=$status
 p_cuda=$(num "$(json_field "$OUT/logs/profile-uno-cuda.log" simulated_iteration_ms)")
-run profile-uno-roofline 60 "$GNNKIT" plan --scheduler graphpipe --model uno --hidden 256 --devices 8 --preset pcie-a100 \
+p_on=$(grep -o '"planned_on": *"[^"]*"' "$OUT/logs/profile-uno-cuda.log" 2>/dev/null | head -n 1 | sed -e 's/^"planned_on": *"//' -e 's/"$//')
+run profile-uno-roofline 60 "$GNNKIT" plan --scheduler graphpipe --model uno --hidden 256 --devices 8 --preset nvlink-h100 \
   --sched-opt m=8 --simulate --json
 p_roof=$(num "$(json_field "$OUT/logs/profile-uno-roofline.log" simulated_iteration_ms)")
+p_file="The profile is in uno-cuda0-profile.json (GraphPipe's schema)."
+[ "$prof_ok" = ok ] || p_file="Profiling failed ($prof_ok): see logs/profile-uno-cuda.log."
 section "### GraphPipe planned on op costs measured on this GPU
 
-uno (4 branches, 256 hidden) over Cora, 8 simulated pcie-a100 devices, 8 micro-batches:
-simulated iteration ${p_cuda:-failed} ms on the profile taken on cuda:0 (planned on: $(json_field "$OUT/logs/profile-uno-cuda.log" planned_on)),
-${p_roof:-failed} ms on the A100 roofline model. The profile is in uno-cuda0-profile.json (GraphPipe's schema)."
+uno (4 branches, 256 hidden) over Cora, 8 simulated nvlink-h100 devices at this GPU's own speed
+(the profile's), 8 micro-batches: simulated iteration ${p_cuda:-failed} ms on the profile taken on
+cuda:0 (planned on: ${p_on:--}), ${p_roof:-failed} ms on the H100 roofline model. $p_file"
 
 # ---------------------------------------------------------------- the report
 {

@@ -64,7 +64,7 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
-	fl.IntVar(&f.evalEvery, "eval-every", 1, "evaluate train and validation accuracy after every N-th epoch (and the last); evaluation runs the whole graph")
+	fl.IntVar(&f.evalEvery, "eval-every", 1, "evaluate train and validation accuracy after every N-th epoch and the last (0: the last only, as train-dynamic's 0); evaluation runs the whole graph")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.Float64Var(&f.lr, "lr", 0, "learning rate (default: per model)")
@@ -146,8 +146,12 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if f.batchSize < 0 {
 		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
 	}
-	if f.evalEvery <= 0 {
-		return fmt.Errorf("--eval-every must be positive, got %d", f.evalEvery)
+	if f.evalEvery < 0 {
+		return fmt.Errorf("--eval-every must not be negative, got %d (0: evaluate after the last epoch only)", f.evalEvery)
+	}
+	evalEvery := f.evalEvery
+	if evalEvery == 0 {
+		evalEvery = f.epochs // the last epoch only
 	}
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
@@ -215,12 +219,18 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			progressbar.OptionSetPredictTime(true),
 			progressbar.OptionClearOnFinish())
 	}
+	evaluated := false // the progress bar shows a validation accuracy once there is one
 	sum, err := engine.Train(ctx, tr, infos, engine.TrainOptions{
 		Epochs: f.epochs, Scheduler: sched, Train: ds.Train, Val: ds.Val, Test: ds.Test, Trace: f.trace != "",
-		BatchSize: f.batchSize, Fanouts: f.fanout, EvalEvery: f.evalEvery,
+		BatchSize: f.batchSize, Fanouts: f.fanout, EvalEvery: evalEvery,
 		Progress: func(s engine.EpochStats) {
 			if bar != nil {
-				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %.3f", f.model, ds.Name, s.Loss, s.ValAcc))
+				evaluated = evaluated || s.Evaluated
+				val := "–"
+				if evaluated {
+					val = fmt.Sprintf("%.3f", s.ValAcc)
+				}
+				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %s", f.model, ds.Name, s.Loss, val))
 				_ = bar.Add(1)
 			}
 		},

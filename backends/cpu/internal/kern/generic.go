@@ -1,6 +1,9 @@
 package kern
 
-import "math"
+import (
+	"fmt"
+	"math"
+)
 
 // AxpyGeneric computes y[i] += alpha * x[i] for i < min(len(x), len(y)).
 //
@@ -542,18 +545,28 @@ func ExpScaleSubRowsGeneric(y, dy, dx []float32, rows, c int, sc []float32) {
 // eps), where step is the learning rate over the first moment's bias
 // correction and bc2 the square root of the second's. Every operation
 // rounds to float32 in this order (the assembly variants match it bit
-// for bit).
+// for bit): the explicit conversions keep the compiler from fusing a
+// product and a sum into one FMA, as it may (GOAMD64=v3, arm64). It
+// panics when g, m or v is shorter than p.
 func AdamGeneric(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
+	checkAdam(len(p), g, m, v)
 	g, m, v = g[:len(p)], m[:len(p)], v[:len(p)]
 	for i := range p {
 		gi := g[i]
 		if wd != 0 {
-			gi += wd * p[i]
+			gi += float32(wd * p[i])
 		}
-		mi := b1*m[i] + (1-b1)*gi
-		vi := b2*v[i] + (1-b2)*gi*gi
+		mi := float32(b1*m[i]) + float32((1-b1)*gi)
+		vi := float32(b2*v[i]) + float32((1-b2)*gi*gi)
 		m[i], v[i] = mi, vi
 		denom := float32(math.Sqrt(float64(vi)))/bc2 + eps
 		p[i] -= step * mi / denom
+	}
+}
+
+// checkAdam panics unless g, m and v each hold n values.
+func checkAdam(n int, g, m, v []float32) {
+	if len(g) < n || len(m) < n || len(v) < n {
+		panic(fmt.Sprintf("kern: Adam over %d parameters with %d gradients, %d and %d moments", n, len(g), len(m), len(v)))
 	}
 }

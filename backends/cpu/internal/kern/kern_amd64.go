@@ -254,6 +254,7 @@ type adamKernel func(p, g, m, v []float32, b1, omb1, b2, omb2, eps, wd, step, bc
 func adamWith(plain, decay adamKernel) func(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
 	return func(p, g, m, v []float32, b1, b2, eps, wd, step, bc2 float32) {
 		n := len(p)
+		checkAdam(n, g, m, v)
 		g, m, v = g[:n], m[:n], v[:n]
 		if n == 0 {
 			return

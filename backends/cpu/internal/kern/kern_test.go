@@ -530,6 +530,26 @@ func TestAdamVariants(t *testing.T) {
 
 func clone(x []float32) []float32 { return append([]float32(nil), x...) }
 
+// TestAdamShort: every variant refuses moments shorter than the
+// parameters, even when their capacity would hold them.
+func TestAdamShort(t *testing.T) {
+	for _, v := range Variants() {
+		if !v.Usable() {
+			continue
+		}
+		p, g, v2 := make([]float32, 20), make([]float32, 20), make([]float32, 20)
+		m := make([]float32, 19, 20)
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: Adam over 20 parameters with 19 first moments did not panic", v.Name)
+				}
+			}()
+			v.Adam(p, g, m, v2, 0.9, 0.999, 1e-8, 0, 0.01, 0.03)
+		}()
+	}
+}
+
 // BenchmarkAdam times one Adam step per variant over 64K parameters
 // (1 MiB of state: in L2) and 1M (16 MiB: from L3 and memory).
 func BenchmarkAdam(b *testing.B) {
