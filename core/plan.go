@@ -137,6 +137,22 @@ type Plan struct {
 	// first forward task reading it (so does an empty map). See
 	// ParamOwners.
 	Owners map[string]DeviceID `json:"owners,omitempty"`
+	// Alternatives, when the scheduler reports them, are the trade-offs
+	// it weighed: the Pareto front of simulated iteration and largest
+	// device peak among the candidate plans it simulated that fit,
+	// fastest first, each lighter than every faster one (the plan itself
+	// marked Chosen). Informational: nothing executes them.
+	Alternatives []Alternative `json:"alternatives,omitempty"`
+}
+
+// Alternative is one plan a scheduler weighed (Plan.Alternatives).
+type Alternative struct {
+	// Description says what the plan is (e.g. "dag, 5 stages, depth 2,
+	// m 16, warm-up 5").
+	Description string  `json:"description"`
+	IterationMs float64 `json:"iteration_ms"`
+	PeakBytes   int64   `json:"peak_bytes"`
+	Chosen      bool    `json:"chosen,omitempty"`
 }
 
 // Reuse describes activation reuse across the subgraph units of a
@@ -205,6 +221,11 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	if _, ok := known[p.Home]; !ok {
 		fail("home device %q is not one of the workload's devices", p.Home)
+	}
+	for i, a := range p.Alternatives {
+		if math.IsNaN(a.IterationMs) || math.IsInf(a.IterationMs, 0) || a.IterationMs < 0 || a.PeakBytes < 0 {
+			fail("alternative %d (%q): iteration %v ms, peak %d bytes; want finite, non-negative figures", i, a.Description, a.IterationMs, a.PeakBytes)
+		}
 	}
 	// Units: exactly-once coverage of the batch.
 	// Multiset comparison by sorting: cheap for million-node batches.

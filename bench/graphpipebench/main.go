@@ -77,12 +77,20 @@ type summary struct {
 	// memory of GraphPipe's plan, of its disjoint-stage variant's and of
 	// the 1F1B chain's (0: no plan).
 	peakGP, peakDisjoint, peak1F1B int64
+	// alt is the fastest other plan of GraphPipe's own search
+	// (Plan.Alternatives) that meets the goal, vs the best chain (0:
+	// none), with its peak and description.
+	alt     float64
+	altPeak int64
+	altWhat string
 }
 
 // goal says whether a cell meets the benchmark's goal, GraphPipe at
 // least goal× the best chain with a lower largest-device peak than the
-// 1F1B chain: with the default plan, with the disjoint-stage variant
-// only, or not (and why). Exact ratios, not the tables' rounded ones.
+// 1F1B chain: with the default plan, with another plan the same search
+// simulated (its Pareto front, Plan.Alternatives), with the
+// disjoint-stage variant only, or not (and why). Exact ratios, not the
+// tables' rounded ones.
 func (s summary) goal() string {
 	meets := func(ratio float64, peak int64) bool {
 		return ratio >= goal && peak > 0 && s.peak1F1B > 0 && peak < s.peak1F1B
@@ -92,6 +100,8 @@ func (s summary) goal() string {
 		return "- (no chain plan)"
 	case meets(s.vsAll, s.peakGP):
 		return "yes"
+	case s.alt > 0:
+		return fmt.Sprintf("by another plan of the same search: %.3fx, %s (%s)", math.Floor(s.alt*1000)/1000, core.FormatBytes(s.altPeak), s.altWhat)
 	case meets(s.disjoint, s.peakDisjoint):
 		return "with disjoint stages"
 	case s.vsAll < goal:
@@ -279,7 +289,8 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 				peak          int64
 				busy          float64 // the busiest device's compute share of the iteration
 				over          bool
-				err           error // no plan
+				err           error              // no plan
+				alts          []core.Alternative // the search's Pareto front (Plan.Alternatives)
 			}
 			var rows []row
 			var chosen [4]int
@@ -309,7 +320,7 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 					order = "gpipe"
 				}
 				chosen[i] = int(p.Metrics["micro_batches"])
-				rows = append(rows, row{name(s), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, float64(busy) / float64(res.Iteration), len(res.OverCap) > 0, nil})
+				rows = append(rows, row{name(s), order, chosen[i], len(p.Devices()), p.Metrics["stages"], p.Metrics["depth"], p.Metrics["predicted_iteration_ms"], res.Iteration, peak, float64(busy) / float64(res.Iteration), len(res.OverCap) > 0, nil, p.Alternatives})
 			}
 			var chain1, bestChain time.Duration
 			var peak1 int64
@@ -353,6 +364,14 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 						sm.vs1f1b = float64(chain1) / float64(r.iter)
 					}
 					if bestChain > 0 {
+						// The fastest other plan of the same search that
+						// is goal× the best chain and lighter than the
+						// 1F1B chain, if any.
+						for _, a := range r.alts {
+							if v := float64(bestChain) / 1e6 / a.IterationMs; !a.Chosen && v >= goal && peak1 > 0 && a.PeakBytes < peak1 && v > sm.alt {
+								sm.alt, sm.altPeak, sm.altWhat = v, a.PeakBytes, a.Description
+							}
+						}
 						sm.vsAll = float64(bestChain) / float64(r.iter)
 						sm.headroom = float64(bestChain) / float64(bound)
 						if m > 0 {

@@ -93,6 +93,8 @@ func TestGoal(t *testing.T) {
 		{summary{}, "- (no chain plan)"},
 		{summary{vsAll: 1.29996, peakGP: 100, peak1F1B: 200}, "no: 1.299x"},
 		{summary{vsAll: 1.4, peakGP: 100}, "no 1F1B chain plan to compare peaks with"},
+		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, alt: 1.32999, altPeak: 150, altWhat: "dag, 4 stages", disjoint: 1.31, peakDisjoint: 150},
+			"by another plan of the same search: 1.329x, 150 B (dag, 4 stages)"},
 	} {
 		if got := c.s.goal(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)

@@ -634,6 +634,16 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	if r.PlannedOn != "" {
 		row("  planned on", r.PlannedOn)
 	}
+	if alts := p.Alternatives; len(alts) > 1 {
+		row("alternatives", "the search's simulated plans that fit, each lighter than every faster one")
+		for _, a := range alts {
+			d := a.Description
+			if a.Chosen {
+				d += " (chosen)"
+			}
+			row(fmt.Sprintf("  %.4g ms, %s", a.IterationMs, core.FormatBytes(a.PeakBytes)), d)
+		}
+	}
 	if len(r.StageDAG) > 0 {
 		printStageDAG(row, r, w)
 	}

@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -250,5 +251,53 @@ func TestWarmupTrim(t *testing.T) {
 		trimmed.Metrics["warmup_cap"], trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)))
 	if len(trimmedRes.OverCap) > 0 || len(keptRes.OverCap) > 0 || trimmed.Metrics["warmup_cap"] == 0 || trimmedRes.Iteration >= keptRes.Iteration*95/100 {
 		t.Errorf("600 MiB: trimmed %v (over on %v), trim=off %v (over on %v)", trimmedRes.Iteration, trimmedRes.OverCap, keptRes.Iteration, keptRes.OverCap)
+	}
+}
+
+// TestAlternatives: the plan carries the Pareto front of the candidates
+// the search simulated: fastest first, each lighter than every faster
+// one, all within the devices' memory, the chosen plan first with the
+// plan's own simulated iteration and peak; re-simulating an alternative's
+// figures is the search's job, so here the front's shape and the chosen
+// entry are checked. On uno-4 over 16 A100s it holds a much lighter plan
+// than the chosen (the paper's disjoint stages among them).
+func TestAlternatives(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a search on 16 devices: skipped with -short")
+	}
+	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof}).Schedule(t.Context(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alts := p.Alternatives
+	if len(alts) < 2 || !alts[0].Chosen {
+		t.Fatalf("alternatives %+v: want the chosen plan first and lighter ones after", alts)
+	}
+	res, err := sim.Simulate(p, w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := alts[0].IterationMs, float64(res.Iteration)/1e6; math.Abs(got-want) > 1e-9*want || alts[0].PeakBytes != peakOf(res) {
+		t.Errorf("chosen alternative %.6f ms, %d B; the plan simulates at %.6f ms, %d B", got, alts[0].PeakBytes, want, peakOf(res))
+	}
+	for i, a := range alts {
+		if a.PeakBytes > 40<<30 || a.Description == "" || i > 0 && (a.Chosen || a.IterationMs < alts[i-1].IterationMs || a.PeakBytes >= alts[i-1].PeakBytes) {
+			t.Errorf("alternative %d %+v after %+v: not a Pareto front fastest first", i, a, alts[max(i-1, 0)])
+		}
+	}
+	if last := alts[len(alts)-1]; last.PeakBytes > alts[0].PeakBytes/2 {
+		t.Errorf("the lightest alternative holds %s, the chosen %s: want one under half", core.FormatBytes(last.PeakBytes), core.FormatBytes(alts[0].PeakBytes))
+	}
+	if err := p.Validate(w); err != nil {
+		t.Fatal(err)
+	}
+	p.Alternatives[0].IterationMs = math.NaN()
+	if err := p.Validate(w); err == nil || !strings.Contains(err.Error(), "alternative 0") {
+		t.Errorf("a NaN alternative: %v", err)
 	}
 }

@@ -484,6 +484,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		k = 8
 	}
 	var best *candidate
+	var sims []*candidate // every simulated candidate, for the plan's alternatives
 	total, simulated, fitting := 0, 0, 0
 	for _, pool := range pools {
 		total += len(pool)
@@ -582,6 +583,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			if cd.res == nil {
 				continue
 			}
+			sims = append(sims, cd)
 			simulated++
 			if best == nil || best.res == nil || better2(cd, best) {
 				best = cd
@@ -617,7 +619,52 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.part.WarmupCap > 0 {
 		p.Metrics["warmup_cap"] = float64(best.part.WarmupCap)
 	}
+	p.Alternatives = paretoFront(sims, best)
 	return p, nil
+}
+
+// paretoFront returns the simulated candidates that fit and that no other
+// beats on both the simulated iteration and the largest device's peak,
+// fastest first (each lighter than every faster one), best marked chosen.
+func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
+	var fit []*candidate
+	for _, cd := range sims {
+		if len(cd.res.OverCap) == 0 {
+			fit = append(fit, cd)
+		}
+	}
+	sort.SliceStable(fit, func(i, j int) bool {
+		a, b := fit[i].res.Iteration, fit[j].res.Iteration
+		if a != b {
+			return a < b
+		}
+		return peakOf(fit[i].res) < peakOf(fit[j].res)
+	})
+	var out []core.Alternative
+	lightest := int64(math.MaxInt64)
+	for _, cd := range fit {
+		pk := peakOf(cd.res)
+		if pk >= lightest && cd != best {
+			continue
+		}
+		lightest = min(lightest, pk)
+		out = append(out, core.Alternative{Description: describe(cd), IterationMs: float64(cd.res.Iteration) / 1e6, PeakBytes: pk, Chosen: cd == best})
+	}
+	return out
+}
+
+// describe names a candidate: its family, stages, depth, micro-batches
+// and 1F1B warm-up cap.
+func describe(cd *candidate) string {
+	m := cd.plan.Metrics
+	s := fmt.Sprintf("%s, %d stages, depth %d, m %d", cd.from, int(m["stages"]), int(m["depth"]), cd.m)
+	if cd.kind == GPipe || m["fallback_gpipe"] == 1 {
+		s += ", gpipe order"
+	}
+	if cd.part.WarmupCap > 0 {
+		s += fmt.Sprintf(", warm-up %d", cd.part.WarmupCap)
+	}
+	return s
 }
 
 // trimWarmup lowers a simulated 1F1B candidate's warm-up cap

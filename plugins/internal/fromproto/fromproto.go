@@ -113,6 +113,9 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 		}
 		p.Owners[name] = core.DeviceID(d)
 	}
+	for _, a := range m.GetAlternatives() {
+		p.Alternatives = append(p.Alternatives, core.Alternative{Description: a.GetDescription(), IterationMs: a.GetIterationMs(), PeakBytes: a.GetPeakBytes(), Chosen: a.GetChosen()})
+	}
 	var err error
 	if len(m.GetUnits()) > 0 {
 		p.Units = make([]core.Unit, len(m.GetUnits()))

@@ -85,6 +85,9 @@ func Plan(p *core.Plan) *pb.Plan {
 	for i, u := range p.Units {
 		out.Units[i] = &pb.Unit{Id: int64(u.ID), Targets: u.Targets, LossWeight: u.LossWeight, Subgraph: u.Subgraph}
 	}
+	for _, a := range p.Alternatives {
+		out.Alternatives = append(out.Alternatives, &pb.Alternative{Description: a.Description, IterationMs: a.IterationMs, PeakBytes: a.PeakBytes, Chosen: a.Chosen})
+	}
 	for i, t := range p.Tasks {
 		out.Tasks[i] = &pb.Task{
 			Id:     int64(t.ID),

@@ -1052,7 +1052,10 @@ type Plan struct {
 	StepOwners bool `protobuf:"varint,8,opt,name=step_owners,json=stepOwners,proto3" json:"step_owners,omitempty"`
 	// Each parameter's owner, with step_owners (core.Plan.Owners); empty:
 	// the device of the first forward task reading it.
-	Owners        map[string]string `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Owners map[string]string `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// The trade-offs the scheduler weighed (core.Plan.Alternatives):
+	// informational, fastest first.
+	Alternatives  []*Alternative `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1150,6 +1153,82 @@ func (x *Plan) GetOwners() map[string]string {
 	return nil
 }
 
+func (x *Plan) GetAlternatives() []*Alternative {
+	if x != nil {
+		return x.Alternatives
+	}
+	return nil
+}
+
+// Alternative is core.Alternative: one plan a scheduler weighed.
+type Alternative struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Description   string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	IterationMs   float64                `protobuf:"fixed64,2,opt,name=iteration_ms,json=iterationMs,proto3" json:"iteration_ms,omitempty"`
+	PeakBytes     int64                  `protobuf:"varint,3,opt,name=peak_bytes,json=peakBytes,proto3" json:"peak_bytes,omitempty"`
+	Chosen        bool                   `protobuf:"varint,4,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Alternative) Reset() {
+	*x = Alternative{}
+	mi := &file_scheduler_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Alternative) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Alternative) ProtoMessage() {}
+
+func (x *Alternative) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Alternative.ProtoReflect.Descriptor instead.
+func (*Alternative) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *Alternative) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Alternative) GetIterationMs() float64 {
+	if x != nil {
+		return x.IterationMs
+	}
+	return 0
+}
+
+func (x *Alternative) GetPeakBytes() int64 {
+	if x != nil {
+		return x.PeakBytes
+	}
+	return 0
+}
+
+func (x *Alternative) GetChosen() bool {
+	if x != nil {
+		return x.Chosen
+	}
+	return false
+}
+
 // Reuse is core.Reuse: compute each shared activation once per iteration.
 type Reuse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -1162,7 +1241,7 @@ type Reuse struct {
 
 func (x *Reuse) Reset() {
 	*x = Reuse{}
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1174,7 +1253,7 @@ func (x *Reuse) String() string {
 func (*Reuse) ProtoMessage() {}
 
 func (x *Reuse) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1187,7 +1266,7 @@ func (x *Reuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reuse.ProtoReflect.Descriptor instead.
 func (*Reuse) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Reuse) GetBoundary() string {
@@ -1221,7 +1300,7 @@ type NodeList struct {
 
 func (x *NodeList) Reset() {
 	*x = NodeList{}
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1312,7 @@ func (x *NodeList) String() string {
 func (*NodeList) ProtoMessage() {}
 
 func (x *NodeList) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1325,7 @@ func (x *NodeList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeList.ProtoReflect.Descriptor instead.
 func (*NodeList) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *NodeList) GetNodes() []int32 {
@@ -1269,7 +1348,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1281,7 +1360,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1294,7 +1373,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Unit) GetId() int64 {
@@ -1349,7 +1428,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1361,7 +1440,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1374,7 +1453,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Task) GetId() int64 {
@@ -1467,7 +1546,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1479,7 +1558,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1492,7 +1571,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Trace) GetEvents() []*TraceEvent {
@@ -1539,7 +1618,7 @@ type TraceEvent struct {
 
 func (x *TraceEvent) Reset() {
 	*x = TraceEvent{}
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1551,7 +1630,7 @@ func (x *TraceEvent) String() string {
 func (*TraceEvent) ProtoMessage() {}
 
 func (x *TraceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1564,7 +1643,7 @@ func (x *TraceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEvent.ProtoReflect.Descriptor instead.
 func (*TraceEvent) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TraceEvent) GetName() string {
@@ -1639,7 +1718,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1730,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1743,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ErrorDetail) GetSentinel() string {
@@ -1695,7 +1774,7 @@ type OutOfMemory struct {
 
 func (x *OutOfMemory) Reset() {
 	*x = OutOfMemory{}
-	mi := &file_scheduler_proto_msgTypes[22]
+	mi := &file_scheduler_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1707,7 +1786,7 @@ func (x *OutOfMemory) String() string {
 func (*OutOfMemory) ProtoMessage() {}
 
 func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[22]
+	mi := &file_scheduler_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1720,7 +1799,7 @@ func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutOfMemory.ProtoReflect.Descriptor instead.
 func (*OutOfMemory) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_scheduler_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *OutOfMemory) GetDevice() string {
@@ -1835,7 +1914,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x0ekernel_variant\x18\b \x01(\tR\rkernelVariant\x12\x16\n" +
 	"\x06gflops\x18\t \x01(\x01R\x06gflops\x12\x19\n" +
 	"\bmem_gbps\x18\n" +
-	" \x01(\x01R\amemGbps\"\xf4\x04\n" +
+	" \x01(\x01R\amemGbps\"\xba\x05\n" +
 	"\x04Plan\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12\x12\n" +
 	"\x04home\x18\x02 \x01(\tR\x04home\x12/\n" +
@@ -1846,7 +1925,9 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x05reuse\x18\a \x01(\v2\x1a.gnnkit.scheduler.v1.ReuseR\x05reuse\x12\x1f\n" +
 	"\vstep_owners\x18\b \x01(\bR\n" +
 	"stepOwners\x12=\n" +
-	"\x06owners\x18\t \x03(\v2%.gnnkit.scheduler.v1.Plan.OwnersEntryR\x06owners\x1a>\n" +
+	"\x06owners\x18\t \x03(\v2%.gnnkit.scheduler.v1.Plan.OwnersEntryR\x06owners\x12D\n" +
+	"\falternatives\x18\n" +
+	" \x03(\v2 .gnnkit.scheduler.v1.AlternativeR\falternatives\x1a>\n" +
 	"\x10MemEstimateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
@@ -1855,7 +1936,13 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vOwnersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"n\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\vAlternative\x12 \n" +
+	"\vdescription\x18\x01 \x01(\tR\vdescription\x12!\n" +
+	"\fiteration_ms\x18\x02 \x01(\x01R\viterationMs\x12\x1d\n" +
+	"\n" +
+	"peak_bytes\x18\x03 \x01(\x03R\tpeakBytes\x12\x16\n" +
+	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"n\n" +
 	"\x05Reuse\x12\x1a\n" +
 	"\bboundary\x18\x01 \x01(\tR\bboundary\x125\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x1d.gnnkit.scheduler.v1.NodeListR\x06chunks\x12\x12\n" +
@@ -1941,7 +2028,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -1960,25 +2047,26 @@ var file_scheduler_proto_goTypes = []any{
 	(*Cost)(nil),             // 14: gnnkit.scheduler.v1.Cost
 	(*DeviceInfo)(nil),       // 15: gnnkit.scheduler.v1.DeviceInfo
 	(*Plan)(nil),             // 16: gnnkit.scheduler.v1.Plan
-	(*Reuse)(nil),            // 17: gnnkit.scheduler.v1.Reuse
-	(*NodeList)(nil),         // 18: gnnkit.scheduler.v1.NodeList
-	(*Unit)(nil),             // 19: gnnkit.scheduler.v1.Unit
-	(*Task)(nil),             // 20: gnnkit.scheduler.v1.Task
-	(*Trace)(nil),            // 21: gnnkit.scheduler.v1.Trace
-	(*TraceEvent)(nil),       // 22: gnnkit.scheduler.v1.TraceEvent
-	(*ErrorDetail)(nil),      // 23: gnnkit.scheduler.v1.ErrorDetail
-	(*OutOfMemory)(nil),      // 24: gnnkit.scheduler.v1.OutOfMemory
-	nil,                      // 25: gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	nil,                      // 26: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 27: gnnkit.scheduler.v1.Plan.OwnersEntry
-	nil,                      // 28: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	(*Alternative)(nil),      // 17: gnnkit.scheduler.v1.Alternative
+	(*Reuse)(nil),            // 18: gnnkit.scheduler.v1.Reuse
+	(*NodeList)(nil),         // 19: gnnkit.scheduler.v1.NodeList
+	(*Unit)(nil),             // 20: gnnkit.scheduler.v1.Unit
+	(*Task)(nil),             // 21: gnnkit.scheduler.v1.Task
+	(*Trace)(nil),            // 22: gnnkit.scheduler.v1.Trace
+	(*TraceEvent)(nil),       // 23: gnnkit.scheduler.v1.TraceEvent
+	(*ErrorDetail)(nil),      // 24: gnnkit.scheduler.v1.ErrorDetail
+	(*OutOfMemory)(nil),      // 25: gnnkit.scheduler.v1.OutOfMemory
+	nil,                      // 26: gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	nil,                      // 27: gnnkit.scheduler.v1.Plan.MetricsEntry
+	nil,                      // 28: gnnkit.scheduler.v1.Plan.OwnersEntry
+	nil,                      // 29: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
 	9,  // 1: gnnkit.scheduler.v1.ScheduleRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
 	16, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	9,  // 3: gnnkit.scheduler.v1.ObserveRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	21, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
+	22, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
 	16, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	12, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
 	11, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
@@ -1987,28 +2075,29 @@ var file_scheduler_proto_depIdxs = []int32{
 	0,  // 10: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
 	14, // 11: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
 	13, // 12: gnnkit.scheduler.v1.OpInfo.params:type_name -> gnnkit.scheduler.v1.ParamRef
-	19, // 13: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
-	20, // 14: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
-	25, // 15: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	26, // 16: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
-	17, // 17: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
-	27, // 18: gnnkit.scheduler.v1.Plan.owners:type_name -> gnnkit.scheduler.v1.Plan.OwnersEntry
-	18, // 19: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
-	1,  // 20: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	22, // 21: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	28, // 22: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	24, // 23: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 24: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 25: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 26: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 27: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 28: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 29: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	27, // [27:30] is the sub-list for method output_type
-	24, // [24:27] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	20, // 13: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
+	21, // 14: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
+	26, // 15: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	27, // 16: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
+	18, // 17: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
+	28, // 18: gnnkit.scheduler.v1.Plan.owners:type_name -> gnnkit.scheduler.v1.Plan.OwnersEntry
+	17, // 19: gnnkit.scheduler.v1.Plan.alternatives:type_name -> gnnkit.scheduler.v1.Alternative
+	19, // 20: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 21: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	23, // 22: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	29, // 23: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	25, // 24: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 25: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 26: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 27: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 28: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 29: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 30: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	28, // [28:31] is the sub-list for method output_type
+	25, // [25:28] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -2022,7 +2111,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
