@@ -138,10 +138,10 @@ type Plan struct {
 	// ParamOwners.
 	Owners map[string]DeviceID `json:"owners,omitempty"`
 	// Alternatives, when the scheduler reports them, are the trade-offs
-	// it weighed: the Pareto front of simulated iteration and largest
-	// device peak among the candidate plans it simulated that fit,
-	// fastest first, each lighter than every faster one (the plan itself
-	// marked Chosen). Informational: nothing executes them.
+	// it weighed: the plan itself (Chosen) first, then the Pareto front of
+	// simulated iteration and largest device peak among the other plans
+	// it simulated that fit, fastest first, each lighter than every faster
+	// one. Informational: nothing executes them.
 	Alternatives []Alternative `json:"alternatives,omitempty"`
 }
 

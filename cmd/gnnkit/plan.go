@@ -635,13 +635,21 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row("  planned on", r.PlannedOn)
 	}
 	if alts := p.Alternatives; len(alts) > 1 {
-		row("alternatives", "the search's simulated plans that fit, each lighter than every faster one")
+		row("alternatives", "the chosen plan, then the search's other simulated plans that fit, each lighter than every faster one")
+		shown := map[string]int{} // rows whose peaks print alike get their bytes
+		for _, a := range alts {
+			shown[core.FormatBytes(a.PeakBytes)]++
+		}
 		for _, a := range alts {
 			d := a.Description
 			if a.Chosen {
 				d += " (chosen)"
 			}
-			row(fmt.Sprintf("  %.4g ms, %s", a.IterationMs, core.FormatBytes(a.PeakBytes)), d)
+			pk := core.FormatBytes(a.PeakBytes)
+			if shown[pk] > 1 {
+				pk = fmt.Sprintf("%s (%d B)", pk, a.PeakBytes)
+			}
+			row(fmt.Sprintf("  %.4g ms, %s", a.IterationMs, pk), d)
 		}
 	}
 	if len(r.StageDAG) > 0 {

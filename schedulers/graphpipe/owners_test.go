@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/sim"
@@ -299,5 +300,52 @@ func TestAlternatives(t *testing.T) {
 	p.Alternatives[0].IterationMs = math.NaN()
 	if err := p.Validate(w); err == nil || !strings.Contains(err.Error(), "alternative 0") {
 		t.Errorf("a NaN alternative: %v", err)
+	}
+}
+
+// TestParetoFront: the chosen candidate leads even when another is as
+// fast and lighter (the search breaks ties by fewer devices); the rest
+// are each lighter than every faster one; candidates over memory and
+// duplicates of a figure pair are left out.
+func TestParetoFront(t *testing.T) {
+	cand := func(ms, mib int64, devs int, over bool) *candidate {
+		res := &sim.Result{Iteration: time.Duration(ms) * time.Millisecond, PeakMem: map[core.DeviceID]int64{"cuda:0": mib << 20}}
+		if over {
+			res.OverCap = []core.DeviceID{"cuda:0"}
+		}
+		p := &core.Plan{Metrics: map[string]float64{"stages": 2, "depth": 2}}
+		for i := range devs {
+			p.Tasks = append(p.Tasks, core.Task{Device: core.DeviceID(fmt.Sprintf("cuda:%d", i))})
+		}
+		return &candidate{from: "dag", m: 4, plan: p, res: res}
+	}
+	best := cand(10, 500, 3, false)
+	sims := []*candidate{
+		cand(10, 400, 4, false), // as fast, lighter: after the chosen
+		cand(10, 400, 4, false), // the same figures again: dropped
+		best,
+		cand(9, 100, 2, true),   // faster and lighter but over memory: dropped
+		cand(12, 450, 2, false), // slower and heavier than one above: dropped
+		cand(13, 200, 2, false),
+	}
+	got := paretoFront(sims, best)
+	want := []struct {
+		ms     float64
+		mib    int64
+		chosen bool
+	}{{10, 500, true}, {10, 400, false}, {13, 200, false}}
+	if len(got) != len(want) {
+		t.Fatalf("front %+v, want %d entries", got, len(want))
+	}
+	for i, w := range want {
+		if got[i].IterationMs != w.ms || got[i].PeakBytes != w.mib<<20 || got[i].Chosen != w.chosen {
+			t.Errorf("entry %d: %+v, want %v ms, %d MiB, chosen %v", i, got[i], w.ms, w.mib, w.chosen)
+		}
+	}
+	if !strings.Contains(got[0].Description, "3 devices") {
+		t.Errorf("description %q lacks the device count", got[0].Description)
+	}
+	if paretoFront(sims, cand(10, 500, 3, true)) != nil {
+		t.Error("a chosen plan over memory gave a front")
 	}
 }

@@ -623,32 +623,38 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	return p, nil
 }
 
-// paretoFront returns the simulated candidates that fit and that no other
-// beats on both the simulated iteration and the largest device's peak,
-// fastest first (each lighter than every faster one), best marked chosen.
+// paretoFront returns the chosen candidate, then the other simulated
+// candidates that fit and are lighter than every faster one (and than
+// the chosen), fastest first. The chosen is the fastest that fits
+// within better2's tolerance (ties: fewer devices), so it leads even
+// where a plan as fast but lighter follows it.
 func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
-	var fit []*candidate
+	if best == nil || best.res == nil || len(best.res.OverCap) > 0 {
+		return nil
+	}
+	var rest []*candidate
 	for _, cd := range sims {
-		if len(cd.res.OverCap) == 0 {
-			fit = append(fit, cd)
+		if cd != best && len(cd.res.OverCap) == 0 {
+			rest = append(rest, cd)
 		}
 	}
-	sort.SliceStable(fit, func(i, j int) bool {
-		a, b := fit[i].res.Iteration, fit[j].res.Iteration
+	sort.SliceStable(rest, func(i, j int) bool {
+		a, b := rest[i].res.Iteration, rest[j].res.Iteration
 		if a != b {
 			return a < b
 		}
-		return peakOf(fit[i].res) < peakOf(fit[j].res)
+		return peakOf(rest[i].res) < peakOf(rest[j].res)
 	})
-	var out []core.Alternative
-	lightest := int64(math.MaxInt64)
-	for _, cd := range fit {
-		pk := peakOf(cd.res)
-		if pk >= lightest && cd != best {
-			continue
+	alt := func(cd *candidate) core.Alternative {
+		return core.Alternative{Description: describe(cd), IterationMs: float64(cd.res.Iteration) / 1e6, PeakBytes: peakOf(cd.res), Chosen: cd == best}
+	}
+	out := []core.Alternative{alt(best)}
+	lightest := peakOf(best.res)
+	for _, cd := range rest {
+		if pk := peakOf(cd.res); pk < lightest {
+			lightest = pk
+			out = append(out, alt(cd))
 		}
-		lightest = min(lightest, pk)
-		out = append(out, core.Alternative{Description: describe(cd), IterationMs: float64(cd.res.Iteration) / 1e6, PeakBytes: pk, Chosen: cd == best})
 	}
 	return out
 }
@@ -657,7 +663,7 @@ func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
 // and 1F1B warm-up cap.
 func describe(cd *candidate) string {
 	m := cd.plan.Metrics
-	s := fmt.Sprintf("%s, %d stages, depth %d, m %d", cd.from, int(m["stages"]), int(m["depth"]), cd.m)
+	s := fmt.Sprintf("%s, %d stages, depth %d, m %d, %d devices", cd.from, int(m["stages"]), int(m["depth"]), cd.m, len(cd.plan.Devices()))
 	if cd.kind == GPipe || m["fallback_gpipe"] == 1 {
 		s += ", gpipe order"
 	}
