@@ -139,7 +139,6 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	start := time.Now()
 	iters := 0
 	metricSums := map[string]float64{}
-	evalEvery := opts.EvalEvery
 	var last EpochStats // the last evaluation's accuracies
 	for e := 1; e <= opts.Epochs; e++ {
 		t0 := time.Now()
@@ -214,7 +213,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		s.FinalLoss = lossSum / float64(len(batches))
 
 		st := EpochStats{Epoch: e, Iterations: len(batches), Loss: s.FinalLoss, Time: dur, TrainAcc: last.TrainAcc, ValAcc: last.ValAcc}
-		if e == opts.Epochs || evalEvery <= 1 || e%evalEvery == 0 {
+		if e == opts.Epochs || opts.EvalEvery <= 1 || e%opts.EvalEvery == 0 {
 			t1 := time.Now()
 			nodes := evalNodes
 			if e == opts.Epochs {

@@ -210,11 +210,7 @@ func TestWarmupTrim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two searches on 16 devices: skipped with -short")
 	}
-	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 8}, 8192, 16)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := benchUno(t, 8)
 	run := func(keep bool) (*core.Plan, *sim.Result) {
 		p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, KeepWarmup: keep}).Schedule(t.Context(), w)
 		if err != nil {
@@ -266,11 +262,7 @@ func TestAlternatives(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search on 16 devices: skipped with -short")
 	}
-	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := benchUno(t, 4)
 	p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof}).Schedule(t.Context(), w)
 	if err != nil {
 		t.Fatal(err)
@@ -348,4 +340,17 @@ func TestParetoFront(t *testing.T) {
 	if paretoFront(sims, cand(10, 500, 3, true)) != nil {
 		t.Error("a chosen plan over memory gave a front")
 	}
+}
+
+// benchUno is the benchmark's uno of the given branches (4096 in, 2048
+// hidden, 8192 samples) over 16 A100s of the pcie-a100 preset, with the
+// preset device's roofline profile.
+func benchUno(t *testing.T, branches int) (*core.Workload, *sim.Cluster, *sim.Profile) {
+	t.Helper()
+	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: branches}, 8192, 16)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cl, prof
 }

@@ -484,8 +484,8 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		k = 8
 	}
 	var best *candidate
-	var sims []*candidate // every simulated candidate, for the plan's alternatives
-	total, simulated, fitting := 0, 0, 0
+	var sims []*candidate // every simulated candidate (metrics, the plan's alternatives)
+	total, fitting := 0, 0
 	for _, pool := range pools {
 		total += len(pool)
 		var fit []*candidate
@@ -584,7 +584,6 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 				continue
 			}
 			sims = append(sims, cd)
-			simulated++
 			if best == nil || best.res == nil || better2(cd, best) {
 				best = cd
 			}
@@ -599,7 +598,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	p := best.plan
 	p.Metrics["candidates"] = float64(total)
-	p.Metrics["simulated_candidates"] = float64(simulated)
+	p.Metrics["simulated_candidates"] = float64(len(sims))
 	p.Metrics["micro_batch_counts_tried"] = float64(len(evals))
 	p.Metrics["predicted_iteration_ms"] = best.pred.iter * 1e3
 	p.Metrics["predicted_flush_ms"] = best.pred.tail * 1e3
