@@ -180,7 +180,8 @@ type ModelConfig struct {
 	Classes     int     `json:"classes"`
 	Layers      int     `json:"layers"`
 	Heads       int     `json:"heads,omitempty"`
-	Branches    int     `json:"branches,omitempty"` // multi-branch (DAG) models
+	Branches    int     `json:"branches,omitempty"`   // multi-branch (DAG) models
+	TableRows   int     `json:"table_rows,omitempty"` // dlrm: rows of each embedding table (0: the model's default)
 	Dropout     float32 `json:"dropout"`
 	AttnDropout float32 `json:"attn_dropout,omitempty"`
 }

@@ -2,10 +2,15 @@ package models
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/models/nn"
 )
+
+// DefaultTableRows is the rows of each of dlrm's embedding tables when
+// ModelConfig.TableRows is 0.
+const DefaultTableRows = 1000
 
 func init() {
 	core.RegisterModel("mbgnn", MultiBranchGNN)
@@ -15,7 +20,8 @@ func init() {
 
 // DLRM builds a DLRM-like model: a bottom MLP (cfg.Layers layers, default
 // 2) over the dense features, cfg.Branches embedding tables (default 4,
-// 1,000 rows of cfg.Hidden each) looked up by synthetic categorical ids
+// cfg.TableRows rows of cfg.Hidden each, default 1,000; GraphPipe's
+// DLRM has 10⁶ rows of 64) looked up by synthetic categorical ids
 // (nn.Embedding), the dense and embedded vectors summed (the interaction;
 // DLRM proper takes their pairwise dot products), and a two-layer top MLP
 // to the logits. The tables and the bottom MLP are parallel branches.
@@ -30,7 +36,16 @@ func DLRM(cfg core.ModelConfig) (*core.Model, error) {
 	if cfg.Branches < 1 {
 		return nil, fmt.Errorf("models: dlrm: Branches (embedding tables) must be positive, got %d", cfg.Branches)
 	}
-	const tableRows = 1000
+	tableRows := cfg.TableRows
+	switch {
+	case tableRows == 0:
+		tableRows = DefaultTableRows
+	case tableRows < 0:
+		return nil, fmt.Errorf("models: dlrm: TableRows must be positive, got %d", cfg.TableRows)
+	}
+	if int64(tableRows) > math.MaxInt32 {
+		return nil, fmt.Errorf("models: dlrm: TableRows %d is over 2³¹−1 (the lookups index rows with int32)", tableRows)
+	}
 	b := &builder{m: &core.Model{Name: "dlrm", Config: cfg, Inputs: []string{Features}, Output: Logits}}
 	h, in := Features, cfg.InDim
 	for l := 0; l < cfg.Layers; l++ {

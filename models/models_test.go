@@ -392,3 +392,41 @@ func TestDLRMBuildsAndTrains(t *testing.T) {
 		t.Errorf("dlrm has %d embedding ops and %d graphs, want 3 and 0", embs, len(m.Graphs))
 	}
 }
+
+// TestDLRMTableRows checks that ModelConfig.TableRows sizes every
+// embedding table (0: DefaultTableRows) and that bad sizes are refused.
+func TestDLRMTableRows(t *testing.T) {
+	for _, tc := range []struct {
+		rows, want int
+		err        string
+	}{
+		{0, models.DefaultTableRows, ""},
+		{7, 7, ""},
+		{1_000_000, 1_000_000, ""},
+		{-1, 0, "TableRows must be positive"},
+		{1 << 31, 0, "over 2³¹−1"},
+	} {
+		m, err := core.BuildModel("dlrm", core.ModelConfig{InDim: 4, Hidden: 2, Classes: 2, Branches: 2, TableRows: tc.rows})
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("rows %d: error %v, want one containing %q", tc.rows, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("rows %d: %v", tc.rows, err)
+		}
+		tables := 0
+		for _, p := range m.Params {
+			if strings.HasSuffix(p.Name, ".table") {
+				tables++
+				if len(p.Shape) != 2 || p.Shape[0] != tc.want || p.Shape[1] != 2 {
+					t.Errorf("rows %d: %s has shape %v, want [%d 2]", tc.rows, p.Name, p.Shape, tc.want)
+				}
+			}
+		}
+		if tables != 2 {
+			t.Errorf("rows %d: %d tables, want 2", tc.rows, tables)
+		}
+	}
+}

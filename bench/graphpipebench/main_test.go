@@ -16,7 +16,7 @@ import (
 // validates and simulates, and the summaries carry what the plots draw.
 func TestSimulatedSmoke(t *testing.T) {
 	c := config{
-		models:  []model{{"uno", 2, core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 2, Branches: 2}}},
+		models:  []model{{"uno", 2, core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 2, Branches: 2}, ""}},
 		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 1024, m: 4, capFrac: 1.5,
 	}
 	var out bytes.Buffer

@@ -25,7 +25,7 @@ import (
 
 type planFlags struct {
 	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend string
-	devices, hidden, heads, layers, batchSize, reps, branches                                                           int
+	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                int
 	fanout                                                                                                              []int
 	schedOpts                                                                                                           []string
 	speedup                                                                                                             float64
@@ -87,6 +87,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
 	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.tableRows, "table-rows", 0, "dlrm: rows of each embedding table (default 1000; GraphPipe's DLRM has 1000000, with --hidden 64)")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
@@ -262,8 +263,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := tableRowsFlag(f.model, f.tableRows, fl.Changed("table-rows")); err != nil {
+		return err
+	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
-		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn), Branches: branches})
+		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn), Branches: branches, TableRows: f.tableRows})
 	if err != nil {
 		return err
 	}
@@ -818,6 +822,20 @@ func branchesFlag(model string, n int, set, layersSet bool) (int, error) {
 		return 0, fmt.Errorf("--branches must be positive, got %d", n)
 	}
 	return n, nil
+}
+
+// tableRowsFlag checks --table-rows: only dlrm takes it, and it must be
+// positive when given.
+func tableRowsFlag(model string, n int, set bool) error {
+	switch {
+	case !set:
+		return nil
+	case model != "dlrm":
+		return fmt.Errorf("--table-rows applies to dlrm's embedding tables, not %s", model)
+	case n < 1:
+		return fmt.Errorf("--table-rows must be positive, got %d", n)
+	}
+	return nil
 }
 
 // streamKey is one device stream of a plan.

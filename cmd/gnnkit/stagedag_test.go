@@ -289,3 +289,28 @@ func TestBranchesFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestTableRowsFlag: --table-rows sizes dlrm's embedding tables in plan
+// and train (a larger table: a larger peak), and is refused for other
+// models or below 1.
+func TestTableRowsFlag(t *testing.T) {
+	peak := func(rows string) int64 {
+		r := trainJSON(t, "--model", "dlrm", "--table-rows", rows, "--epochs", "1")
+		return r.PeakMemBytes["cpu:0"]
+	}
+	// 9,000 more rows of 64 (dlrm's default width): 2.3 MB of
+	// parameters and as much of gradients at least.
+	if small, big := peak("1000"), peak("10000"); !(small > 0 && big-small >= 2*9000*64*4) {
+		t.Errorf("train dlrm: peak %d with 1,000 rows, %d with 10,000", small, big)
+	}
+	out, err := run(t, "plan", "--model", "dlrm", "--table-rows", "100000", "--scheduler", "graphpipe", "--devices", "4", "--preset", "pcie-a100")
+	if err != nil || !strings.Contains(out, "stage DAG") {
+		t.Errorf("plan dlrm --table-rows 100000: %v\n%s", err, out)
+	}
+	for _, args := range [][]string{{"plan", "--model", "uno", "--table-rows", "10"}, {"train", "--model", "gcn", "--table-rows", "10", "--epochs", "1", "-q"},
+		{"plan", "--model", "dlrm", "--table-rows", "0"}, {"train", "--model", "dlrm", "--table-rows", "-3", "--epochs", "1", "-q"}} {
+		if _, err := run(t, args...); err == nil || !strings.Contains(err.Error(), "--table-rows") {
+			t.Errorf("%v: %v", args, err)
+		}
+	}
+}

@@ -24,7 +24,7 @@ import (
 
 type trainFlags struct {
 	model, dataSpec, scheduler, backend, devices, deviceMem, trace, featNorm, optimizer string
-	epochs, hidden, heads, layers, threads, batchSize, branches, evalEvery              int
+	epochs, hidden, heads, layers, threads, batchSize, branches, evalEvery, tableRows   int
 	fanout                                                                              []int
 	lr, wd, dropout, attnDropout                                                        float64
 	seed                                                                                uint64
@@ -74,6 +74,7 @@ func newTrainCmd() *cobra.Command {
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
 	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.tableRows, "table-rows", 0, "dlrm: rows of each embedding table (default 1000)")
 	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
 	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")
@@ -157,6 +158,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if err != nil {
 		return err
 	}
+	if err := tableRowsFlag(f.model, f.tableRows, fl.Changed("table-rows")); err != nil {
+		return err
+	}
 
 	ds, feats, err := openNodeClassification(f.dataSpec, f.featNorm)
 	if err != nil {
@@ -190,7 +194,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	}
 	defer closer.Close()
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
-		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn), Branches: branches})
+		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn), Branches: branches, TableRows: f.tableRows})
 	if err != nil {
 		return err
 	}

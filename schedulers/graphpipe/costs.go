@@ -25,7 +25,16 @@ type costs struct {
 	// (mean over the micro-batches); bytes held from forward to backward,
 	// backward transient bytes and output bytes (largest micro-batch);
 	// the parameter bytes it reads.
-	fwd, bwd, time         []float64
+	fwd, bwd, time []float64
+	// step: with owners, the optimizer step of the parameters op o is
+	// the first (in index order) to read, over the m micro-batches. With
+	// amortize (a copy made by amortized), time includes it and a stage's
+	// rate counts it: the DPs then weigh the step a stage's owners take
+	// at the flush per micro-batch, as the paper's time per sample
+	// amortises per-iteration work. A stage of d replicas spreads its
+	// owners over them (spreadOwners) as it spreads its micro-batches.
+	step                   []float64
+	amortize               bool
 	held, temp, out, wbyte []float64
 	// walk: the profile gives each op's backward gradients (gIn left for
 	// its inputs, gOut of its outputs freed: sim.Point.GradIn, GradOut),
@@ -141,9 +150,19 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	if c.owners {
 		_, c.parBytes, c.opPar = paramIndex(w)
 		c.pbyte = make([]float64, n)
+		c.step = make([]float64, n)
+		first := make([]bool, len(c.parBytes))
 		for o, ps := range c.opPar {
+			var nb float64
 			for _, p := range ps {
 				c.pbyte[o] += c.parBytes[p]
+				if !first[p] {
+					first[p] = true
+					nb += c.parBytes[p]
+				}
+			}
+			if nb > 0 {
+				c.step[o] = secs(cm.StepBytes(d0, int64(nb))) / float64(c.m)
 			}
 		}
 		c.parSeen = make([]int32, len(c.parBytes))
@@ -199,12 +218,18 @@ type stageStat struct {
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters
+	amort  float64 // with costs.amortize: its ops' costs.step (per micro-batch)
 	in     float64 // activation bytes received per micro-batch
 	gin    float64 // gradient bytes received per micro-batch
 	home   bool    // holds the loss op (the plan's home, with the optimizer state)
 }
 
 func (s stageStat) t() float64 { return s.f + s.b }
+
+// rate is what the DPs hold against their target per micro-batch: the
+// stage's forward and backward, with its amortised step under
+// costs.amortize.
+func (s stageStat) rate() float64 { return s.t() + s.amort }
 
 // stat prices the ops as one stage.
 func (c *costs) stat(ops []int) stageStat {
@@ -231,6 +256,9 @@ func (c *costs) stat(ops []int) stageStat {
 		}
 		s.f += c.fwd[o]
 		s.b += c.bwd[o]
+		if c.amortize {
+			s.amort += c.step[o]
+		}
 		s.held += c.held[o]
 		if !c.walk {
 			s.trans += c.temp[o]
@@ -419,7 +447,7 @@ func (c *costs) slack(s stageStat, W, d int) int {
 // k in flight downstream (a replica on d devices keeps min(ceil((k+d)/d),
 // ceil(m/d)) micro-batches); math.MaxInt32 if none does.
 func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
-	t := s.t()
+	t := s.rate()
 	d := 1
 	if tau > 0 && !math.IsInf(tau, 1) {
 		d = max(1, int(math.Ceil(t/tau*(1-eps))))
@@ -466,4 +494,39 @@ func (c *costs) memoryFree() bool {
 
 func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
+}
+
+// stepShare is the optimizer steps' share of the op time per iteration
+// (costs.step over fwd + bwd; 0 without owners).
+func (c *costs) stepShare() float64 {
+	var st, t float64
+	for o := range c.time {
+		if c.step != nil {
+			st += c.step[o]
+		}
+		t += c.fwd[o] + c.bwd[o]
+	}
+	if t <= 0 {
+		return 0
+	}
+	return st / t
+}
+
+// amortized is a copy of c whose DPs weigh each stage's optimizer step
+// (costs.step) per micro-batch; its estimate is c's. The copy has scratch
+// of its own, so it and c may run DPs side by side.
+func (c *costs) amortized() *costs {
+	if c.step == nil {
+		return c // no owners: the steps are home's, not the stages'
+	}
+	a := *c
+	a.amortize = true
+	a.time = make([]float64, len(c.time))
+	for o := range a.time {
+		a.time[o] = c.fwd[o] + c.bwd[o] + c.step[o]
+	}
+	a.mark, a.seen = make([]int32, len(c.mark)), make([]int32, len(c.seen))
+	a.parSeen = make([]int32, len(c.parSeen))
+	a.stamp = 0
+	return &a
 }

@@ -29,6 +29,7 @@ type chainDP struct {
 	c                           *costs
 	n                           int
 	pre, fpre, bpre, hpre, tpre []float64
+	apre                        []float64 // prefix sums of costs.step under costs.amortize
 	// With costs.walk: live[k] is the gradient bytes the ops >= k leave
 	// when walked from the last (a one-device backward's), and vmax the
 	// range maximum of temp[o] + live[o+1] (a sparse table), so that a
@@ -46,12 +47,15 @@ type chainDP struct {
 func newChainDP(c *costs) *chainDP {
 	n := len(c.w.Ops)
 	x := &chainDP{c: c, n: n, pre: make([]float64, n+1), fpre: make([]float64, n+1), bpre: make([]float64, n+1),
-		hpre: make([]float64, n+1), tpre: make([]float64, n+1), ppre: make([]float64, n+1)}
+		hpre: make([]float64, n+1), tpre: make([]float64, n+1), ppre: make([]float64, n+1), apre: make([]float64, n+1)}
 	for o := range n {
 		if c.owners {
 			x.ppre[o+1] = x.ppre[o] + c.pbyte[o]
 		}
 		x.pre[o+1] = x.pre[o] + c.time[o]
+		if c.amortize {
+			x.apre[o+1] = x.apre[o] + c.step[o]
+		}
 		x.fpre[o+1] = x.fpre[o] + c.fwd[o]
 		x.bpre[o+1] = x.bpre[o] + c.bwd[o]
 		x.hpre[o+1] = x.hpre[o] + c.held[o]
@@ -171,7 +175,7 @@ func (x *chainDP) advance(r *chainRows, i int) {
 func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	i := r.i
 	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
-		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i]}
+		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i], amort: x.apre[j] - x.apre[i]}
 	if x.pmax != nil && i < j {
 		s.pmax = tableMax(x.pmax, i, j)
 	}
@@ -247,7 +251,7 @@ func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
 					// cut would win.
 					var rate float64
 					if c.sync {
-						rate = x.stat(rows, j).t() / float64(d)
+						rate = x.stat(rows, j).rate() / float64(d)
 					} else {
 						rate = (x.pre[j] - x.pre[i] + c.setupF + c.setupB) / float64(d)
 					}

@@ -119,30 +119,55 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The chain tables (read-only on c) run side by side with each other
-	// and with the DAG search; the candidates are then taken in a fixed
-	// order, so the answer does not depend on the interleaving.
-	x := newChainDP(c)
-	tables := make([][][]chainCell, len(caps))
-	var graphs [][]stagePlan
-	var wg sync.WaitGroup
-	for i, r := range caps {
-		wg.Go(func() { tables[i] = x.table(D, r, kind) })
+	// The DPs weigh stage times two ways when the optimizer steps are a
+	// material part of the work (stepMaterial): as the ops' forward and
+	// backward, and with each stage's step amortised over the
+	// micro-batches (costs.amortized). The candidates of both are
+	// estimated and simulated alike, so the union loses nothing the plain
+	// DPs find; below the threshold the amortised DPs' answers differ
+	// only in tie-breaks, and the second pass would double their time.
+	variants := []*costs{c}
+	if c.stepShare() >= stepMaterial {
+		variants = append(variants, c.amortized())
 	}
+	// The chain tables (read-only on their costs) run side by side with
+	// each other and with the DAG searches; the candidates are then taken
+	// in a fixed order, so the answer does not depend on the
+	// interleaving.
+	tables := make([][][][]chainCell, len(variants))
+	graphs := make([][][]stagePlan, len(variants))
 	var root *spNode
 	if s.Graph {
 		root, _ = Decompose(w)
-		t, sh := newSPTree(root, c), newShared(c)
-		graphs = make([][]stagePlan, len(caps))
-		wg.Go(func() {
-			hint := math.Inf(1)
-			for i, r := range caps {
-				if ctx.Err() != nil {
-					return
+	}
+	// The trees first: newSPTree numbers root's nodes, which the DAG
+	// searches read.
+	trees := make([]*spTree, len(variants))
+	if s.Graph {
+		for v, cv := range variants {
+			trees[v] = newSPTree(root, cv)
+		}
+	}
+	var wg sync.WaitGroup
+	for v, cv := range variants {
+		x := newChainDP(cv)
+		tables[v] = make([][][]chainCell, len(caps))
+		for i, r := range caps {
+			wg.Go(func() { tables[v][i] = x.table(D, r, kind) })
+		}
+		if s.Graph {
+			t, sh := trees[v], newShared(cv)
+			graphs[v] = make([][]stagePlan, len(caps))
+			wg.Go(func() {
+				hint := math.Inf(1)
+				for i, r := range caps {
+					if ctx.Err() != nil {
+						return
+					}
+					graphs[v][i], hint = graphSearch(t, cv, D, r, sh, hint)
 				}
-				graphs[i], hint = graphSearch(t, c, D, r, sh, hint)
-			}
-		})
+			})
+		}
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
@@ -158,26 +183,30 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind)})
 	}
 	var chain, dag []*candidate
-	for i, best := range tables {
-		for u := 1; u <= D; u++ {
-			p, ok := chainFrom(best, n, u, devs)
-			if !ok {
-				continue
-			}
-			add(&chain, p, "chain", caps[i])
-			if s.Graph {
-				q := p
-				q.Chain = false
-				add(&dag, q, "chain as dag", caps[i])
+	for v := range variants {
+		for i, best := range tables[v] {
+			for u := 1; u <= D; u++ {
+				p, ok := chainFrom(best, n, u, devs)
+				if !ok {
+					continue
+				}
+				add(&chain, p, "chain", caps[i])
+				if s.Graph {
+					q := p
+					q.Chain = false
+					add(&dag, q, "chain as dag", caps[i])
+				}
 			}
 		}
 	}
 	if !s.Graph {
 		return [][]*candidate{chain}, nil
 	}
-	for i, g := range graphs {
-		for _, sp := range g {
-			add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
+	for v := range variants {
+		for i, g := range graphs[v] {
+			for _, sp := range g {
+				add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
+			}
 		}
 	}
 	if !s.Disjoint && c.owners && !c.sync {
@@ -195,6 +224,11 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	}
 	return [][]*candidate{dag, chain}, nil
 }
+
+// stepMaterial is the share of the op time per iteration
+// (costs.stepShare) from which the DPs also weigh the optimizer steps
+// (pools).
+var stepMaterial = 0.02 // a variable for the tests
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
 // this many, and at most one sample per micro-batch).
