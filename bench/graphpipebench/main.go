@@ -124,7 +124,7 @@ func (s summary) goal() string {
 
 func main() {
 	preset := flag.String("preset", "pcie-a100", "simulated cluster preset")
-	m := flag.Int("m", 16, "micro-batches per iteration (the fixed-m table)")
+	m := flag.Int("m", 16, "micro-batches per iteration (the fixed-m table; 0: searched by every scheduler, at the devices' own memory)")
 	samples := flag.Int("samples", 8192, "samples (rows) per iteration")
 	measure := flag.Bool("measure", true, "also measure on 2 real logical CPU devices")
 	replicas := flag.Int("measure-replicas", 0, "with -measure: cap every stage at this many devices (Scheduler.MaxReplicas; 1 forces pipeline stages where the schedulers would choose data parallelism on 2 devices); 0: no cap")
@@ -134,6 +134,9 @@ func main() {
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	flag.Parse()
+	if *m < 0 {
+		check(fmt.Errorf("-m %d: want a positive micro-batch count, or 0 to have every scheduler search it", *m))
+	}
 	if *replicas < 0 {
 		check(fmt.Errorf("-measure-replicas %d: want 0 (no cap) or a positive device count", *replicas))
 	}
@@ -198,12 +201,20 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		links = "a link per device pair"
 	}
 	day := time.Now().UTC().Format(time.DateOnly)
-	fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", c.preset, links, c.samples, c.m, day)
+	if c.m > 0 {
+		fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", c.preset, links, c.samples, c.m, day)
+	} else {
+		fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), the devices' own memory, roofline op costs; %s\n\n", c.preset, links, c.samples, day)
+	}
 	fixed, err = table(out, c.models, c.devices, c.preset, c.ports, c.samples, c.m, c.simulate, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, fixed m):", fixed, false)
+	if c.m > 0 {
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, fixed m):", fixed, false)
+	} else {
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, m searched):", fixed, true)
+	}
 	if c.capFrac > 0 {
 		fmt.Fprintf(out, "\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
 			c.preset, links, c.samples, c.capFrac, day)

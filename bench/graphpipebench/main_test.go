@@ -73,6 +73,39 @@ func TestSimulatedSmoke(t *testing.T) {
 	}
 }
 
+// TestSimulatedMSearched: -m 0 has every scheduler search m at the
+// devices' own memory; the table says so and its summary gives each
+// scheduler's m, not a bound at a fixed m. The bounds count the
+// optimizer steps, so a step-bound model's bound stays finite.
+func TestSimulatedMSearched(t *testing.T) {
+	c := config{
+		models:  []model{{"dlrm", 2, core.ModelConfig{InDim: 4, Hidden: 16, Classes: 2, Layers: 2, Branches: 2, TableRows: 100_000}, "dlrm-2 (10⁵×16)"}},
+		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 512, m: 0,
+	}
+	var out bytes.Buffer
+	fixed, capped, err := simulated(&out, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"m searched by every scheduler", "(simulated, m searched):", "| m: graphpipe / 1f1b / gpipe |", "| dlrm-2 (10⁵×16) | 4 |"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if len(fixed) != 1 || len(capped) != 0 {
+		t.Fatalf("%d and %d summaries, want 1 and 0", len(fixed), len(capped))
+	}
+	s := fixed[0]
+	if s.headroomM != 0 || s.ms[0] == 0 || s.ms[1] == 0 {
+		t.Errorf("%+v: want no bound at a fixed m and every scheduler's m", s)
+	}
+	t.Logf("GraphPipe %.2fx the best chain, bound %.2fx", s.vsAll, s.headroom)
+	// 3.74x with the steps; the op work alone would allow 5.65x.
+	if !(s.headroom >= s.vsAll*(1-1e-9) && s.headroom < 5) {
+		t.Errorf("%+v: the bound (with the steps) is %.2fx", s, s.headroom)
+	}
+}
+
 func TestSeries(t *testing.T) {
 	names, by := series([]summary{{name: "a", devices: 4}, {name: "b", devices: 4}, {name: "a", devices: 8}})
 	if strings.Join(names, ",") != "a,b" || len(by["a"]) != 2 || by["a"][1].devices != 8 || len(by["b"]) != 1 {

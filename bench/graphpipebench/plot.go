@@ -37,7 +37,11 @@ func writePlots(dir string, c config, fixed, capped []summary) ([]string, error)
 		return nil
 	}
 	sub := fmt.Sprintf("simulated %s, %d samples", c.preset, c.samples)
-	p, err := speedupPlot(fmt.Sprintf("GraphPipe over the best chain, m = %d (%s)", c.m, sub), fixed)
+	regime := fmt.Sprintf("m = %d", c.m)
+	if c.m == 0 {
+		regime = "m searched"
+	}
+	p, err := speedupPlot(fmt.Sprintf("GraphPipe over the best chain, %s (%s)", regime, sub), fixed)
 	if err != nil {
 		return nil, err
 	}
@@ -53,7 +57,7 @@ func writePlots(dir string, c config, fixed, capped []summary) ([]string, error)
 			return nil, err
 		}
 	}
-	p, err = memoryPlot(fmt.Sprintf("Largest device's peak memory, m = %d (%s)", c.m, sub), fixed)
+	p, err = memoryPlot(fmt.Sprintf("Largest device's peak memory, %s (%s)", regime, sub), fixed)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
+	"github.com/gnnkit/gnnkit/models"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
 )
@@ -87,7 +88,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
 	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
-	fl.IntVar(&f.tableRows, "table-rows", 0, "dlrm: rows of each embedding table (default 1000; GraphPipe's DLRM has 1000000, with --hidden 64)")
+	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d; GraphPipe's DLRM has 1000000, with --hidden 64)", models.DefaultTableRows))
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
@@ -196,6 +197,14 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err
 	}
+	// The model's flags before anything is read or written.
+	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
+	if err != nil {
+		return err
+	}
+	if err := tableRowsFlag(f.model, f.tableRows, fl.Changed("table-rows")); err != nil {
+		return err
+	}
 	var cl *sim.Cluster
 	if f.cluster != "" {
 		if fl.Changed("preset") {
@@ -257,13 +266,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	}
 	ds, feats, err := openNodeClassification(f.dataSpec, f.featNorm)
 	if err != nil {
-		return err
-	}
-	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
-	if err != nil {
-		return err
-	}
-	if err := tableRowsFlag(f.model, f.tableRows, fl.Changed("table-rows")); err != nil {
 		return err
 	}
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,

@@ -19,6 +19,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/models"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
 
@@ -74,7 +75,7 @@ func newTrainCmd() *cobra.Command {
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
 	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
-	fl.IntVar(&f.tableRows, "table-rows", 0, "dlrm: rows of each embedding table (default 1000)")
+	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d)", models.DefaultTableRows))
 	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
 	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")

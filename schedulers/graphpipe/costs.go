@@ -31,8 +31,9 @@ type costs struct {
 	// amortize (a copy made by amortized), time includes it and a stage's
 	// rate counts it: the DPs then weigh the step a stage's owners take
 	// at the flush per micro-batch, as the paper's time per sample
-	// amortises per-iteration work. A stage of d replicas spreads its
-	// owners over them (spreadOwners) as it spreads its micro-batches.
+	// amortises per-iteration work. On d replicas a stage's step is its
+	// largest owner's (repRate: spreadOwners gives each parameter whole
+	// to one replica).
 	step                   []float64
 	amortize               bool
 	held, temp, out, wbyte []float64
@@ -226,9 +227,9 @@ type stageStat struct {
 
 func (s stageStat) t() float64 { return s.f + s.b }
 
-// rate is what the DPs hold against their target per micro-batch: the
-// stage's forward and backward, with its amortised step under
-// costs.amortize.
+// rate is what the DPs hold against their target per micro-batch on one
+// device: the stage's forward and backward, with its amortised step
+// under costs.amortize (repRate spreads it over replicas).
 func (s stageStat) rate() float64 { return s.t() + s.amort }
 
 // stat prices the ops as one stage.
@@ -447,12 +448,13 @@ func (c *costs) slack(s stageStat, W, d int) int {
 // k in flight downstream (a replica on d devices keeps min(ceil((k+d)/d),
 // ceil(m/d)) micro-batches); math.MaxInt32 if none does.
 func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
-	t := s.rate()
 	d := 1
 	if tau > 0 && !math.IsInf(tau, 1) {
-		d = max(1, int(math.Ceil(t/tau*(1-eps))))
-		for t/float64(d) > tau*(1+eps) {
-			d++
+		d = max(1, int(math.Ceil(s.rate()/tau*(1-eps)))) // repRate(d) >= rate/d
+		for c.repRate(s, d) > tau*(1+eps) {
+			if d++; d > len(c.devs) && s.amort > 0 {
+				return math.MaxInt32 // a parameter's step does not split: no replica count meets tau
+			}
 		}
 	}
 	if c.memCap <= 0 {
@@ -496,14 +498,17 @@ func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
 }
 
-// stepShare is the optimizer steps' share of the op time per iteration
-// (costs.step over fwd + bwd; 0 without owners).
+// stepShare is the optimizer steps' time over the ops' forward and
+// backward time per iteration (above 1 where the steps take longer; 0
+// without owners). It grows as m shrinks: the ops' time per iteration
+// falls with fewer, larger micro-batches, the steps' does not.
 func (c *costs) stepShare() float64 {
+	if c.step == nil {
+		return 0
+	}
 	var st, t float64
 	for o := range c.time {
-		if c.step != nil {
-			st += c.step[o]
-		}
+		st += c.step[o]
 		t += c.fwd[o] + c.bwd[o]
 	}
 	if t <= 0 {
@@ -514,11 +519,9 @@ func (c *costs) stepShare() float64 {
 
 // amortized is a copy of c whose DPs weigh each stage's optimizer step
 // (costs.step) per micro-batch; its estimate is c's. The copy has scratch
-// of its own, so it and c may run DPs side by side.
+// of its own, so it and c may run DPs side by side. c must step on
+// owners (c.step set): with home steps no stage steps its own.
 func (c *costs) amortized() *costs {
-	if c.step == nil {
-		return c // no owners: the steps are home's, not the stages'
-	}
 	a := *c
 	a.amortize = true
 	a.time = make([]float64, len(c.time))
@@ -529,4 +532,22 @@ func (c *costs) amortized() *costs {
 	a.parSeen = make([]int32, len(c.parSeen))
 	a.stamp = 0
 	return &a
+}
+
+// repRate is a stage's time per micro-batch on d replicas as the DPs
+// weigh it: its forward and backward spread over the replicas and, under
+// amortize, the step of the most parameter bytes one replica owns
+// (ownedBound: spreadOwners gives each parameter whole to one replica, so
+// a stage of one large table steps it on one device however many
+// replicas it has). Non-increasing in d, and at least rate()/d.
+func (c *costs) repRate(s stageStat, d int) float64 {
+	r := s.t() / float64(d)
+	if s.amort > 0 {
+		share := 1 / float64(d)
+		if s.pw > 0 {
+			share = ownedBound(s.pw, s.pmax, d) / s.pw
+		}
+		r += s.amort * share
+	}
+	return r
 }

@@ -176,9 +176,7 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	i := r.i
 	s := stageStat{f: x.fpre[j] - x.fpre[i], b: x.bpre[j] - x.bpre[i], held: x.hpre[j] - x.hpre[i], trans: x.tpre[j] - x.tpre[i],
 		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i], amort: x.apre[j] - x.apre[i]}
-	if x.pmax != nil && i < j {
-		s.pmax = tableMax(x.pmax, i, j)
-	}
+	s.pmax = x.rangePmax(i, j)
 	if x.c.walk {
 		s.trans = math.Max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
 	}
@@ -196,6 +194,15 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 	}
 	x.c.finish(&s)
 	return s
+}
+
+// rangePmax is the largest parameter ops [i, j) read (with owners; 0
+// without).
+func (x *chainDP) rangePmax(i, j int) float64 {
+	if x.pmax == nil || i >= j {
+		return 0
+	}
+	return tableMax(x.pmax, i, j)
 }
 
 // table is PipeDream's DP over the topological (index) order: ops cut
@@ -250,9 +257,15 @@ func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
 					// The stage's rate first (cheap); its memory only when the
 					// cut would win.
 					var rate float64
-					if c.sync {
-						rate = x.stat(rows, j).rate() / float64(d)
-					} else {
+					switch {
+					case c.sync:
+						rate = c.repRate(x.stat(rows, j), d)
+					case c.amortize:
+						// repRate on the prefix sums: the step part by the
+						// most bytes one replica owns.
+						rate = c.repRate(stageStat{f: x.pre[j] - x.pre[i] - (x.apre[j] - x.apre[i]) + c.setupF + c.setupB,
+							amort: x.apre[j] - x.apre[i], pw: x.ppre[j] - x.ppre[i], pmax: x.rangePmax(i, j)}, d)
+					default:
 						rate = (x.pre[j] - x.pre[i] + c.setupF + c.setupB) / float64(d)
 					}
 					v := chainCell{t: math.Max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d}

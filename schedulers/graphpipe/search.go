@@ -19,11 +19,14 @@ type candidate struct {
 	part Partition
 	kind Kind
 	from string // "dag", "chain", "chain as dag"
-	pred prediction
-	m    int // micro-batches per iteration
-	cap  int // the replica cap the partitioner ran at
-	plan *core.Plan
-	res  *sim.Result
+	// second: from the DPs' second pass, the optimizer steps weighed
+	// (pools); the walk over m and the fallbacks see only the others.
+	second bool
+	pred   prediction
+	m      int // micro-batches per iteration
+	cap    int // the replica cap the partitioner ran at
+	plan   *core.Plan
+	res    *sim.Result
 }
 
 // replicaCaps are the per-stage replica caps the partitioners run at:
@@ -82,7 +85,7 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 		part := cd.part
 		part.WarmupCap = limit
 		if pr := c.estimate(part, cd.kind); pr.fits {
-			return &candidate{part: part, kind: cd.kind, from: cd.from, pred: pr, m: cd.m, cap: cd.cap}
+			return &candidate{part: part, kind: cd.kind, from: cd.from, second: cd.second, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
 	return nil
@@ -122,12 +125,15 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// The DPs weigh stage times two ways when the optimizer steps are a
 	// material part of the work (stepMaterial): as the ops' forward and
 	// backward, and with each stage's step amortised over the
-	// micro-batches (costs.amortized). The candidates of both are
-	// estimated and simulated alike, so the union loses nothing the plain
-	// DPs find; below the threshold the amortised DPs' answers differ
-	// only in tie-breaks, and the second pass would double their time.
+	// micro-batches (costs.amortized). The second pass's candidates are
+	// marked (candidate.second) and only added: the walk over m, the
+	// replica caps it carries and the least-memory fallback read the
+	// plain pass's, and search simulates the second pass's best beside
+	// the plain pass's, so no plan it would choose without the second
+	// pass is lost. Below the threshold the second pass is skipped: it
+	// would double the DPs' time for steps the estimate already weighs.
 	variants := []*costs{c}
-	if c.stepShare() >= stepMaterial {
+	if c.step != nil && c.stepShare() >= stepMaterial {
 		variants = append(variants, c.amortized())
 	}
 	// The chain tables (read-only on their costs) run side by side with
@@ -173,17 +179,31 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	// The plain pass's candidates first, in the order they had before
+	// the second pass existed, then the second pass's (second: set),
+	// each signature once.
 	seen := map[string]bool{}
+	var second bool
 	add := func(pool *[]*candidate, p Partition, from string, r int) {
 		key := signature(p, kind)
 		if seen[key] {
 			return
 		}
 		seen[key] = true
-		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind)})
+		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
+	}
+	var trunk []int
+	if s.Graph && !s.Disjoint && c.owners && !c.sync {
+		// Shared-trunk variants of the DAG answers (sharedTrunk), weighed
+		// like every other candidate. Not on logical CPU devices, whose
+		// synchronous executor runs a device's streams side by side,
+		// which the simulator's one task per device does not model.
+		trunk = trunkOps(root)
 	}
 	var chain, dag []*candidate
 	for v := range variants {
+		second = v > 0
+		from := len(dag) // this pass's DAG candidates start here
 		for i, best := range tables[v] {
 			for u := 1; u <= D; u++ {
 				p, ok := chainFrom(best, n, u, devs)
@@ -198,35 +218,30 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 				}
 			}
 		}
-	}
-	if !s.Graph {
-		return [][]*candidate{chain}, nil
-	}
-	for v := range variants {
+		if !s.Graph {
+			continue
+		}
 		for i, g := range graphs[v] {
 			for _, sp := range g {
 				add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
 			}
 		}
-	}
-	if !s.Disjoint && c.owners && !c.sync {
-		// Shared-trunk variants of the DAG answers (sharedTrunk), weighed
-		// like every other candidate. Not on logical CPU devices, whose
-		// synchronous executor runs a device's streams side by side,
-		// which the simulator's one task per device does not model.
-		if trunk := trunkOps(root); len(trunk) > 0 {
-			for _, cd := range append([]*candidate(nil), dag...) {
-				if v, ok := sharedTrunk(cd.part, trunk); ok {
-					add(&dag, v, "dag, shared trunk", cd.cap)
+		if len(trunk) > 0 {
+			for _, cd := range append([]*candidate(nil), dag[from:]...) {
+				if p, ok := sharedTrunk(cd.part, trunk); ok {
+					add(&dag, p, "dag, shared trunk", cd.cap)
 				}
 			}
 		}
 	}
+	if !s.Graph {
+		return [][]*candidate{chain}, nil
+	}
 	return [][]*candidate{dag, chain}, nil
 }
 
-// stepMaterial is the share of the op time per iteration
-// (costs.stepShare) from which the DPs also weigh the optimizer steps
+// stepMaterial is the optimizer steps' time over the op time per
+// iteration (costs.stepShare) from which the DPs also weigh the steps
 // (pools).
 var stepMaterial = 0.02 // a variable for the tests
 
@@ -288,7 +303,7 @@ type mEval struct {
 	m     int
 	c     *costs
 	pools [][]*candidate
-	score float64 // the best estimated iteration among fitting candidates (+Inf: none fits)
+	score float64 // the best estimated iteration among the plain pass's fitting candidates (+Inf: none fits)
 }
 
 // evalM prices the ops for m micro-batches and runs the partitioners.
@@ -340,7 +355,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	for _, pool := range pools {
 		for _, cd := range pool {
 			cd.m = c.m
-			if cd.pred.fits && cd.pred.iter < e.score {
+			if cd.pred.fits && !cd.second && cd.pred.iter < e.score {
 				e.score = cd.pred.iter
 			}
 		}
@@ -355,12 +370,12 @@ func (s *Scheduler) maxReplicas(D int) int {
 	return caps[len(caps)-1]
 }
 
-// anyFits reports whether some candidate's estimate fits the devices'
-// memory.
+// anyFits reports whether some candidate of the DPs' plain pass fits the
+// devices' memory by its estimate.
 func anyFits(pools [][]*candidate) bool {
 	for _, pool := range pools {
 		for _, cd := range pool {
-			if cd.pred.fits {
+			if cd.pred.fits && !cd.second {
 				return true
 			}
 		}
@@ -374,14 +389,15 @@ func anyFits(pools [][]*candidate) bool {
 const capsPerFamily = 3
 
 // bestCaps is the capsPerFamily distinct replica caps of each family's
-// best-estimated fitting candidates of e (several of the best often share
-// one cap); nil (every cap) when nothing fits.
+// best-estimated fitting candidates of e from the DPs' plain pass
+// (several of the best often share one cap); nil (every cap) when
+// nothing fits.
 func bestCaps(e *mEval) map[int]bool {
 	var only map[int]bool
 	for _, pool := range e.pools {
 		var fit []*candidate
 		for _, cd := range pool {
-			if cd.pred.fits {
+			if cd.pred.fits && !cd.second {
 				fit = append(fit, cd)
 			}
 		}
@@ -406,8 +422,9 @@ func bestCaps(e *mEval) map[int]bool {
 // the ladder 1, 2, 4, … (mLadder), the same for every scheduler: start
 // at mStart and its two neighbours, then keep stepping from the best
 // count towards the better neighbour while the best estimated iteration
-// among fitting candidates (mEval.score) improves; while nothing fits,
-// step towards more (smaller) micro-batches, which under 1F1B hold less.
+// among the DPs' plain pass's fitting candidates (mEval.score) improves;
+// while nothing fits, step towards more (smaller) micro-batches, which
+// under 1F1B hold less.
 // Every count it evaluated contributes its candidates. The partitioners
 // run at every replica cap at the first count only; the other counts run
 // them at the caps of each family's best few fitting candidates there
@@ -522,19 +539,27 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	total, fitting := 0, 0
 	for _, pool := range pools {
 		total += len(pool)
-		var fit []*candidate
+		var fit, fit2 []*candidate // the DPs' plain pass's, the second's
 		for _, cd := range pool {
-			if cd.pred.fits {
+			switch {
+			case !cd.pred.fits:
+			case cd.second:
+				fit2 = append(fit2, cd)
+			default:
 				fit = append(fit, cd)
 			}
 		}
-		fitting += len(fit)
-		sort.SliceStable(fit, func(i, j int) bool { return fit[i].pred.iter < fit[j].pred.iter })
-		n := len(fit)
+		fitting += len(fit) + len(fit2)
+		byIter := func(xs []*candidate) {
+			sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
+		}
+		byIter(fit)
+		byIter(fit2)
+		n, n2 := len(fit), len(fit2)
 		if k > 0 {
-			n = min(n, k)
+			n, n2 = min(n, k), min(n2, k)
 		} else {
-			n = min(n, 1)
+			n, n2 = min(n, 1), min(n2, 1)
 		}
 		top := fit[:n:n]
 		if k > 0 && len(evals) > 1 {
@@ -556,6 +581,10 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 				}
 			}
 		}
+		// The second pass's best as many again, beside (not instead of)
+		// the plain pass's: the search weighs everything it weighed
+		// without the second pass, so its plan is never slower.
+		top = append(top, fit2[:n2]...)
 		for _, cd := range top {
 			if cd.plan, err = s.build(w, cd); err != nil {
 				return nil, err
@@ -728,7 +757,7 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cd := &candidate{part: best.part, kind: best.kind, from: best.from, m: best.m, cap: best.cap}
+		cd := &candidate{part: best.part, kind: best.kind, from: best.from, second: best.second, m: best.m, cap: best.cap}
 		cd.part.WarmupCap = limit
 		cd.pred = estimate(cd.part, cd.kind)
 		plan, err := s.build(w, cd)
