@@ -681,6 +681,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.part.WarmupCap > 0 {
 		p.Metrics["warmup_cap"] = float64(best.part.WarmupCap)
 	}
+	if best.second {
+		p.Metrics["steps_weighed"] = 1 // found by the DPs' second pass
+	}
 	p.Alternatives = paretoFront(sims, best)
 	return p, nil
 }
@@ -721,8 +724,9 @@ func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
 	return out
 }
 
-// describe names a candidate: its family, stages, depth, micro-batches
-// and 1F1B warm-up cap.
+// describe names a candidate: its family, stages, depth, micro-batches,
+// 1F1B warm-up cap, and whether the DPs' second pass (the optimizer
+// steps weighed) found it.
 func describe(cd *candidate) string {
 	m := cd.plan.Metrics
 	s := fmt.Sprintf("%s, %d stages, depth %d, m %d, %d devices", cd.from, int(m["stages"]), int(m["depth"]), cd.m, len(cd.plan.Devices()))
@@ -731,6 +735,9 @@ func describe(cd *candidate) string {
 	}
 	if cd.part.WarmupCap > 0 {
 		s += fmt.Sprintf(", warm-up %d", cd.part.WarmupCap)
+	}
+	if cd.second {
+		s += ", steps weighed"
 	}
 	return s
 }

@@ -96,6 +96,9 @@ func TestAmortizedStep(t *testing.T) {
 				perDev[d]++
 			}
 		}
+		if p.Metrics["steps_weighed"] != 1 && stepMaterial <= 1 {
+			t.Errorf("graph %v: the chosen plan's metrics lack steps_weighed: %v", graph, p.Metrics)
+		}
 		return p.Metrics["simulated_iteration_ms"], perDev
 	}
 	saved := stepMaterial
