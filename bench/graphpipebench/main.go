@@ -499,7 +499,10 @@ func measured(m, replicas int) {
 		defer pt.Close()
 		cl, err := sim.CPUCluster(ctx, devs)
 		check(err)
-		prof, err := sim.MeasureWith(ctx, pt, devs[0], sim.MeasureOptions{Ladder: []int{n / max(1, m), 0}, Reps: 5})
+		// The unit sizes the schedulers may plan (m fixed: n/m; m = 0:
+		// every count of the m search's ladder), and the whole batch.
+		ladder := append((&graphpipe.Scheduler{MicroBatches: m}).UnitSizes(n), 0)
+		prof, err := sim.MeasureWith(ctx, pt, devs[0], sim.MeasureOptions{Ladder: ladder, Reps: 5})
 		check(err)
 		cores, err := sim.MeasureConcurrency(ctx, pt, devs, 5)
 		check(err)
@@ -557,8 +560,12 @@ func measured(m, replicas int) {
 	if replicas > 0 {
 		capped = fmt.Sprintf(", stages capped at %d device(s)", replicas)
 	}
-	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; calibrated before each of 5 measured rounds: host cores %s), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %d micro-batches%s, medians of 5\n\n",
-		spread(cores, "%.2f"), n, m, capped)
+	mb := fmt.Sprintf("%d micro-batches", m)
+	if m == 0 {
+		mb = "m searched by every scheduler"
+	}
+	fmt.Printf("\nmeasured: 2 logical CPU devices (1 thread each; calibrated before each of 5 measured rounds: host cores %s), uno-4 (256 in, 256 hidden, 2 layers), %d samples, %s%s, medians of 5\n\n",
+		spread(cores, "%.2f"), n, mb, capped)
 	fmt.Println("| scheduler | order | devices used | stages | depth | simulated ms (median, range over calibrations) | measured ms (median, range) | simulated / measured | measured vs chain 1F1B | measured vs best chain |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	med := make([]float64, len(runs))

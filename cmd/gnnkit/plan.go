@@ -197,7 +197,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err
 	}
-	// The model's flags before anything is read or written.
+	// --branches and --table-rows before --write-cluster writes.
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
 		return err

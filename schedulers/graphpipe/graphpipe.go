@@ -146,7 +146,10 @@ type Scheduler struct {
 	Profile *sim.Profile
 	// Simulate is how many of the best-estimated candidates of each
 	// family are simulated to choose among (0: 8; negative: none, the
-	// estimate decides). Registry option: simulate=N.
+	// estimate decides), besides the best of each micro-batch count the
+	// m search tried, and as many again from the partitioners' second
+	// pass where it runs (the optimizer steps weighed; not when
+	// negative). Registry option: simulate=N.
 	Simulate int
 	// MaxReplicas caps the devices of one stage (0: no cap). Registry
 	// option: replicas=N.

@@ -132,8 +132,10 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// the plain pass's, so no plan it would choose without the second
 	// pass is lost. Below the threshold the second pass is skipped: it
 	// would double the DPs' time for steps the estimate already weighs.
+	// So it is without simulation (Simulate < 0), where the estimate
+	// alone would choose and may flatter the second pass's plans.
 	variants := []*costs{c}
-	if c.step != nil && c.stepShare() >= stepMaterial {
+	if c.step != nil && s.Simulate >= 0 && c.stepShare() >= stepMaterial {
 		variants = append(variants, c.amortized())
 	}
 	// The chain tables (read-only on their costs) run side by side with
@@ -330,10 +332,10 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		if s.Graph {
 			kind = OneFOneB
 		}
-		seen := map[string]bool{}
+		seen := map[string]*candidate{}
 		for _, pool := range pools {
 			for _, cd := range pool {
-				seen[signature(cd.part, cd.kind)] = true
+				seen[signature(cd.part, cd.kind)] = cd
 			}
 		}
 		r := s.maxReplicas(len(devs))
@@ -344,10 +346,14 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 			from  string
 		}{{chainAt, chain, "chain, least memory"}, {dagAt, dag, "dag, least memory"}} {
 			for _, p := range f.parts {
-				if key := signature(p, kind); !seen[key] {
-					seen[key] = true
-					pools[f.at] = append(pools[f.at], &candidate{part: p, kind: kind, from: f.from, cap: r, pred: c.estimate(p, kind)})
+				key := signature(p, kind)
+				if cd, ok := seen[key]; ok {
+					cd.second = false // the plain search finds it here too
+					continue
 				}
+				cd := &candidate{part: p, kind: kind, from: f.from, cap: r, pred: c.estimate(p, kind)}
+				seen[key] = cd
+				pools[f.at] = append(pools[f.at], cd)
 			}
 		}
 	}
@@ -515,17 +521,29 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if !s.KeepWarmup {
 		for f, pool := range pools {
+			// The plain pass's candidates first, against the plain
+			// pass's signatures alone (as without the second pass), then
+			// the second pass's against all.
 			seen := map[string]bool{}
 			for _, cd := range pool {
-				seen[signature(cd.part, cd.kind)] = true
-			}
-			for _, cd := range pool {
-				if cd.kind != OneFOneB || cd.pred.fits {
-					continue
+				if !cd.second {
+					seen[signature(cd.part, cd.kind)] = true
 				}
-				if v := fittingWarmup(w, costsAt[cd.m], cd); v != nil && !seen[signature(v.part, v.kind)] {
-					seen[signature(v.part, v.kind)] = true
-					pools[f] = append(pools[f], v)
+			}
+			for _, second := range []bool{false, true} {
+				if second {
+					for _, cd := range pool {
+						seen[signature(cd.part, cd.kind)] = true
+					}
+				}
+				for _, cd := range pool {
+					if cd.second != second || cd.kind != OneFOneB || cd.pred.fits {
+						continue
+					}
+					if v := fittingWarmup(w, costsAt[cd.m], cd); v != nil && !seen[signature(v.part, v.kind)] {
+						seen[signature(v.part, v.kind)] = true
+						pools[f] = append(pools[f], v)
+					}
 				}
 			}
 		}
@@ -559,7 +577,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		if k > 0 {
 			n, n2 = min(n, k), min(n2, k)
 		} else {
-			n, n2 = min(n, 1), min(n2, 1)
+			n, n2 = min(n, 1), 0 // nothing simulated: pools ran no second pass
 		}
 		top := fit[:n:n]
 		if k > 0 && len(evals) > 1 {
