@@ -498,11 +498,17 @@ func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
 }
 
-// stepShare is the optimizer steps' time over the ops' forward and
-// backward time per iteration (above 1 where the steps take longer; 0
-// without owners). It grows as m shrinks: the ops' time per iteration
-// falls with fewer, larger micro-batches, the steps' does not.
-func (c *costs) stepShare() float64 {
+// stepShift is how much weighing the optimizer steps reshapes the op
+// times: the total variation distance between each op's share of the
+// forward and backward time per iteration and its share of that time
+// with the steps (costs.step) added, in [0, 1); 0 without owners. Where
+// the steps are proportional to the ops' times (dense layers, whose step
+// and compute both scale with their weights) it is near 0 however large
+// the steps are, and the DPs would answer alike with them (their target
+// scaled); where a few ops carry large steps and little compute
+// (embedding tables) it is large. It varies with m: the ops' time per
+// iteration falls with fewer, larger micro-batches, the steps' does not.
+func (c *costs) stepShift() float64 {
 	if c.step == nil {
 		return 0
 	}
@@ -514,7 +520,12 @@ func (c *costs) stepShare() float64 {
 	if t <= 0 {
 		return 0
 	}
-	return st / t
+	var d float64
+	for o := range c.time {
+		ot := c.fwd[o] + c.bwd[o]
+		d += math.Abs(ot/t - (ot+c.step[o])/(t+st))
+	}
+	return d / 2
 }
 
 // amortized is a copy of c whose DPs weigh each stage's optimizer step

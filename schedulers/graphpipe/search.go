@@ -103,18 +103,6 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 //
 // only, when not nil, restricts the replica caps to those it holds.
 func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs []core.DeviceID, only map[int]bool) ([][]*candidate, error) {
-	D := len(devs)
-	n := len(w.Ops)
-	caps := replicaCaps(D, s.MaxReplicas)
-	if only != nil {
-		var keep []int
-		for _, r := range caps {
-			if only[r] {
-				keep = append(keep, r)
-			}
-		}
-		caps = keep
-	}
 	kind := s.Kind
 	if s.Graph {
 		kind = OneFOneB
@@ -122,118 +110,45 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	// The DPs weigh stage times two ways when the optimizer steps are a
-	// material part of the work (stepMaterial): as the ops' forward and
-	// backward, and with each stage's step amortised over the
-	// micro-batches (costs.amortized). The second pass's candidates are
-	// marked (candidate.second) and only added: the walk over m, the
-	// replica caps it carries and the least-memory fallback read the
-	// plain pass's, and search simulates the second pass's best beside
-	// the plain pass's, so no plan it would choose without the second
-	// pass is lost. Below the threshold the second pass is skipped: it
-	// would double the DPs' time for steps the estimate already weighs.
-	// So it is without simulation (Simulate < 0), where the estimate
-	// alone would choose and may flatter the second pass's plans.
-	variants := []*costs{c}
-	if c.step != nil && s.Simulate >= 0 && c.stepShare() >= stepMaterial {
-		variants = append(variants, c.amortized())
-	}
-	// The chain tables (read-only on their costs) run side by side with
-	// each other and with the DAG searches; the candidates are then taken
-	// in a fixed order, so the answer does not depend on the
-	// interleaving.
-	tables := make([][][][]chainCell, len(variants))
-	graphs := make([][][]stagePlan, len(variants))
 	var root *spNode
+	var trunk []int
 	if s.Graph {
 		root, _ = Decompose(w)
-	}
-	// The trees first: newSPTree numbers root's nodes, which the DAG
-	// searches read.
-	trees := make([]*spTree, len(variants))
-	if s.Graph {
-		for v, cv := range variants {
-			trees[v] = newSPTree(root, cv)
+		if !s.Disjoint && c.owners && !c.sync {
+			// Shared-trunk variants of the DAG answers (sharedTrunk),
+			// weighed like every other candidate. Not on logical CPU
+			// devices, whose synchronous executor runs a device's
+			// streams side by side, which the simulator's one task per
+			// device does not model.
+			trunk = trunkOps(root)
 		}
 	}
-	var wg sync.WaitGroup
-	for v, cv := range variants {
-		x := newChainDP(cv)
-		tables[v] = make([][][]chainCell, len(caps))
-		for i, r := range caps {
-			wg.Go(func() { tables[v][i] = x.table(D, r, kind) })
-		}
-		if s.Graph {
-			t, sh := trees[v], newShared(cv)
-			graphs[v] = make([][]stagePlan, len(caps))
-			wg.Go(func() {
-				hint := math.Inf(1)
-				for i, r := range caps {
-					if ctx.Err() != nil {
-						return
-					}
-					graphs[v][i], hint = graphSearch(t, cv, D, r, sh, hint)
-				}
-			})
-		}
-	}
-	wg.Wait()
-	if err := ctx.Err(); err != nil {
+	seen := map[string]bool{}
+	var chain, dag []*candidate
+	if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, capsOf(replicaCaps(len(devs), s.MaxReplicas), only), false, seen, &chain, &dag); err != nil {
 		return nil, err
 	}
-	// The plain pass's candidates first, in the order they had before
-	// the second pass existed, then the second pass's (second: set),
-	// each signature once.
-	seen := map[string]bool{}
-	var second bool
-	add := func(pool *[]*candidate, p Partition, from string, r int) {
-		key := signature(p, kind)
-		if seen[key] {
-			return
+	// The DPs weigh stage times a second way when the optimizer steps
+	// reshape the op times materially (stepMaterial): with each stage's
+	// step amortised over the micro-batches (costs.amortized). The second
+	// pass runs at the replica caps of the first's best candidates
+	// (bestCaps, as the m walk's later counts do), and its candidates are
+	// marked (candidate.second) and only added: the walk over m, the
+	// caps it carries, the least-memory fallback and the warm-up
+	// variants read the plain pass's first, and search simulates the
+	// second pass's best beside the plain pass's, so no plan it would
+	// choose without the second pass is lost. Below the threshold it is
+	// skipped: the DPs would answer alike, at the cost of their time;
+	// so it is without simulation (Simulate < 0), where the estimate
+	// alone would choose and may flatter the second pass's plans.
+	if c.step != nil && s.Simulate >= 0 && c.stepShift() >= stepMaterial {
+		pools := [][]*candidate{chain}
+		if s.Graph {
+			pools = [][]*candidate{dag, chain}
 		}
-		seen[key] = true
-		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
-	}
-	var trunk []int
-	if s.Graph && !s.Disjoint && c.owners && !c.sync {
-		// Shared-trunk variants of the DAG answers (sharedTrunk), weighed
-		// like every other candidate. Not on logical CPU devices, whose
-		// synchronous executor runs a device's streams side by side,
-		// which the simulator's one task per device does not model.
-		trunk = trunkOps(root)
-	}
-	var chain, dag []*candidate
-	for v := range variants {
-		second = v > 0
-		from := len(dag) // this pass's DAG candidates start here
-		for i, best := range tables[v] {
-			for u := 1; u <= D; u++ {
-				p, ok := chainFrom(best, n, u, devs)
-				if !ok {
-					continue
-				}
-				add(&chain, p, "chain", caps[i])
-				if s.Graph {
-					q := p
-					q.Chain = false
-					add(&dag, q, "chain as dag", caps[i])
-				}
-			}
-		}
-		if !s.Graph {
-			continue
-		}
-		for i, g := range graphs[v] {
-			for _, sp := range g {
-				add(&dag, partitionOf(n, sp, devs), "dag", caps[i])
-			}
-		}
-		if len(trunk) > 0 {
-			for _, cd := range append([]*candidate(nil), dag[from:]...) {
-				if p, ok := sharedTrunk(cd.part, trunk); ok {
-					add(&dag, p, "dag, shared trunk", cd.cap)
-				}
-			}
+		caps := capsOf(replicaCaps(len(devs), s.MaxReplicas), bestCaps(pools))
+		if err := s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, &chain, &dag); err != nil {
+			return nil, err
 		}
 	}
 	if !s.Graph {
@@ -242,10 +157,103 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	return [][]*candidate{dag, chain}, nil
 }
 
-// stepMaterial is the optimizer steps' time over the op time per
-// iteration (costs.stepShare) from which the DPs also weigh the steps
-// (pools).
-var stepMaterial = 0.02 // a variable for the tests
+// capsOf is the replica caps of caps that only holds (nil: all).
+func capsOf(caps []int, only map[int]bool) []int {
+	if only == nil {
+		return caps
+	}
+	var keep []int
+	for _, r := range caps {
+		if only[r] {
+			keep = append(keep, r)
+		}
+	}
+	return keep
+}
+
+// runDPs runs the chain DP (and for graph, the DAG DP over root's
+// series-parallel tree) with cv's stage times at the replica caps, and
+// adds their answers to the pools, each estimated with c and marked
+// second as given, in a fixed order (the chain answers and their DAG
+// readings, the DAG answers, then the shared-trunk variants of this
+// run's DAG candidates), each signature once over seen.
+func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen map[string]bool, chain, dag *[]*candidate) error {
+	D, n := len(devs), len(w.Ops)
+	// The chain tables (read-only on cv) run side by side with each
+	// other and with the DAG search; the candidates are then taken in a
+	// fixed order, so the answer does not depend on the interleaving.
+	x := newChainDP(cv)
+	tables := make([][][]chainCell, len(caps))
+	var graphs [][]stagePlan
+	var wg sync.WaitGroup
+	for i, r := range caps {
+		wg.Go(func() { tables[i] = x.table(D, r, kind) })
+	}
+	if s.Graph {
+		t, sh := newSPTree(root, cv), newShared(cv)
+		graphs = make([][]stagePlan, len(caps))
+		wg.Go(func() {
+			hint := math.Inf(1)
+			for i, r := range caps {
+				if ctx.Err() != nil {
+					return
+				}
+				graphs[i], hint = graphSearch(t, cv, D, r, sh, hint)
+			}
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	add := func(pool *[]*candidate, p Partition, from string, r int) {
+		key := signature(p, kind)
+		if seen[key] {
+			return
+		}
+		seen[key] = true
+		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
+	}
+	from := len(*dag) // this run's DAG candidates start here
+	for i, best := range tables {
+		for u := 1; u <= D; u++ {
+			p, ok := chainFrom(best, n, u, devs)
+			if !ok {
+				continue
+			}
+			add(chain, p, "chain", caps[i])
+			if s.Graph {
+				q := p
+				q.Chain = false
+				add(dag, q, "chain as dag", caps[i])
+			}
+		}
+	}
+	if !s.Graph {
+		return nil
+	}
+	for i, g := range graphs {
+		for _, sp := range g {
+			add(dag, partitionOf(n, sp, devs), "dag", caps[i])
+		}
+	}
+	for _, cd := range append([]*candidate(nil), (*dag)[from:]...) {
+		if len(trunk) == 0 {
+			break
+		}
+		if p, ok := sharedTrunk(cd.part, trunk); ok {
+			add(dag, p, "dag, shared trunk", cd.cap)
+		}
+	}
+	return nil
+}
+
+// stepMaterial is how much the optimizer steps must reshape the op times
+// (costs.stepShift) for the DPs to also weigh them (pools). Measured on
+// the benchmark's models: uno 0.001–0.02 at any batch (its steps follow
+// its dense layers' compute), the small-table dlrm-8 0.003–0.009,
+// GraphPipe's DLRM (four 10⁶ × 64 tables) 0.22–0.78.
+var stepMaterial = 0.05 // a variable for the tests
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
 // this many, and at most one sample per micro-batch).
@@ -395,12 +403,12 @@ func anyFits(pools [][]*candidate) bool {
 const capsPerFamily = 3
 
 // bestCaps is the capsPerFamily distinct replica caps of each family's
-// best-estimated fitting candidates of e from the DPs' plain pass
+// best-estimated fitting candidates in pools from the DPs' plain pass
 // (several of the best often share one cap); nil (every cap) when
 // nothing fits.
-func bestCaps(e *mEval) map[int]bool {
+func bestCaps(pools [][]*candidate) map[int]bool {
 	var only map[int]bool
-	for _, pool := range e.pools {
+	for _, pool := range pools {
 		var fit []*candidate
 		for _, cd := range pool {
 			if cd.pred.fits && !cd.second {
@@ -463,7 +471,7 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 	if err != nil {
 		return nil, err
 	}
-	only = bestCaps(evals[cur])
+	only = bestCaps(evals[cur].pools)
 	for {
 		next, nsc := -1, sc
 		for _, j := range []int{cur - 1, cur + 1} {

@@ -42,16 +42,18 @@ func dlrmOn(t *testing.T, n, tables, hidden, rows int) (*core.Workload, *sim.Clu
 	return w, cl, prof
 }
 
-// TestAmortizedStep: where the optimizer steps are a material part of
-// the work (GraphPipe's DLRM: dense Adam over four 256 MB tables, 64% of
-// the op time), the DPs also weigh each stage's step per micro-batch
-// (costs.amortized), and both searches find plans that step one table
-// per device, 1.4× faster or more than the plans of the forward and
-// backward times alone, which put two tables' steps on one device. A
-// model whose steps are a sliver (uno: 0.5%) runs the plain DPs only.
+// TestAmortizedStep: where the optimizer steps reshape the op times
+// (GraphPipe's DLRM: dense Adam over four 256 MB tables whose lookups
+// cost little, 1.75× the ops' time at m = 16; stepShift 0.46), the DPs
+// also weigh each stage's step per micro-batch (costs.amortized), and
+// both searches find plans that step one table per device, 1.4× faster
+// or more than the plans of the forward and backward times alone, which
+// put two tables' steps on one device. A model whose steps follow its
+// compute (uno, even at a batch so small that the steps are 10% of the
+// op time) runs the plain DPs only.
 func TestAmortizedStep(t *testing.T) {
 	w, cl, prof := paperDLRM(t, 8)
-	share := func(w *core.Workload, prof *sim.Profile, cl *sim.Cluster) float64 {
+	shift := func(w *core.Workload, prof *sim.Profile, cl *sim.Cluster) float64 {
 		cm, err := sim.NewCostModel(w, prof, cl)
 		if err != nil {
 			t.Fatal(err)
@@ -60,22 +62,25 @@ func TestAmortizedStep(t *testing.T) {
 		for _, d := range cl.Devices {
 			devs = append(devs, d.ID)
 		}
-		return newCosts(cm, w, devs, 16, StepOwners).stepShare()
+		return newCosts(cm, w, devs, 16, StepOwners).stepShift()
 	}
-	if s := share(w, prof, cl); s < 0.5 {
-		t.Errorf("dlrm's steps are %.3f of its op time, want over half", s)
+	if s := shift(w, prof, cl); s < 0.3 {
+		t.Errorf("dlrm's steps shift %.3f of its op time, want 0.3 or more", s)
 	}
 	um, err := core.BuildModel("uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
-	uw := core.NewWorkload(um, w.Graph, 4096, w.Batch, cl.Infos(), 1)
-	uprof, err := sim.Roofline(uw, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s := share(uw, uprof, cl); s >= stepMaterial {
-		t.Errorf("uno's steps are %.3f of its op time, want under %.2f", s, stepMaterial)
+	for _, nb := range []int{len(w.Batch), 256} {
+		g, _ := core.Undirected(nb, nil, nil)
+		uw := core.NewWorkload(um, g, 4096, w.Batch[:nb], cl.Infos(), 1)
+		uprof, err := sim.Roofline(uw, cl.Devices[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if s := shift(uw, uprof, cl); s >= stepMaterial {
+			t.Errorf("uno over %d samples: its steps shift %.3f of its op time, want under %.2f", nb, s, stepMaterial)
+		}
 	}
 
 	plan := func(graph bool) (iter float64, perDev map[core.DeviceID]int) {
