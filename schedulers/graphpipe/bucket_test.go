@@ -96,7 +96,14 @@ func TestBucketedPlan(t *testing.T) {
 // iteration of samples rows.
 func unoWorkload(t *testing.T, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
 	t.Helper()
-	mod, err := core.BuildModel("uno", cfg)
+	return presetWorkload(t, "uno", cfg, samples, n)
+}
+
+// presetWorkload is model of cfg over n devices of the pcie-a100
+// preset, one iteration of samples rows.
+func presetWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
+	t.Helper()
+	mod, err := core.BuildModel(model, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,21 +20,7 @@ func paperDLRM(t *testing.T, n int) (*core.Workload, *sim.Cluster, *sim.Profile)
 // MLP from 4 inputs) over 8192 samples on n simulated PCIe A100s.
 func dlrmOn(t *testing.T, n, tables, hidden, rows int) (*core.Workload, *sim.Cluster, *sim.Profile) {
 	t.Helper()
-	m, err := core.BuildModel("dlrm", core.ModelConfig{InDim: 4, Hidden: hidden, Classes: 2, Layers: 2, Branches: tables, TableRows: rows})
-	if err != nil {
-		t.Fatal(err)
-	}
-	const samples = 8192
-	g, _ := core.Undirected(samples, nil, nil)
-	batch := make([]int32, samples)
-	for i := range batch {
-		batch[i] = int32(i)
-	}
-	cl, err := sim.Preset("pcie-a100", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := core.NewWorkload(m, g, 4, batch, cl.Infos(), 1)
+	w, cl := presetWorkload(t, "dlrm", core.ModelConfig{InDim: 4, Hidden: hidden, Classes: 2, Layers: 2, Branches: tables, TableRows: rows}, 8192, n)
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
 		t.Fatal(err)
@@ -67,13 +53,8 @@ func TestAmortizedStep(t *testing.T) {
 	if s := shift(w, prof, cl); s < 0.3 {
 		t.Errorf("dlrm's steps shift %.3f of its op time, want 0.3 or more", s)
 	}
-	um, err := core.BuildModel("uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for _, nb := range []int{len(w.Batch), 256} {
-		g, _ := core.Undirected(nb, nil, nil)
-		uw := core.NewWorkload(um, g, 4096, w.Batch[:nb], cl.Infos(), 1)
+		uw, _ := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, nb, len(cl.Devices))
 		uprof, err := sim.Roofline(uw, cl.Devices[0])
 		if err != nil {
 			t.Fatal(err)
