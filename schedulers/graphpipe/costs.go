@@ -498,16 +498,44 @@ func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
 }
 
+// secondPass reports whether the DPs also run with the steps amortised
+// (pools): see stepMaterial.
+func (c *costs) secondPass() bool {
+	if c.stepShare() < stepMaterial {
+		return false
+	}
+	return len(c.time) <= smallOps || c.stepShift() >= shiftMaterial
+}
+
+// stepShare is the optimizer steps' time over the ops' forward and
+// backward time per iteration (above 1 where the steps take longer; 0
+// without owners).
+func (c *costs) stepShare() float64 {
+	if c.step == nil {
+		return 0
+	}
+	var st, t float64
+	for o := range c.time {
+		st += c.step[o]
+		t += c.fwd[o] + c.bwd[o]
+	}
+	if t <= 0 {
+		return 0
+	}
+	return st / t
+}
+
 // stepShift is how much weighing the optimizer steps reshapes the op
 // times: the total variation distance between each op's share of the
 // forward and backward time per iteration and its share of that time
 // with the steps (costs.step) added, in [0, 1); 0 without owners. Where
 // the steps are proportional to the ops' times (dense layers, whose step
-// and compute both scale with their weights) it is near 0 however large
-// the steps are, and the DPs would answer alike with them (their target
-// scaled); where a few ops carry large steps and little compute
-// (embedding tables) it is large. It varies with m: the ops' time per
-// iteration falls with fewer, larger micro-batches, the steps' does not.
+// and compute both scale with their weights) it is small however large
+// the steps are (the DPs' answers then differ mainly in how replicated
+// stages share a step: repRate); where a few ops carry large steps and
+// little compute (embedding tables) it is large. It varies with m and
+// the batch: the ops' time per iteration falls with fewer samples and
+// fewer, larger micro-batches, the steps' does not.
 func (c *costs) stepShift() float64 {
 	if c.step == nil {
 		return 0

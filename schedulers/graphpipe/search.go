@@ -125,28 +125,21 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	}
 	seen := map[string]bool{}
 	var chain, dag []*candidate
-	if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, capsOf(replicaCaps(len(devs), s.MaxReplicas), only), false, seen, &chain, &dag); err != nil {
+	caps := capsOf(replicaCaps(len(devs), s.MaxReplicas), only)
+	if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, &chain, &dag); err != nil {
 		return nil, err
 	}
-	// The DPs weigh stage times a second way when the optimizer steps
-	// reshape the op times materially (stepMaterial): with each stage's
-	// step amortised over the micro-batches (costs.amortized). The second
-	// pass runs at the replica caps of the first's best candidates
-	// (bestCaps, as the m walk's later counts do), and its candidates are
-	// marked (candidate.second) and only added: the walk over m, the
-	// caps it carries, the least-memory fallback and the warm-up
-	// variants read the plain pass's first, and search simulates the
-	// second pass's best beside the plain pass's, so no plan it would
-	// choose without the second pass is lost. Below the threshold it is
-	// skipped: the DPs would answer alike, at the cost of their time;
-	// so it is without simulation (Simulate < 0), where the estimate
-	// alone would choose and may flatter the second pass's plans.
-	if c.step != nil && s.Simulate >= 0 && c.stepShift() >= stepMaterial {
-		pools := [][]*candidate{chain}
-		if s.Graph {
-			pools = [][]*candidate{dag, chain}
-		}
-		caps := capsOf(replicaCaps(len(devs), s.MaxReplicas), bestCaps(pools))
+	// The DPs weigh stage times a second way where the optimizer steps
+	// are material (costs.secondPass): with each stage's step amortised
+	// over the micro-batches (costs.amortized), at the same replica caps.
+	// Its candidates are marked (candidate.second) and only added: the
+	// walk over m, the caps it carries, the least-memory fallback and
+	// the warm-up variants read the plain pass's first, and search
+	// simulates the second pass's best beside the plain pass's, so no
+	// plan it would choose without the second pass is lost. It is
+	// skipped without simulation (Simulate < 0), where the estimate alone
+	// would choose and may flatter the second pass's plans.
+	if c.step != nil && s.Simulate >= 0 && c.secondPass() {
 		if err := s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, &chain, &dag); err != nil {
 			return nil, err
 		}
@@ -248,12 +241,19 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	return nil
 }
 
-// stepMaterial is how much the optimizer steps must reshape the op times
-// (costs.stepShift) for the DPs to also weigh them (pools). Measured on
-// the benchmark's models: uno 0.001–0.02 at any batch (its steps follow
-// its dense layers' compute), the small-table dlrm-8 0.003–0.009,
-// GraphPipe's DLRM (four 10⁶ × 64 tables) 0.22–0.78.
-var stepMaterial = 0.05 // a variable for the tests
+// When the DPs' second pass runs (costs.secondPass): the optimizer
+// steps are at least stepMaterial of the ops' forward and backward time
+// per iteration (costs.stepShare), and either the model has at most
+// smallOps ops or the steps reshape the op times by at least
+// shiftMaterial (costs.stepShift). The pass doubles the DPs' time; on a
+// large op graph whose steps follow its compute (the 1,000-op uno over
+// 256 samples: steps 5% of the op time, shift 0.004) it found no better
+// plan and took the search from 3.4 to 6.9 s.
+var (
+	stepMaterial  = 0.02 // variables for the tests
+	shiftMaterial = 0.05
+	smallOps      = 256
+)
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
 // this many, and at most one sample per micro-batch).
