@@ -103,6 +103,16 @@ func unoWorkload(t *testing.T, cfg core.ModelConfig, samples, n int) (*core.Work
 // preset, one iteration of samples rows.
 func presetWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
 	t.Helper()
+	cl, err := sim.Preset("pcie-a100", n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return workloadOn(t, model, cfg, samples, cl.Infos()), cl
+}
+
+// workloadOn is model of cfg over devs, one iteration of samples rows.
+func workloadOn(t *testing.T, model string, cfg core.ModelConfig, samples int, devs []core.DeviceInfo) *core.Workload {
+	t.Helper()
 	mod, err := core.BuildModel(model, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +122,5 @@ func presetWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n
 	for i := range batch {
 		batch[i] = int32(i)
 	}
-	cl, err := sim.Preset("pcie-a100", n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1), cl
+	return core.NewWorkload(mod, g, cfg.InDim, batch, devs, 1)
 }

@@ -511,18 +511,25 @@ func (c *costs) secondPass() bool {
 // backward time per iteration (above 1 where the steps take longer; 0
 // without owners).
 func (c *costs) stepShare() float64 {
-	if c.step == nil {
-		return 0
-	}
-	var st, t float64
-	for o := range c.time {
-		st += c.step[o]
-		t += c.fwd[o] + c.bwd[o]
-	}
+	st, t := c.stepTotals()
 	if t <= 0 {
 		return 0
 	}
 	return st / t
+}
+
+// stepTotals is the optimizer steps' time and the ops' forward and
+// backward time per micro-batch, summed over the ops (0, 0 without
+// owners).
+func (c *costs) stepTotals() (st, t float64) {
+	if c.step == nil {
+		return 0, 0
+	}
+	for o := range c.time {
+		st += c.step[o]
+		t += c.fwd[o] + c.bwd[o]
+	}
+	return st, t
 }
 
 // stepShift is how much weighing the optimizer steps reshapes the op
@@ -537,14 +544,7 @@ func (c *costs) stepShare() float64 {
 // the batch: the ops' time per iteration falls with fewer samples and
 // fewer, larger micro-batches, the steps' does not.
 func (c *costs) stepShift() float64 {
-	if c.step == nil {
-		return 0
-	}
-	var st, t float64
-	for o := range c.time {
-		st += c.step[o]
-		t += c.fwd[o] + c.bwd[o]
-	}
+	st, t := c.stepTotals()
 	if t <= 0 {
 		return 0
 	}

@@ -170,20 +170,11 @@ func TestSecondPassGate(t *testing.T) {
 		return c.stepShare(), c.stepShift(), c.secondPass()
 	}
 	big := func(samples int) (*core.Workload, *sim.Cluster) {
-		m, err := core.BuildModel("uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20})
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, _ := core.Undirected(samples, nil, nil)
-		batch := make([]int32, samples)
-		for i := range batch {
-			batch[i] = int32(i)
-		}
 		var devs []core.DeviceInfo // as TestPartitionSearchTime's
 		for i := range 64 {
 			devs = append(devs, core.DeviceInfo{ID: core.DeviceID(fmt.Sprintf("sim:%d", i)), GFLOPS: 50, MemGBps: 20, MemCap: 2 << 30})
 		}
-		w := core.NewWorkload(m, g, 256, batch, devs, 1)
+		w := workloadOn(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20}, samples, devs)
 		return w, sim.ClusterFor(devs)
 	}
 	for _, tc := range []struct {
