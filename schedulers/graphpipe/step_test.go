@@ -197,4 +197,18 @@ func TestSecondPassGate(t *testing.T) {
 			t.Errorf("%s: second pass %v, want %v", tc.name, on, tc.on)
 		}
 	}
+	// Treated as large graphs, the DLRMs need the shift: GraphPipe's
+	// (0.455) has it, the six small tables' (0.027) do not.
+	saved := smallOps
+	defer func() { smallOps = saved }()
+	smallOps = 4
+	for _, tc := range []struct {
+		tables, rows int
+		on           bool
+	}{{4, 1_000_000, true}, {6, 20_000, false}} {
+		w, cl, _ := dlrmOn(t, 8, tc.tables, 64, tc.rows)
+		if _, shift, on := gate(w, cl); on != tc.on {
+			t.Errorf("%d tables of %d as a large graph: shift %.3f, second pass %v, want %v", tc.tables, tc.rows, shift, on, tc.on)
+		}
+	}
 }
