@@ -499,9 +499,10 @@ func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 }
 
 // secondPass reports whether the DPs also run with the steps amortised
-// (pools): see stepMaterial.
+// (pools): see stepMaterial. Never with home steps (no stage steps its
+// own parameters; amortized needs c.step).
 func (c *costs) secondPass() bool {
-	if c.stepShare() < stepMaterial {
+	if c.step == nil || c.stepShare() < stepMaterial {
 		return false
 	}
 	return len(c.time) <= smallOps || c.stepShift() >= shiftMaterial

@@ -139,7 +139,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// plan it would choose without the second pass is lost. It is
 	// skipped without simulation (Simulate < 0), where the estimate alone
 	// would choose and may flatter the second pass's plans.
-	if c.step != nil && s.Simulate >= 0 && c.secondPass() {
+	if s.Simulate >= 0 && c.secondPass() {
 		if err := s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, &chain, &dag); err != nil {
 			return nil, err
 		}
