@@ -147,6 +147,16 @@ func (c *Cluster) PortBetween(a, b core.DeviceID) (string, float64) {
 	return "node", l.PortGBps
 }
 
+// NodeOf is the node of device id: its index over NodeSize (0 when
+// NodeSize is 0 or id is not a device of c).
+func (c *Cluster) NodeOf(id core.DeviceID) int {
+	i := c.index(id)
+	if c.NodeSize <= 0 || i < 0 {
+		return 0
+	}
+	return i / c.NodeSize
+}
+
 func (c *Cluster) index(id core.DeviceID) int {
 	for i, d := range c.Devices {
 		if d.ID == id {

@@ -37,6 +37,7 @@ func TestSimulatedSmoke(t *testing.T) {
 		t.Errorf("bound at m: fixed %v, capped %v; want it in the fixed table only", fixed[0].headroomM, capped[0].headroomM)
 	}
 	for _, s := range append(fixed, capped...) {
+		t.Logf("held under the 1F1B chain's peak: %.2fx, %d vs %d bytes (%s)", s.iso, s.isoPeak, s.peak1F1B, s.isoWhat)
 		// GraphPipe plans over a space holding the chains; its simulated
 		// choice may lose a little to GPipe's order, not much.
 		if s.vsAll < 0.9 || s.vs1f1b < 0.9 {
@@ -50,6 +51,11 @@ func TestSimulatedSmoke(t *testing.T) {
 		}
 		if s.busy <= 0 || s.busy > 1 || s.peakGP <= 0 || s.peak1F1B <= 0 {
 			t.Errorf("%+v: busy share or peaks out of range", s)
+		}
+		// Held under the 1F1B chain's peak, GraphPipe's plan is lighter
+		// than that chain's and within the bound.
+		if s.iso > 0 && (s.isoPeak <= 0 || s.isoPeak >= s.peak1F1B || s.iso > s.headroom*(1+1e-9) || s.isoWhat == "") {
+			t.Errorf("%+v: GraphPipe held under the 1F1B chain's peak out of range", s)
 		}
 	}
 	dir := filepath.Join(t.TempDir(), "plots")
@@ -128,6 +134,9 @@ func TestGoal(t *testing.T) {
 		{summary{vsAll: 1.4, peakGP: 100}, "no 1F1B chain plan to compare peaks with"},
 		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, alt: 1.32999, altPeak: 150, altWhat: "dag, 4 stages", disjoint: 1.31, peakDisjoint: 150},
 			"by another plan of the same search: 1.329x, 150 B (dag, 4 stages)"},
+		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, iso: 1.35, isoPeak: 190, isoWhat: "dag, 5 stages", alt: 1.33, altPeak: 150, altWhat: "dag, 4 stages"},
+			"held under the 1F1B chain's peak: 1.350x, 190 B (dag, 5 stages)"},
+		{summary{vsAll: 1.4, peakGP: 300, peak1F1B: 200, iso: 1.29, isoPeak: 190, isoWhat: "dag, 5 stages"}, "no: 300 B vs 200 B"},
 	} {
 		if got := c.s.goal(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)

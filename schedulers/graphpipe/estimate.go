@@ -322,9 +322,10 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 			return end
 		}
 		var owned map[core.DeviceID]float64
-		p.iter, p.peak, p.fits, owned = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
+		var staged map[core.DeviceID]staging
+		p.iter, p.peak, p.fits, owned, staged = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
 		if len(shared) > 0 {
-			c.sharedPeaks(&p, part, shared, st, owned, kind, W)
+			c.sharedPeaks(&p, part, shared, st, owned, staged, kind, W)
 		}
 		p.tail = p.iter - p.pipe
 		for s := range st {
@@ -378,7 +379,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 // Memory: a replica holds its stage's parameters and gradients and the
 // optimizer state of what it owns (home alike: it drops the parameters
 // it does not read).
-func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, ownedDev map[core.DeviceID]float64) {
+func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, ownedDev map[core.DeviceID]float64, stagedDev map[core.DeviceID]staging) {
 	S := len(stages)
 	nP := len(c.parBytes)
 	// The parameters each stage reads.
@@ -602,6 +603,16 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		linkFree := map[int]float64{} // by source, into o
 		type span struct{ from, to, nb float64 }
 		var held []span
+		// A device hosting several stages runs one task at a time,
+		// the earliest ready first: until its last backward, an add
+		// waits for the task it runs, so one goes in per task (the
+		// longest backward per micro-batch of its stages).
+		slot, nextSlot := 0.0, math.Inf(-1)
+		if len(hostedOn[o]) > 1 {
+			for _, h := range hostedOn[o] {
+				slot = math.Max(slot, st[h[0]].b)
+			}
+		}
 		for _, x := range into[o] {
 			nb := int64(x.nb)
 			src := devs[x.e]
@@ -622,7 +633,16 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 					got = math.Max(got, math.Max(redFromOut[x.e]+redOut[x.e], redFromIn[o]+redIn[o])+l)
 				}
 				linkFree[x.e] = got
-				clock = math.Max(math.Max(clock, got), x.mine) + secs(c.cm.ReduceSum(d, nb))
+				start := math.Max(math.Max(clock, got), x.mine)
+				if slot > 0 && start < devEnd[o] {
+					if later := math.Max(start, nextSlot); later < devEnd[o] {
+						start = later
+					} else {
+						start = devEnd[o]
+					}
+					nextSlot = start + slot
+				}
+				clock = start + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})
 			}
 			t := secs(c.cm.Transfer(d, src, nb))
@@ -680,8 +700,17 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			fits = false
 		}
 	}
-	return iter, peak, fits, ownedDev
+	stagedDev = make(map[core.DeviceID]staging, len(devs))
+	for i, d := range devs {
+		stagedDev[d] = staging{all: staged[i], busy: stagedBusy[i]}
+	}
+	return iter, peak, fits, ownedDev, stagedDev
 }
+
+// staging is the most fetched-gradient bytes an owner holds before it
+// adds them in: while its own last backward still runs (busy), and at
+// all.
+type staging struct{ all, busy float64 }
 
 // hosted is one replica a device runs: replica of stage.
 type hosted struct{ stage, replica int }
@@ -711,11 +740,14 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 // resident part for all of them (the parameters each stage reads, the
 // optimizer state of what the device owns), every
 // stage's in-flight micro-batches, and the largest one backward's
-// transients (the device runs one task at a time).
-func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, kind Kind, W []int) {
+// transients (the device runs one task at a time); or, as ownerFlush
+// counts an owner's fetched gradients, those beside one micro-batch of
+// each stage and the transients while its backwards run, and alone
+// after.
+func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int) {
 	for d, hs := range shared {
 		own := owned[d]
-		var used, held, trans float64
+		var used, held, one, trans float64
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
@@ -723,9 +755,11 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			s := st[h.stage]
 			used += s.pw
 			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
+			one += s.held
 			trans = math.Max(trans, s.trans)
 		}
-		pk := c.residentOwned(used, own) + held + trans
+		r := c.residentOwned(used, own)
+		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy, r+staged[d].all))
 		p.peak = math.Max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false

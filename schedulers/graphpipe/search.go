@@ -18,7 +18,7 @@ import (
 type candidate struct {
 	part Partition
 	kind Kind
-	from string // "dag", "chain", "chain as dag"
+	from string // "dag", "chain" or "chain as dag", then maybe ", widened" and ", shared trunk"
 	// second: from the DPs' second pass, the optimizer steps weighed
 	// (pools); the walk over m and the fallbacks see only the others.
 	second bool
@@ -58,6 +58,11 @@ func signature(p Partition, kind Kind) string {
 	for _, d := range p.Devices {
 		b = append(b, byte(len(d)), byte(len(d)>>8))
 	}
+	// The devices in all: a shared-trunk plan's trunk stage shares them
+	// with the others, where a plan of the same stages and counts on
+	// devices of their own uses more.
+	n := deviceCount(p)
+	b = append(b, byte(n), byte(n>>8))
 	return string(append(b, byte(p.WarmupCap), byte(p.WarmupCap>>8)))
 }
 
@@ -254,6 +259,11 @@ var (
 	shiftMaterial = 0.05
 	smallOps      = 256
 )
+
+// widenTop: the search widens (widened) the widenTop × Simulate best
+// estimated candidates of each DP pass in each family (a variable, so
+// that tests can turn it off).
+var widenTop = 3
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
 // this many, and at most one sample per micro-batch).
@@ -560,6 +570,13 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if k == 0 {
 		k = 8
 	}
+	// The trunk of the widened DAG answers' shared-trunk variants, as
+	// pools has it.
+	var trunk []int
+	if c := costsAt[evals[0].m]; s.Graph && !s.Disjoint && c.owners && !c.sync {
+		root, _ := Decompose(w)
+		trunk = trunkOps(root)
+	}
 	var best *candidate
 	var sims []*candidate // every simulated candidate (metrics, the plan's alternatives)
 	total, fitting := 0, 0
@@ -611,6 +628,56 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		// the plain pass's: the search weighs everything it weighed
 		// without the second pass, so its plan is never slower.
 		top = append(top, fit2[:n2]...)
+		// And the widened plans (widened: the devices a plan leaves idle
+		// spent on replicas) of each pass's widenTop × k best estimated
+		// that would enter their pass's k best by the estimate, beside
+		// the others again.
+		if k > 0 {
+			seen := map[string]bool{}
+			for _, cd := range pool {
+				seen[signature(cd.part, cd.kind)] = true
+			}
+			for _, xs := range [][]*candidate{fit, fit2} {
+				if len(xs) == 0 {
+					continue
+				}
+				bar := xs[min(len(xs), k)-1].pred.iter // the k-th best estimate
+				// The widened plans, and their shared-trunk variants.
+				var wide [2][]*candidate
+				try := func(cd *candidate, q Partition, from string, shared int) {
+					if seen[signature(q, cd.kind)] {
+						return
+					}
+					seen[signature(q, cd.kind)] = true
+					total++
+					v := &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap, pred: costsAt[cd.m].estimate(q, cd.kind)}
+					if v.pred.fits && (len(xs) < k || v.pred.iter < bar) {
+						fitting++
+						wide[shared] = append(wide[shared], v)
+					}
+				}
+				for _, cd := range xs[:min(len(xs), widenTop*k)] {
+					// Not the shared-trunk plans (their trunk runs on
+					// every device they use): their DAG answers are
+					// widened, then shared.
+					if strings.HasSuffix(cd.from, "shared trunk") {
+						continue
+					}
+					for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
+						try(cd, q, cd.from+", widened", 0)
+						if !q.Chain {
+							if st, ok := sharedTrunk(q, trunk); ok {
+								try(cd, st, cd.from+", widened, shared trunk", 1)
+							}
+						}
+					}
+				}
+				for _, ws := range wide {
+					byIter(ws)
+					top = append(top, ws[:min(len(ws), k)]...)
+				}
+			}
+		}
 		for _, cd := range top {
 			if cd.plan, err = s.build(w, cd); err != nil {
 				return nil, err
@@ -698,7 +765,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if strings.HasPrefix(best.from, "dag") {
 		p.Metrics["dag_partition"] = 1
 	}
-	if strings.HasSuffix(best.from, "shared trunk") {
+	if strings.Contains(best.from, "shared trunk") {
 		p.Metrics["shared_trunk"] = 1
 	}
 	if best.kind == GPipe {
@@ -709,6 +776,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if best.second {
 		p.Metrics["steps_weighed"] = 1 // found by the DPs' second pass
+	}
+	if strings.Contains(best.from, "widened") {
+		p.Metrics["widened"] = 1 // a DP plan with its idle devices spent
 	}
 	p.Alternatives = paretoFront(sims, best)
 	return p, nil

@@ -1,6 +1,11 @@
 package graphpipe
 
-import "github.com/gnnkit/gnnkit/core"
+import (
+	"cmp"
+	"slices"
+
+	"github.com/gnnkit/gnnkit/core"
+)
 
 // trunkOps is the model's trunk: the ops of the series-parallel root's
 // children after its last parallel child (a multi-branch model's joins
@@ -73,4 +78,133 @@ func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
 	all = append(all, firsts...)
 	q.Devices = append(q.Devices, all)
 	return q, true
+}
+
+// widened is partition p with some of the devices it leaves idle given
+// to its stages as replicas: the stage with the most forward and
+// backward time per replica (a replica runs ceil(m/d) of the m
+// micro-batches) takes the devices that lower that count by one, while
+// they are idle and the stage stays within limit replicas. It returns
+// the plan each time its device count passes a power of two, and at the
+// end: more replicas also mean more gradient traffic, so the most is
+// not always the best. The DPs
+// spend the fewest devices that reach their time target, but the target
+// weighs a stage's optimizer step as if spread over the micro-batches,
+// where it runs after the last backward: a plan bound by one
+// parameter's step (an embedding table's) then leaves devices idle that
+// would shorten the pipeline before it. None when p uses every device
+// or no stage can take another replica.
+func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition {
+	used := map[core.DeviceID]bool{}
+	for _, ds := range p.Devices {
+		for _, d := range ds {
+			used[d] = true
+		}
+	}
+	var spare []core.DeviceID
+	index := map[core.DeviceID]int{}
+	for i, d := range devs {
+		index[d] = i
+		if !used[d] {
+			spare = append(spare, d)
+		}
+	}
+	nodeOf := func(d core.DeviceID) int { return 0 }
+	if cl := c.cm.Cluster(); cl != nil && cl.NodeSize > 0 {
+		nodeOf = func(d core.DeviceID) int { return cl.NodeOf(d) }
+	}
+	if len(spare) == 0 {
+		return nil
+	}
+	stages := p.Stages()
+	t := make([]float64, len(stages))
+	for s, ops := range stages {
+		t[s] = c.stat(ops).t()
+	}
+	q := p
+	q.Devices = make([][]core.DeviceID, len(p.Devices))
+	for s, ds := range p.Devices {
+		q.Devices[s] = append([]core.DeviceID(nil), ds...)
+	}
+	snapshot := func() Partition {
+		r := q
+		r.Devices = make([][]core.DeviceID, len(q.Devices))
+		for s, ds := range q.Devices {
+			r.Devices[s] = slices.Clone(ds)
+		}
+		return r
+	}
+	most := min(limit, c.m)
+	// A replica runs ceil(m/d) of a stage's m micro-batches: a stage's
+	// load per replica drops only at the counts where that does, so a
+	// stage takes the devices to the next such count at once.
+	load := func(s int) float64 { return t[s] * float64((c.m+len(q.Devices[s])-1)/len(q.Devices[s])) }
+	stuck := make([]bool, len(q.Devices))
+	n := len(used)
+	next := 1 // the next power of two above n
+	for next <= n {
+		next *= 2
+	}
+	var out []Partition
+	taken := n // the devices of the last snapshot
+	for len(spare) > 0 {
+		best := -1
+		for s := range q.Devices {
+			if !stuck[s] && (best < 0 || load(s) > load(best)) {
+				best = s
+			}
+		}
+		if best < 0 {
+			break // no stage can take more
+		}
+		d := len(q.Devices[best])
+		per := (c.m + d - 1) / d
+		if per <= 1 {
+			stuck[best] = true
+			continue
+		}
+		want := (c.m + per - 2) / (per - 1) // the fewest replicas running per−1 each
+		if want > most || want-d > len(spare) {
+			stuck[best] = true
+			continue
+		}
+		// The stage's node first: its replicas' gradients and their
+		// inputs then cross fewer nodes' ports.
+		home := nodeOf(q.Devices[best][0])
+		slices.SortStableFunc(spare, func(a, b core.DeviceID) int {
+			return cmp.Compare(boolInt(nodeOf(a) != home), boolInt(nodeOf(b) != home))
+		})
+		q.Devices[best] = append(q.Devices[best], spare[:want-d]...)
+		spare = slices.Clone(spare[want-d:])
+		slices.SortFunc(spare, func(a, b core.DeviceID) int { return cmp.Compare(index[a], index[b]) })
+		n += want - d
+		if n >= next {
+			out, taken = append(out, snapshot()), n
+			for next <= n {
+				next *= 2
+			}
+		}
+	}
+	if n > taken {
+		out = append(out, snapshot())
+	}
+	return out
+}
+
+// deviceCount is the number of distinct devices a partition uses.
+func deviceCount(p Partition) int {
+	seen := map[core.DeviceID]bool{}
+	for _, ds := range p.Devices {
+		for _, d := range ds {
+			seen[d] = true
+		}
+	}
+	return len(seen)
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
