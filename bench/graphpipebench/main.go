@@ -105,12 +105,15 @@ type summary struct {
 // heldUnder plans GraphPipe on cl with every device's memory held at
 // limit (or its own, if less) and simulates the plan on that cluster: its
 // iteration, its largest peak and what it is (iteration 0: no plan
-// fits, or the chosen one goes over).
+// fits, or the chosen one goes over; with what set, the scheduler's
+// error).
 func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim.Cluster, prof *sim.Profile, m, simulate int, limit int64) (time.Duration, int64, string, error) {
 	held := *cl
 	held.Devices = slices.Clone(cl.Devices)
 	for i := range held.Devices {
-		held.Devices[i].MemBytes = min(held.Devices[i].MemBytes, limit)
+		if d := &held.Devices[i]; d.MemBytes == 0 || d.MemBytes > limit { // 0: unlimited
+			d.MemBytes = limit
+		}
 	}
 	w := core.NewWorkload(mod, g, inDim, batch, held.Infos(), 1)
 	s := &graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: &held, Profile: prof, Simulate: simulate}
@@ -119,14 +122,14 @@ func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim
 		return 0, 0, "", nil
 	}
 	if err != nil {
-		return 0, 0, "", fmt.Errorf("graphpipe held under %s: %w", core.FormatBytes(limit), err)
+		return 0, 0, fmt.Sprintf("no plan: %v", err), nil // as a row whose scheduler fails
 	}
 	if err := p.Validate(w); err != nil {
 		return 0, 0, "", fmt.Errorf("graphpipe held under %s: invalid plan: %w", core.FormatBytes(limit), err)
 	}
 	res, err := sim.Simulate(p, w, prof, &held)
 	if err != nil {
-		return 0, 0, "", err
+		return 0, 0, "", fmt.Errorf("graphpipe held under %s: %w", core.FormatBytes(limit), err)
 	}
 	if len(res.OverCap) > 0 {
 		return 0, 0, "", nil
@@ -469,8 +472,9 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 							if err != nil {
 								return nil, err
 							}
+							sm.isoWhat = isoWhat
 							if iso > 0 {
-								sm.iso, sm.isoPeak, sm.isoWhat = float64(bestChain)/float64(iso), isoPeak, isoWhat
+								sm.iso, sm.isoPeak = float64(bestChain)/float64(iso), isoPeak
 							}
 						}
 						sm.headroom = float64(bestChain) / float64(bound)
@@ -510,6 +514,9 @@ func printSummary(out io.Writer, title string, sums []summary, withM bool) {
 	}
 	for _, s := range sums {
 		held := "- (nothing fits)"
+		if s.iso == 0 && s.isoWhat != "" {
+			held = "- (" + s.isoWhat + ")"
+		}
 		if s.iso > 0 {
 			held = fmt.Sprintf("%.2fx, %s", s.iso, core.FormatBytes(s.isoPeak))
 		}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestSimulatedSmoke runs both simulated tables on a small uno-like model
@@ -141,5 +142,46 @@ func TestGoal(t *testing.T) {
 		if got := c.s.goal(); got != c.want {
 			t.Errorf("%+v: %q, want %q", c.s, got, c.want)
 		}
+	}
+}
+
+// TestHeldUnderUnlimited: on a cluster whose devices have no memory cap
+// (the cpu preset: MemBytes 0), holding GraphPipe under a limit still
+// caps every device: a limit nothing fits under gives no plan, and a
+// plan found under a limit peaks below it.
+func TestHeldUnderUnlimited(t *testing.T) {
+	cfg := core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 2, Branches: 2}
+	mod, err := core.BuildModel("uno", cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, _ := core.Undirected(256, nil, nil)
+	batch := make([]int32, 256)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	cl, err := sim.Preset("cpu", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cl.Devices[0].MemBytes != 0 {
+		t.Fatalf("cpu preset: memory %d, want 0 (unlimited)", cl.Devices[0].MemBytes)
+	}
+	w := core.NewWorkload(mod, g, cfg.InDim, batch, cl.Infos(), 1)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter, _, what, err := heldUnder(mod, g, cfg.InDim, batch, cl, prof, 4, 0, 1)
+	if err != nil || iter != 0 || what != "" {
+		t.Errorf("held under 1 byte: %v, %q, %v; want no plan", iter, what, err)
+	}
+	const limit = 64 << 20
+	iter, peak, what, err := heldUnder(mod, g, cfg.InDim, batch, cl, prof, 4, 0, limit)
+	if err != nil || iter <= 0 || peak <= 0 || peak >= limit || what == "" {
+		t.Errorf("held under %d bytes: %v, peak %d, %q, %v", limit, iter, peak, what, err)
+	}
+	if cl.Devices[0].MemBytes != 0 {
+		t.Errorf("heldUnder changed the caller's cluster")
 	}
 }

@@ -508,8 +508,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		stamp[i] = -1
 	}
 	var list []int32
+	slot := map[group]int{} // reused: one device's reductions at a time
 	for e := range devs {
 		list = list[:0]
+		clear(slot)
 		for _, h := range hostedOn[e] {
 			for _, p := range stageParams[h[0]] {
 				end := final(h[0], ends[h[0]][h[1]], p)
@@ -521,7 +523,6 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				}
 			}
 		}
-		slot := map[group]int{}
 		for _, p := range list {
 			o := ownerAt[p]
 			if o == e || o < 0 {

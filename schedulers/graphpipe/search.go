@@ -633,9 +633,15 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		// that would enter their pass's k best by the estimate, beside
 		// the others again.
 		if k > 0 {
-			seen := map[string]bool{}
+			// The pool is merged over the micro-batch counts, and a
+			// signature does not say the count.
+			type key struct {
+				sig string
+				m   int
+			}
+			seen := map[key]bool{}
 			for _, cd := range pool {
-				seen[signature(cd.part, cd.kind)] = true
+				seen[key{signature(cd.part, cd.kind), cd.m}] = true
 			}
 			for _, xs := range [][]*candidate{fit, fit2} {
 				if len(xs) == 0 {
@@ -645,24 +651,32 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 				// The widened plans, and their shared-trunk variants.
 				var wide [2][]*candidate
 				try := func(cd *candidate, q Partition, from string, shared int) {
-					if seen[signature(q, cd.kind)] {
+					kq := key{signature(q, cd.kind), cd.m}
+					if seen[kq] {
 						return
 					}
-					seen[signature(q, cd.kind)] = true
+					seen[kq] = true
 					total++
 					v := &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap, pred: costsAt[cd.m].estimate(q, cd.kind)}
-					if v.pred.fits && (len(xs) < k || v.pred.iter < bar) {
-						fitting++
+					if !v.pred.fits {
+						return
+					}
+					fitting++
+					if len(xs) < k || v.pred.iter < bar {
 						wide[shared] = append(wide[shared], v)
 					}
 				}
-				for _, cd := range xs[:min(len(xs), widenTop*k)] {
+				// The best widenTop × k of each micro-batch count (with m
+				// searched, the counts' candidates share the pass).
+				perM := map[int]int{}
+				for _, cd := range xs {
 					// Not the shared-trunk plans (their trunk runs on
 					// every device they use): their DAG answers are
 					// widened, then shared.
-					if strings.HasSuffix(cd.from, "shared trunk") {
+					if strings.HasSuffix(cd.from, "shared trunk") || perM[cd.m] >= widenTop*k {
 						continue
 					}
+					perM[cd.m]++
 					for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
 						try(cd, q, cd.from+", widened", 0)
 						if !q.Chain {

@@ -97,6 +97,7 @@ func TestWidenedNeverSlower(t *testing.T) {
 		{16, 16, false, OneFOneB},
 		{16, 16, false, GPipe},
 		{8, 0, true, OneFOneB},
+		{32, 0, true, OneFOneB},
 	} {
 		w, cl, prof := paperDLRM(t, tc.devices)
 		run := func(top int) float64 {
