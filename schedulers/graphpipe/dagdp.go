@@ -94,7 +94,7 @@ func better(a, b stagePlan) bool {
 // mat builds a pending plan's tree.
 func (p *dp) mat(v stagePlan) stagePlan {
 	if v.tree == nil && v.pend.n != nil {
-		v.tree = &planNode{spec: &stageSpec{parts: p.parts(v.pend.n, v.pend.l, v.pend.j, v.pend.tl), devs: v.devs}}
+		v.tree = &planNode{spec: &stageSpec{parts: p.run(v.pend.n, v.pend.l, v.pend.j, v.pend.tl).parts, devs: v.devs}}
 		v.pend = pendStage{}
 	}
 	return v
@@ -235,8 +235,8 @@ type dp struct {
 type dpShared struct {
 	tails  []tail
 	tailID map[tailKey]int
-	nstat  [][]*stageStat   // [tail][node]: the node's ops and the tail as one stage
-	rstat  [][][]*stageStat // [tail][node][l*(children+1)+j]: a series run and the tail
+	nstat  [][]*runInfo   // [tail][node]: the node's ops and the tail as one stage
+	rstat  [][][]*runInfo // [tail][node][l*(children+1)+j]: a run of children and the tail
 	// kmax: F(H, k) = F(H, kmax) + k − kmax for k > kmax. In-flight
 	// counts saturate at m (a replica never holds more than its
 	// micro-batches), so kmax = m; when even m in-flight micro-batches of
@@ -336,35 +336,47 @@ func (p *dp) parts(n *spNode, l, j, tl int) [][]int {
 	return append(out, p.sh.tails[tl].parts...)
 }
 
-// stat prices the op set of parts(n, l, j, tl) as one stage, once per
-// search.
-func (p *dp) stat(n *spNode, l, j, tl int) stageStat {
+// runInfo is one op set of the DP priced as one stage: its stage
+// statistics and its parts (read-only: the stages built from it share
+// them).
+type runInfo struct {
+	st    stageStat
+	parts [][]int
+}
+
+// run is the op set parts(n, l, j, tl), priced as one stage once per
+// search (a wide parallel node's runs of children are priced and built
+// into stages many times over).
+func (p *dp) run(n *spNode, l, j, tl int) *runInfo {
 	sh := p.sh
 	for len(sh.nstat) <= tl {
-		sh.nstat = append(sh.nstat, make([]*stageStat, len(p.t.nodes)))
-		sh.rstat = append(sh.rstat, make([][]*stageStat, len(p.t.nodes)))
+		sh.nstat = append(sh.nstat, make([]*runInfo, len(p.t.nodes)))
+		sh.rstat = append(sh.rstat, make([][]*runInfo, len(p.t.nodes)))
 	}
-	var cell **stageStat
+	var cell **runInfo
 	if l < 0 {
 		cell = &sh.nstat[tl][n.id]
 	} else {
 		r := sh.rstat[tl]
 		w := len(n.children) + 1
 		if r[n.id] == nil {
-			r[n.id] = make([]*stageStat, w*w)
+			r[n.id] = make([]*runInfo, w*w)
 		}
 		cell = &r[n.id][l*w+j]
 	}
 	if *cell == nil {
+		parts := p.parts(n, l, j, tl)
 		var ops []int
-		for _, x := range p.parts(n, l, j, tl) {
+		for _, x := range parts {
 			ops = append(ops, x...)
 		}
-		st := p.c.stat(ops)
-		*cell = &st
+		*cell = &runInfo{st: p.c.stat(ops), parts: parts}
 	}
-	return **cell
+	return *cell
 }
+
+// stat prices the op set of parts(n, l, j, tl) as one stage.
+func (p *dp) stat(n *spNode, l, j, tl int) stageStat { return p.run(n, l, j, tl).st }
 
 // base prices the op set of parts(n, l, j, tl) as one stage on the
 // fewest devices (at most the replica cap) meeting tau and memory with k
