@@ -559,6 +559,7 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 			*cur = cell{true, made}
 		}
 	}
+	runs := make([]stagePlan, C+1) // the runs [i, j) as one stage, for both h
 	for i := 0; i < C; i++ {
 		for h := 0; h <= 1; h++ {
 			if h == 1 && tl == 0 {
@@ -577,7 +578,10 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 					break
 				}
 				if j >= i+2 && !(i == 0 && j == C) { // the whole node is solve's base
-					add(i, h, j, h, p.base(n, i, j, 0, kf))
+					if h == 0 {
+						runs[j] = p.base(n, i, j, 0, kf)
+					}
+					add(i, h, j, h, runs[j])
 				}
 				if h == 0 && tl != 0 && j >= i+2 && run+p.sh.tails[tl].time <= capT {
 					add(i, 0, j, 1, p.base(n, i, j, tl, k))
