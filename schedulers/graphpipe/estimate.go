@@ -606,12 +606,13 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		var held []span
 		// A device hosting several stages runs one task at a time,
 		// the earliest ready first: until its last backward, an add
-		// waits for the task it runs, so one goes in per task (the
-		// longest backward per micro-batch of its stages).
+		// waits for the task it runs, so one goes in per task (1F1B
+		// alternates forwards and backwards: half the forward and
+		// backward per micro-batch of its longest stage).
 		slot, nextSlot := 0.0, math.Inf(-1)
 		if len(hostedOn[o]) > 1 {
 			for _, h := range hostedOn[o] {
-				slot = math.Max(slot, st[h[0]].b)
+				slot = math.Max(slot, st[h[0]].t()/2)
 			}
 		}
 		for _, x := range into[o] {
