@@ -62,9 +62,11 @@ func TestDeviceRanges(t *testing.T) {
 	}
 }
 
-// TestPlanStageDAG: `gnnkit plan` prints GraphPipe's stage DAG (the
-// branches feeding the shared trunk, replicated on every device's own
-// stream) and each stream's 1F1B schedule, and --dot writes the DAG.
+// TestPlanStageDAG: `gnnkit plan` prints GraphPipe's stage DAG (two
+// branches a stage, each stage on two devices, since the search spends
+// idle devices on replicas, feeding the shared trunk, replicated on
+// every device's own stream) and each stream's 1F1B schedule, and --dot
+// writes the DAG.
 func TestPlanStageDAG(t *testing.T) {
 	dot := filepath.Join(t.TempDir(), "stages.dot")
 	out, err := run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--devices", "4",
@@ -73,11 +75,12 @@ func TestPlanStageDAG(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"stage DAG                   4 stages, depth 2",
-		"s0 → s3", "s1 → s3", "s2 → s3",
-		"s3 (sink)                 cuda:0-3 stream 2 · 9 ops: join0 … loss · 8 units · k 1",
-		"cuda:0 stream 0           s0: F0-4 B0 F5 … B2 F7 (3×) B3-7",
-		"cuda:3 stream 2           s3: F0 B0 F4 B4",
+		"stage DAG                   3 stages, depth 2",
+		"s0 → s2", "s1 → s2",
+		"s0 → s2                   cuda:0,3 stream 0 · 12 ops: branch0.l0.lin … branch1.l1.relu · 8 units · k 2",
+		"s2 (sink)                 cuda:0-3 stream 2 · 9 ops: join0 … loss · 8 units · k 1",
+		"cuda:0 stream 0           s0: F0,2…4 B0 F6 B2,4…6",
+		"cuda:3 stream 2           s2: F0 B0 F4 B4",
 		"reductions, step",
 	} {
 		if !strings.Contains(out, want) {
@@ -88,7 +91,7 @@ func TestPlanStageDAG(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"digraph stages {", "s0 -> s3;", "s2 -> s3;", `cuda:0-3 stream 2\n8 units, k=1`} {
+	for _, want := range []string{"digraph stages {", "s0 -> s2;", "s1 -> s2;", `cuda:0,3 stream 0\n8 units, k=2`, `cuda:0-3 stream 2\n8 units, k=1`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("DOT file lacks %q:\n%s", want, b)
 		}
