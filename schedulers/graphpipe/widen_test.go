@@ -73,6 +73,23 @@ func TestWidened(t *testing.T) {
 	if got := widened(full, c, devs, 16); got != nil {
 		t.Errorf("a plan on every device widened to %d plans", len(got))
 	}
+	// One device idle of 16: widened on a small graph, left alone on a
+	// large one (more than smallOps ops), where it is not worth the
+	// search's time.
+	busy := p
+	busy.Devices = append([][]core.DeviceID{append([]core.DeviceID{devs[0]}, devs[5:15]...)}, p.Devices[1:]...)
+	if got := widened(busy, c, devs, 16); len(got) != 1 || deviceCount(got[0]) != 16 {
+		t.Errorf("one idle device of 16, small graph: %d plans", len(got))
+	}
+	saved := smallOps
+	defer func() { smallOps = saved }()
+	smallOps = 4
+	if got := widened(busy, c, devs, 16); got != nil {
+		t.Errorf("one idle device of 16, large graph: widened to %d plans", len(got))
+	}
+	if got := widened(p, c, devs, 16); len(got) == 0 {
+		t.Errorf("11 idle devices of 16, large graph: not widened")
+	}
 }
 
 // TestWidenedNeverSlower: the widened plans are simulated beside the
