@@ -149,8 +149,9 @@ func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim
 
 // goal says whether a cell meets the benchmark's goal, GraphPipe at
 // least goal× the best chain with a lower largest-device peak than the
-// 1F1B chain: with the default plan, with another plan the same search
-// simulated (its Pareto front, Plan.Alternatives), with the
+// 1F1B chain: with the default plan, with the plan of the same search
+// held under the 1F1B chain's peak (heldUnder), with another plan the
+// same search simulated (its Pareto front, Plan.Alternatives), with the
 // disjoint-stage variant only, or not (and why). Exact ratios, not the
 // tables' rounded ones.
 func (s summary) goal() string {

@@ -609,10 +609,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// waits for the task it runs, so one goes in per task (1F1B
 		// alternates forwards and backwards: half the forward and
 		// backward per micro-batch of its longest stage).
-		slot, nextSlot := 0.0, math.Inf(-1)
+		gap, nextAdd := 0.0, math.Inf(-1)
 		if len(hostedOn[o]) > 1 {
 			for _, h := range hostedOn[o] {
-				slot = math.Max(slot, st[h[0]].t()/2)
+				gap = math.Max(gap, st[h[0]].t()/2)
 			}
 		}
 		for _, x := range into[o] {
@@ -636,13 +636,13 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				}
 				linkFree[x.e] = got
 				start := math.Max(math.Max(clock, got), x.mine)
-				if slot > 0 && start < devEnd[o] {
-					if later := math.Max(start, nextSlot); later < devEnd[o] {
+				if gap > 0 && start < devEnd[o] {
+					if later := math.Max(start, nextAdd); later < devEnd[o] {
 						start = later
 					} else {
 						start = devEnd[o]
 					}
-					nextSlot = start + slot
+					nextAdd = start + gap
 				}
 				clock = start + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})

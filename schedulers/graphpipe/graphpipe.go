@@ -117,7 +117,9 @@ func init() {
 // DAG DP's answers at every replica cap and time target it tried, and
 // the chain answers as stage DAGs, and their shared-trunk variants unless
 // Disjoint) by a pipeline estimate, simulates the
-// best Simulate of each family and keeps the fastest that fits. The
+// best Simulate of each family (and of the same candidates with the
+// devices they leave idle spent on replicas: widened) and keeps the
+// fastest that fits. The
 // chain baselines get exactly the same search over their own candidates,
 // and GraphPipe weighs the 1F1B chain's candidates too, so it is never
 // slower than that baseline in the simulator. The plan's metrics report
@@ -147,9 +149,12 @@ type Scheduler struct {
 	// Simulate is how many of the best-estimated candidates of each
 	// family are simulated to choose among (0: 8; negative: none, the
 	// estimate decides), besides the best of each micro-batch count the
-	// m search tried, and as many again from the partitioners' second
-	// pass where it runs (the optimizer steps weighed; not when
-	// negative). Registry option: simulate=N.
+	// m search tried, as many again from the partitioners' second
+	// pass where it runs (the optimizer steps weighed), and as many
+	// widened plans and widened shared-trunk plans per pass (the
+	// devices a candidate leaves idle spent on replicas, where that
+	// estimates among the pass's best); the last two not when negative.
+	// Registry option: simulate=N.
 	Simulate int
 	// MaxReplicas caps the devices of one stage (0: no cap). Registry
 	// option: replicas=N.

@@ -254,15 +254,19 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 // large op graph whose steps follow its compute (the 1,000-op uno over
 // 256 samples: steps 5% of the op time, shift 0.002) it found no better
 // plan and took the search from 3.4 to 6.9 s.
+//
+// smallOps is also where widened starts to leave alone the plans that
+// keep nearly every device busy (widenIdle).
 var (
 	stepMaterial  = 0.02 // variables, so that tests can move them
 	shiftMaterial = 0.05
 	smallOps      = 256
 )
 
-// widenTop: the search widens (widened) the widenTop × Simulate best
-// estimated candidates of each DP pass in each family (a variable, so
-// that tests can turn it off).
+// widenTop: the search widens (widened) the widenTop × k best estimated
+// candidates of each DP pass, family and micro-batch count (k: Simulate,
+// 8 by default; shared-trunk candidates are skipped and not counted). A
+// variable, so that tests can turn it off.
 var widenTop = 3
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
@@ -681,7 +685,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 						try(cd, q, cd.from+", widened", 0)
 						if !q.Chain {
 							if st, ok := sharedTrunk(q, trunk); ok {
-								try(cd, st, cd.from+", widened, shared trunk", 1)
+								try(cd, st, "dag, widened, shared trunk", 1) // as runDPs labels shared-trunk variants
 							}
 						}
 					}

@@ -194,7 +194,7 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition
 // widenIdle: on a graph of more than smallOps ops, widened leaves alone
 // a plan that keeps more than all but 1/widenIdle of the devices busy.
 // On the 1,000-op DAG over 64 devices with m searched, widening such
-// plans (57–63 devices used) took 15% of the search's CPU time (19.7 →
+// plans (57–63 devices used) added 15% to the search's CPU time (19.7 →
 // 22.7 s, against a bound of 5× the 4.8 s search at one count) and found
 // nothing faster. On small graphs it pays: the 1F1B chain of uno-4 on
 // 16 A100s gets 48.30 ms from a plan on 15 of them widened, 49.27 ms
