@@ -156,7 +156,9 @@ type Scheduler struct {
 	// estimates among the pass's best); the last two not when negative.
 	// Registry option: simulate=N.
 	Simulate int
-	// MaxReplicas caps the devices of one stage (0: no cap). Registry
+	// MaxReplicas caps the devices of one stage (0: no cap), the shared
+	// trunk's too: it runs on every device of its plan, so a
+	// shared-trunk plan on more devices is not a candidate. Registry
 	// option: replicas=N.
 	MaxReplicas int
 	// Step is where the plan steps the optimizer: StepOwners (the

@@ -239,7 +239,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 		if len(trunk) == 0 {
 			break
 		}
-		if p, ok := sharedTrunk(cd.part, trunk); ok {
+		if p, ok := sharedTrunk(cd.part, trunk); ok && s.trunkWithin(p) {
 			add(dag, p, "dag, shared trunk", cd.cap)
 		}
 	}
@@ -389,6 +389,12 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		}
 	}
 	return e, nil
+}
+
+// trunkWithin reports whether shared-trunk partition p keeps its trunk
+// within MaxReplicas: the trunk runs on every device p uses.
+func (s *Scheduler) trunkWithin(p Partition) bool {
+	return s.MaxReplicas <= 0 || deviceCount(p) <= s.MaxReplicas
 }
 
 // maxReplicas is the most replicas a stage may have on D devices
@@ -684,7 +690,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 					for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
 						try(cd, q, cd.from+", widened", 0)
 						if !q.Chain {
-							if st, ok := sharedTrunk(q, trunk); ok {
+							if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
 								try(cd, st, "dag, widened, shared trunk", 1) // as runDPs labels shared-trunk variants
 							}
 						}

@@ -177,3 +177,27 @@ func TestSharedOwnerAdds(t *testing.T) {
 		t.Errorf("predicted peak %s, simulated %s: want within 20%%, over", core.FormatBytes(int64(pred)), core.FormatBytes(int64(peak)))
 	}
 }
+
+// TestMaxReplicasHolds: Scheduler.MaxReplicas caps every stage, the
+// shared trunk's too (it runs on every device of its plan, so a
+// shared-trunk plan on more devices than the cap is not a candidate),
+// and the widened plans'.
+func TestMaxReplicasHolds(t *testing.T) {
+	w, cl, prof := benchUno(t, 4)
+	for _, limit := range []int{1, 2, 4} {
+		p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, MaxReplicas: limit}).Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stages, err := p.StageGraph(w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for s, st := range stages {
+			if len(st.Replicas) > limit {
+				t.Errorf("replicas=%d: stage %d on %d devices (%s)", limit, s, len(st.Replicas), p.Alternatives[0].Description)
+			}
+		}
+		t.Logf("replicas=%d: %v ms, %s", limit, p.Metrics["simulated_iteration_ms"], p.Alternatives[0].Description)
+	}
+}
