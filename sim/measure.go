@@ -277,7 +277,7 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 		}
 	}
 	sort.Slice(pts, func(i, j int) bool { return pts[i].rows < pts[j].rows })
-	p := &Profile{Model: m.Name, Device: info, ParamBytes: m.ParamBytes()}
+	p := &Profile{Model: m.Name, Device: info, ParamBytes: m.ParamBytes(), OverCapTargets: overCap}
 	deps := m.OpDeps()
 	inputs := map[string]bool{}
 	for _, in := range m.Inputs {

@@ -178,6 +178,11 @@ func TestMeasureFitCap(t *testing.T) {
 	if pts := prof.Ops[0].Points; len(pts) != 1 || pts[0].Rows >= nodes {
 		t.Errorf("under the cap: points %+v, want the 2-target unit's alone", pts)
 	}
+	// The skipped size is recorded, so a planner does not extrapolate
+	// to it (graphpipe's m search leaves it out).
+	if len(prof.OverCapTargets) != 1 || prof.OverCapTargets[0] < 2 {
+		t.Errorf("under the cap: over-cap sizes %v, want the whole graph's", prof.OverCapTargets)
+	}
 	if _, err := measure(small / 2); !errors.Is(err, core.ErrOutOfMemory) {
 		t.Errorf("cap below every size: %v, want out of memory", err)
 	}

@@ -89,6 +89,11 @@ type Profile struct {
 	// unit's Env on a device (receptive field, gathering its features),
 	// Bwd the bookkeeping after its backward, Mem the unit's own inputs.
 	Setup []Point `json:"setup,omitempty"`
+	// OverCapTargets are the unit sizes (targets) MeasureWith skipped
+	// because, by the trainer's memory estimate, a unit of that size does
+	// not fit the device (MeasureOptions.FitCap): a planner extrapolating
+	// the ladder there would underestimate them.
+	OverCapTargets []int `json:"over_cap_targets,omitempty"`
 }
 
 // Op returns the profile of the op with the given name.

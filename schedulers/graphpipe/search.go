@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -311,6 +312,30 @@ func (s *Scheduler) UnitSizes(samples int) []int {
 
 // mStart is where the m search starts on the ladder: the largest count
 // not above 16, the fixed-m benchmarks' setting.
+// fittingLadder is mLadder without the counts whose largest unit (of
+// BuildPlan's contiguous shares) is as large as a size the profile's
+// measurement found does not fit the device (Profile.OverCapTargets):
+// the profile has no costs there, and the extrapolated memory is too
+// low (`train --device-mem 24MiB` on Cora chose m = 1 and ran out of
+// memory). At least the largest count stays.
+func (s *Scheduler) fittingLadder(samples int) []int {
+	ladder := mLadder(samples)
+	if s.Profile == nil || len(s.Profile.OverCapTargets) == 0 {
+		return ladder
+	}
+	over := slices.Min(s.Profile.OverCapTargets)
+	var out []int
+	for _, m := range ladder {
+		if (samples+m-1)/m < over {
+			out = append(out, m)
+		}
+	}
+	if len(out) == 0 {
+		out = ladder[len(ladder)-1:]
+	}
+	return out
+}
+
 func mStart(ladder []int) int {
 	i := 0
 	for j, m := range ladder {
@@ -473,7 +498,7 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 		}
 		return []*mEval{e}, nil
 	}
-	ladder := mLadder(len(w.Batch))
+	ladder := s.fittingLadder(len(w.Batch))
 	evals := make([]*mEval, len(ladder))
 	var only map[int]bool // the replica caps the walk's other counts run at
 	get := func(i int) (float64, error) {

@@ -201,3 +201,25 @@ func TestMaxReplicasHolds(t *testing.T) {
 		t.Logf("replicas=%d: %v ms, %s", limit, p.Metrics["simulated_iteration_ms"], p.Alternatives[0].Description)
 	}
 }
+
+// TestFittingLadder: the m search leaves out the counts whose largest
+// unit is as large as a size the profile's measurement found does not
+// fit the device (sim.Profile.OverCapTargets), keeping at least the
+// largest count.
+func TestFittingLadder(t *testing.T) {
+	for _, c := range []struct {
+		over    []int
+		samples int
+		want    []int
+	}{
+		{nil, 140, []int{1, 2, 4, 8, 16, 32, 64}},
+		{[]int{139}, 140, []int{2, 4, 8, 16, 32, 64}},
+		{[]int{139, 70}, 140, []int{4, 8, 16, 32, 64}},
+		{[]int{1}, 8, []int{8}},
+	} {
+		s := &Scheduler{Profile: &sim.Profile{OverCapTargets: c.over}}
+		if got := s.fittingLadder(c.samples); !slices.Equal(got, c.want) {
+			t.Errorf("over %v, %d samples: %v, want %v", c.over, c.samples, got, c.want)
+		}
+	}
+}
