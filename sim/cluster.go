@@ -147,14 +147,13 @@ func (c *Cluster) PortBetween(a, b core.DeviceID) (string, float64) {
 	return "node", l.PortGBps
 }
 
-// NodeOf is the node of device id: its index over NodeSize (0 when
-// NodeSize is 0 or id is not a device of c).
+// NodeOf is the node of device id: its index over NodeSize (0 when c is
+// nil, NodeSize is 0 or id is not a device of c).
 func (c *Cluster) NodeOf(id core.DeviceID) int {
-	i := c.index(id)
-	if c.NodeSize <= 0 || i < 0 {
+	if c == nil || c.NodeSize <= 0 {
 		return 0
 	}
-	return i / c.NodeSize
+	return max(0, c.index(id)) / c.NodeSize
 }
 
 func (c *Cluster) index(id core.DeviceID) int {

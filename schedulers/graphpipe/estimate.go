@@ -323,7 +323,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		}
 		var owned map[core.DeviceID]float64
 		var staged map[core.DeviceID]staging
-		p.iter, p.peak, p.fits, owned, staged = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W)
+		p.iter, p.peak, p.fits, owned, staged = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W, len(shared) > 0)
 		if len(shared) > 0 {
 			c.sharedPeaks(&p, part, shared, st, owned, staged, kind, W)
 		}
@@ -378,8 +378,9 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 // (in parallel over copy engines, in turn with synchronous copies).
 // Memory: a replica holds its stage's parameters and gradients and the
 // optimizer state of what it owns (home alike: it drops the parameters
-// it does not read).
-func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int) (iter, peak float64, fits bool, ownedDev map[core.DeviceID]float64, stagedDev map[core.DeviceID]staging) {
+// it does not read). With withStaging (devices hosting several stages,
+// for sharedPeaks) it also returns each device's staged gradients.
+func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe float64, lastB func(s, r int) float64, kind Kind, W []int, withStaging bool) (iter, peak float64, fits bool, ownedDev map[core.DeviceID]float64, stagedDev map[core.DeviceID]staging) {
 	S := len(stages)
 	nP := len(c.parBytes)
 	// The parameters each stage reads.
@@ -702,9 +703,11 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			fits = false
 		}
 	}
-	stagedDev = make(map[core.DeviceID]staging, len(devs))
-	for i, d := range devs {
-		stagedDev[d] = staging{all: staged[i], busy: stagedBusy[i]}
+	if withStaging {
+		stagedDev = make(map[core.DeviceID]staging, len(devs))
+		for i, d := range devs {
+			stagedDev[d] = staging{all: staged[i], busy: stagedBusy[i]}
+		}
 	}
 	return iter, peak, fits, ownedDev, stagedDev
 }

@@ -124,15 +124,23 @@ func cappedUno(t *testing.T, m int) (*costs, int64) {
 func cappedCosts(t *testing.T, cfg core.ModelConfig, n int, frac float64, m int) (*costs, int64) {
 	t.Helper()
 	w, cl, prof, limit := cappedWorkload(t, cfg, n, frac)
+	c, _ := costsOn(t, w, cl, prof, m)
+	return c, limit
+}
+
+// costsOn prices w on cl's devices with prof (owner steps) for m
+// micro-batches; it also returns the devices' ids.
+func costsOn(t *testing.T, w *core.Workload, cl *sim.Cluster, prof *sim.Profile, m int) (*costs, []core.DeviceID) {
+	t.Helper()
 	cm, err := sim.NewCostModel(w, prof, cl)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ids []core.DeviceID
-	for _, d := range cl.Devices {
-		ids = append(ids, d.ID)
+	ids := make([]core.DeviceID, len(cl.Devices))
+	for i, d := range cl.Devices {
+		ids[i] = d.ID
 	}
-	return newCosts(cm, w, ids, m, StepOwners), limit
+	return newCosts(cm, w, ids, m, StepOwners), ids
 }
 
 // cappedWorkload is uno of cfg over 8192 samples on n A100s (pcie-a100)

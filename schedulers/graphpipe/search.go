@@ -416,6 +416,72 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	return e, nil
 }
 
+// widenedBest widens (widened: the devices a plan leaves idle spent on
+// replicas) the widenTop × k best estimated candidates of each DP pass
+// (passes: the pass's fitting candidates, best estimate first) and
+// micro-batch count, and gives each widened DAG plan a shared-trunk
+// variant; it returns, per pass, the best k widened plans and the best k
+// shared-trunk ones whose estimate would enter the pass's k best, with
+// how many plans it estimated and how many of those fit. Shared-trunk
+// candidates are not widened (their trunk runs on every device they
+// use): their DAG answers are.
+func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) (best []*candidate, tried, fitting int) {
+	// The pool is merged over the micro-batch counts, and a signature
+	// does not say the count.
+	type key struct {
+		sig string
+		m   int
+	}
+	seen := map[key]bool{}
+	for _, cd := range pool {
+		seen[key{signature(cd.part, cd.kind), cd.m}] = true
+	}
+	for _, xs := range passes {
+		if len(xs) == 0 {
+			continue
+		}
+		bar := xs[min(len(xs), k)-1].pred.iter // the k-th best estimate
+		var wide [2][]*candidate               // widened plans, their shared-trunk variants
+		try := func(cd *candidate, q Partition, from string, shared int) {
+			kq := key{signature(q, cd.kind), cd.m}
+			if seen[kq] {
+				return
+			}
+			seen[kq] = true
+			tried++
+			v := &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap, pred: costsAt[cd.m].estimate(q, cd.kind)}
+			if !v.pred.fits {
+				return
+			}
+			fitting++
+			if len(xs) < k || v.pred.iter < bar {
+				wide[shared] = append(wide[shared], v)
+			}
+		}
+		perM := map[int]int{} // sources widened per micro-batch count
+		for _, cd := range xs {
+			if strings.HasSuffix(cd.from, "shared trunk") || perM[cd.m] >= widenTop*k {
+				continue
+			}
+			perM[cd.m]++
+			for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
+				try(cd, q, cd.from+", widened", 0)
+				if q.Chain {
+					continue
+				}
+				if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
+					try(cd, st, "dag, widened, shared trunk", 1) // as runDPs labels shared-trunk variants
+				}
+			}
+		}
+		for _, ws := range wide {
+			sort.SliceStable(ws, func(i, j int) bool { return ws[i].pred.iter < ws[j].pred.iter })
+			best = append(best, ws[:min(len(ws), k)]...)
+		}
+	}
+	return best, tried, fitting
+}
+
 // trunkWithin reports whether shared-trunk partition p keeps its trunk
 // within MaxReplicas: the trunk runs on every device p uses.
 func (s *Scheduler) trunkWithin(p Partition) bool {
@@ -663,69 +729,13 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		// the plain pass's: the search weighs everything it weighed
 		// without the second pass, so its plan is never slower.
 		top = append(top, fit2[:n2]...)
-		// And the widened plans (widened: the devices a plan leaves idle
-		// spent on replicas) of each pass's widenTop × k best estimated
-		// that would enter their pass's k best by the estimate, beside
-		// the others again.
+		// And the widened plans of each pass's best, beside the others
+		// again.
 		if k > 0 {
-			// The pool is merged over the micro-batch counts, and a
-			// signature does not say the count.
-			type key struct {
-				sig string
-				m   int
-			}
-			seen := map[key]bool{}
-			for _, cd := range pool {
-				seen[key{signature(cd.part, cd.kind), cd.m}] = true
-			}
-			for _, xs := range [][]*candidate{fit, fit2} {
-				if len(xs) == 0 {
-					continue
-				}
-				bar := xs[min(len(xs), k)-1].pred.iter // the k-th best estimate
-				// The widened plans, and their shared-trunk variants.
-				var wide [2][]*candidate
-				try := func(cd *candidate, q Partition, from string, shared int) {
-					kq := key{signature(q, cd.kind), cd.m}
-					if seen[kq] {
-						return
-					}
-					seen[kq] = true
-					total++
-					v := &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap, pred: costsAt[cd.m].estimate(q, cd.kind)}
-					if !v.pred.fits {
-						return
-					}
-					fitting++
-					if len(xs) < k || v.pred.iter < bar {
-						wide[shared] = append(wide[shared], v)
-					}
-				}
-				// The best widenTop × k of each micro-batch count (with m
-				// searched, the counts' candidates share the pass).
-				perM := map[int]int{}
-				for _, cd := range xs {
-					// Not the shared-trunk plans (their trunk runs on
-					// every device they use): their DAG answers are
-					// widened, then shared.
-					if strings.HasSuffix(cd.from, "shared trunk") || perM[cd.m] >= widenTop*k {
-						continue
-					}
-					perM[cd.m]++
-					for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
-						try(cd, q, cd.from+", widened", 0)
-						if !q.Chain {
-							if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
-								try(cd, st, "dag, widened, shared trunk", 1) // as runDPs labels shared-trunk variants
-							}
-						}
-					}
-				}
-				for _, ws := range wide {
-					byIter(ws)
-					top = append(top, ws[:min(len(ws), k)]...)
-				}
-			}
+			more, tried, fits := s.widenedBest(pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
+			top = append(top, more...)
+			total += tried
+			fitting += fits
 		}
 		for _, cd := range top {
 			if cd.plan, err = s.build(w, cd); err != nil {

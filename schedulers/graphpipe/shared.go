@@ -1,7 +1,6 @@
 package graphpipe
 
 import (
-	"cmp"
 	"slices"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -87,13 +86,12 @@ func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
 // they are idle and the stage stays within limit replicas. It returns
 // the plan each time its device count passes a power of two, and at the
 // end: more replicas also mean more gradient traffic, so the most is
-// not always the best. The DPs
-// spend the fewest devices that reach their time target, but the target
-// weighs a stage's optimizer step as if spread over the micro-batches,
-// where it runs after the last backward: a plan bound by one
-// parameter's step (an embedding table's) then leaves devices idle that
-// would shorten the pipeline before it. None when p uses every device
-// or no stage can take another replica.
+// not always the best. The DPs spend the fewest devices that reach
+// their time target, but the target weighs a stage's optimizer step as
+// if spread over the micro-batches, where it runs after the last
+// backward: a plan bound by one parameter's step (an embedding table's)
+// then leaves devices idle that would shorten the pipeline before it.
+// None when p uses every device or no stage can take another replica.
 func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition {
 	used := map[core.DeviceID]bool{}
 	for _, ds := range p.Devices {
@@ -101,17 +99,11 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition
 			used[d] = true
 		}
 	}
-	var spare []core.DeviceID
-	index := map[core.DeviceID]int{}
-	for i, d := range devs {
-		index[d] = i
+	var spare []core.DeviceID // in devs' order
+	for _, d := range devs {
 		if !used[d] {
 			spare = append(spare, d)
 		}
-	}
-	nodeOf := func(d core.DeviceID) int { return 0 }
-	if cl := c.cm.Cluster(); cl != nil && cl.NodeSize > 0 {
-		nodeOf = func(d core.DeviceID) int { return cl.NodeOf(d) }
 	}
 	if len(spare) == 0 || len(p.StageOf) > smallOps && len(spare)*widenIdle < len(devs) {
 		return nil // nothing idle, or too little for a large graph's search time
@@ -121,19 +113,21 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition
 	for s, ops := range stages {
 		t[s] = c.stat(ops).t()
 	}
-	q := p
-	q.Devices = make([][]core.DeviceID, len(p.Devices))
-	for s, ds := range p.Devices {
-		q.Devices[s] = append([]core.DeviceID(nil), ds...)
+	clone := func(dss [][]core.DeviceID) [][]core.DeviceID {
+		out := make([][]core.DeviceID, len(dss))
+		for s, ds := range dss {
+			out[s] = slices.Clone(ds)
+		}
+		return out
 	}
+	q := p
+	q.Devices = clone(p.Devices)
 	snapshot := func() Partition {
 		r := q
-		r.Devices = make([][]core.DeviceID, len(q.Devices))
-		for s, ds := range q.Devices {
-			r.Devices[s] = slices.Clone(ds)
-		}
+		r.Devices = clone(q.Devices)
 		return r
 	}
+	cl := c.cm.Cluster() // NodeOf: 0 for every device without nodes
 	most := min(limit, c.m)
 	// A replica runs ceil(m/d) of a stage's m micro-batches: a stage's
 	// load per replica drops only at the counts where that does, so a
@@ -159,25 +153,25 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition
 		}
 		d := len(q.Devices[best])
 		per := (c.m + d - 1) / d
-		if per <= 1 {
-			stuck[best] = true
-			continue
-		}
-		want := (c.m + per - 2) / (per - 1) // the fewest replicas running per−1 each
-		if want > most || want-d > len(spare) {
+		want := (c.m + per - 2) / max(1, per-1) // the fewest replicas running per−1 each
+		if per <= 1 || want > most || want-d > len(spare) {
 			stuck[best] = true
 			continue
 		}
 		// The stage's node first: its replicas' gradients and their
 		// inputs then cross fewer nodes' ports.
-		home := nodeOf(q.Devices[best][0])
-		slices.SortStableFunc(spare, func(a, b core.DeviceID) int {
-			return cmp.Compare(boolInt(nodeOf(a) != home), boolInt(nodeOf(b) != home))
-		})
-		q.Devices[best] = append(q.Devices[best], spare[:want-d]...)
-		spare = slices.Clone(spare[want-d:])
-		slices.SortFunc(spare, func(a, b core.DeviceID) int { return cmp.Compare(index[a], index[b]) })
-		n += want - d
+		home := cl.NodeOf(q.Devices[best][0])
+		var pick []core.DeviceID
+		for _, onHome := range []bool{true, false} {
+			for _, x := range spare {
+				if len(pick) < want-d && (cl.NodeOf(x) == home) == onHome {
+					pick = append(pick, x)
+				}
+			}
+		}
+		spare = slices.DeleteFunc(spare, func(x core.DeviceID) bool { return slices.Contains(pick, x) })
+		q.Devices[best] = append(q.Devices[best], pick...)
+		n += len(pick)
 		if n >= next {
 			out, taken = append(out, snapshot()), n
 			for next <= n {
@@ -210,11 +204,4 @@ func deviceCount(p Partition) int {
 		}
 	}
 	return len(seen)
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

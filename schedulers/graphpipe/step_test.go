@@ -158,15 +158,7 @@ func TestSecondPassGate(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cm, err := sim.NewCostModel(w, prof, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var devs []core.DeviceID
-		for _, d := range cl.Devices {
-			devs = append(devs, d.ID)
-		}
-		c := newCosts(cm, w, devs, 16, StepOwners)
+		c, _ := costsOn(t, w, cl, prof, 16)
 		return c.stepShare(), c.stepShift(), c.secondPass()
 	}
 	big := func(samples int) (*core.Workload, *sim.Cluster) {

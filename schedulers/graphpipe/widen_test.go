@@ -15,15 +15,7 @@ import (
 // or the micro-batch count; the stages' ops and first replicas stay.
 func TestWidened(t *testing.T) {
 	w, cl, prof := paperDLRM(t, 16)
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	devs := make([]core.DeviceID, len(cl.Devices))
-	for i, d := range cl.Devices {
-		devs[i] = d.ID
-	}
-	c := newCosts(cm, w, devs, 16, StepOwners)
+	c, devs := costsOn(t, w, cl, prof, 16)
 	// Every table on a device of its own, the rest on cuda:0: 5 devices.
 	p := Partition{StageOf: make([]int, len(w.Ops)), Devices: [][]core.DeviceID{{devs[0]}}}
 	for o, op := range w.Ops {
