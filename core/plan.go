@@ -94,7 +94,11 @@ type Task struct {
 	// parameters it moves; empty: every parameter From reads and the
 	// task's device owns. Several reductions between two devices split
 	// those parameters between them, so gradients final early (a stage
-	// a device runs beside another) need not wait for the rest.
+	// a device runs beside another) need not wait for the rest. On a
+	// Step task of a StepOwners plan it names the parameters it steps;
+	// empty: every parameter the task's device owns. Several steps on
+	// one device split those between them, so parameters final early
+	// are stepped, and sent to their readers, while the rest compute.
 	Params []string `json:"params,omitempty"`
 }
 
@@ -334,8 +338,8 @@ func (p *Plan) Validate(w *Workload) error {
 			if !p.StepOwners && t.Device != p.Home {
 				fail("task %d steps the optimizer on %s, not the home device %s", i, t.Device, p.Home)
 			}
-			if len(t.Params) > 0 {
-				fail("task %d (step) names parameters; only gradient reductions do", i)
+			if !p.StepOwners && len(t.Params) > 0 {
+				fail("task %d (step) names the parameters it steps, which only owner-stepped plans (step_owners) do", i)
 			}
 		default:
 			fail("task %d has unknown kind %d", i, t.Kind)

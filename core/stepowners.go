@@ -1,6 +1,7 @@
 package core
 
 import (
+	"fmt"
 	"maps"
 	"slices"
 	"sort"
@@ -106,8 +107,8 @@ func (p *Plan) HomeStep() *Plan {
 // after that device's backward tasks reading the parameters it moves,
 // which write those gradients; the executor adds them in after the
 // owner's own) and one Step per owner (after its backward tasks and the
-// reductions into it), each on a stream of its own on its device. Devices are taken in ID
-// order (OwnerStepIn chooses).
+// reductions into it), each on a stream of its own on its device.
+// Devices are taken in ID order (OwnerStepIn chooses).
 func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
 
 // OwnerStepIn is OwnerStep emitting the reductions and steps with devices
@@ -123,7 +124,31 @@ func (p *Plan) OwnerStep(w *Workload) *Plan { return p.OwnerStepIn(w, nil) }
 // reason a pair's parameters whose gradients are final at different
 // times on the source (different last backward tasks) go in separate
 // reductions, each naming its parameters (Task.Params).
+// Each owner has one Step, after all its backward tasks and the
+// reductions into it (OwnerStepGroupsIn splits it).
 func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
+	return p.ownerStep(w, order, false)
+}
+
+// OwnerStepGroupsIn is OwnerStepIn with each owner's step split by
+// readiness: the parameters moved by the same reductions into it and
+// ready at the same time (the later of their last backward on the owner
+// and those reductions') form a group, and an owner with several has a
+// Step per group, each naming its parameters (Task.Params), waiting only
+// for the owner's backward tasks reading them and the reductions moving
+// them, on a stream of its own. So a shared stage's parameters are
+// stepped, and their new values sent to its replicas, while the owner
+// still runs backward work of its own. Each parameter still steps once
+// per iteration on the same summed gradient (nothing reads it after the
+// reductions moving it), so the result is the same as OwnerStepIn's;
+// only the timing differs, and not always for the better: early
+// refreshes share ports with the reductions still travelling (a
+// data-parallel stage's buckets), so a scheduler weighs both.
+func (p *Plan) OwnerStepGroupsIn(w *Workload, order []DeviceID) *Plan {
+	return p.ownerStep(w, order, true)
+}
+
+func (p *Plan) ownerStep(w *Workload, order []DeviceID, grouped bool) *Plan {
 	q, bwdOn, stream := p.withoutFlush()
 	q.StepOwners = true
 	op := w.OpParams()
@@ -137,11 +162,14 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	later := func(a, b ready) bool { return a.unit > b.unit || a.unit == b.unit && a.op < b.op }
 	type reduction struct {
 		from, into DeviceID
+		names      []string // the parameters it moves
 		params     []string // nil: all the pair's
 		deps       []int
 		ready
 	}
 	var reds []reduction
+	finals := map[DeviceID]map[string]ready{}
+	indexes := map[DeviceID]ReaderIndex{}
 	for _, e := range inOrder(readers, order) {
 		index := IndexReaders(q.Tasks, bwdOn[e], op)
 		// When each parameter's gradient on e is final: its last
@@ -162,6 +190,7 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 				}
 			}
 		}
+		finals[e], indexes[e] = final, index
 		into := map[DeviceID]bool{}
 		for name := range readers[e] {
 			if o := owner[name]; o != e {
@@ -184,7 +213,7 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 				for _, name := range names {
 					moved[name] = true
 				}
-				x := reduction{from: e, into: o, deps: index.Reading(moved), ready: r}
+				x := reduction{from: e, into: o, names: names, deps: index.Reading(moved), ready: r}
 				if len(groups) > 1 {
 					x.params = names
 				}
@@ -194,16 +223,94 @@ func (p *Plan) OwnerStepIn(w *Workload, order []DeviceID) *Plan {
 	}
 	// A pair's groups differ in readiness, so the order is deterministic.
 	sort.SliceStable(reds, func(i, j int) bool { return later(reds[j].ready, reds[i].ready) })
-	for _, r := range reds {
+	// Each owner's step groups: its parameters by their last backward on
+	// it and the reductions moving them.
+	movers := map[string][]int{} // by parameter, indices into reds
+	for j, r := range reds {
+		for _, name := range r.names {
+			movers[name] = append(movers[name], j)
+		}
+	}
+	owned := map[DeviceID][]string{}
+	for name, d := range owner {
+		owned[d] = append(owned[d], name)
+	}
+	type stepGroup struct {
+		dev   DeviceID
+		names []string
+		reds  []int // indices into reds
+		ready
+	}
+	var whole []DeviceID  // owners with one group: one step, after all
+	var split []stepGroup // the groups of the others
+	for _, d := range inOrder(owned, order) {
+		names := owned[d]
+		sort.Strings(names)
+		type key struct {
+			at   ready // the later of its last backward and reductions
+			reds string
+		}
+		var keys []key
+		byKey := map[key]*stepGroup{}
+		for _, name := range names {
+			at := finals[d][name]
+			for _, j := range movers[name] {
+				if later(reds[j].ready, at) {
+					at = reds[j].ready
+				}
+			}
+			k := key{at, fmt.Sprint(movers[name])}
+			g := byKey[k]
+			if g == nil {
+				g = &stepGroup{dev: d, reds: movers[name], ready: at}
+				byKey[k] = g
+				keys = append(keys, k)
+			}
+			g.names = append(g.names, name)
+		}
+		if !grouped || len(keys) == 1 {
+			whole = append(whole, d)
+			continue
+		}
+		for _, k := range keys {
+			split = append(split, *byKey[k])
+		}
+	}
+	// Emit the reductions and the groups' steps by readiness (a step
+	// after the reductions it waits for: at equal readiness reductions
+	// first), then the whole steps.
+	sort.SliceStable(split, func(i, j int) bool { return later(split[j].ready, split[i].ready) })
+	redID := make([]int, len(reds))
+	groupsOn := map[DeviceID]int{}
+	emitStep := func(g stepGroup) {
+		set := map[string]bool{}
+		for _, name := range g.names {
+			set[name] = true
+		}
+		deps := indexes[g.dev].Reading(set)
+		for _, j := range g.reds {
+			deps = append(deps, redID[j])
+		}
+		// On a stream of its own, after the reductions' (stream[d]):
+		// the next group's step need not wait for this one's refresh.
+		groupsOn[g.dev]++
+		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: g.dev, Stream: stream[g.dev] + groupsOn[g.dev], Deps: deps, Params: g.names})
+	}
+	k := 0
+	for j, r := range reds {
+		for k < len(split) && later(r.ready, split[k].ready) {
+			emitStep(split[k])
+			k++
+		}
 		id := len(q.Tasks)
+		redID[j] = id
 		q.Tasks = append(q.Tasks, Task{ID: id, Kind: TaskReduceGrads, Unit: -1, Device: r.into, Stream: stream[r.into], From: r.from, Deps: r.deps, Params: r.params})
 		stepDeps[r.into] = append(stepDeps[r.into], id)
 	}
-	owns := map[DeviceID]bool{}
-	for _, d := range owner {
-		owns[d] = true
+	for ; k < len(split); k++ {
+		emitStep(split[k])
 	}
-	for _, d := range inOrder(owns, order) {
+	for _, d := range whole {
 		q.Tasks = append(q.Tasks, Task{ID: len(q.Tasks), Kind: TaskStep, Unit: -1, Device: d, Stream: stream[d], Deps: stepDeps[d]})
 	}
 	return q
@@ -371,9 +478,10 @@ func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 	return out
 }
 
-// validateOwnerSteps checks a StepOwners plan's reductions and steps: one
-// Step per owner, after the owner's backward tasks and every reduction
-// into it; from each device into each other owner of parameters it
+// validateOwnerSteps checks a StepOwners plan's reductions and steps:
+// each owner's Steps (one, or several naming their share of what it
+// owns, together all of it once) each after the owner's backward tasks
+// reading what it steps and every reduction moving that into it; from each device into each other owner of parameters it
 // reads one reduction, or several that each name their share (together
 // all of them once), each after that device's backward tasks reading
 // the parameters it moves and not before the owner's own backward tasks
@@ -437,12 +545,51 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 	for d := range owns {
 		all[d] = true
 	}
+	// stepping[i] is what step task i steps: its Params, or all its
+	// device owns.
+	mine := map[DeviceID]map[string]bool{}
+	for name, d := range owner {
+		if mine[d] == nil {
+			mine[d] = map[string]bool{}
+		}
+		mine[d][name] = true
+	}
+	stepping := map[int]map[string]bool{}
 	for _, d := range sortedDevs(all) {
 		switch n := len(steps[d]); {
-		case owns[d] && n != 1:
-			fail("device %s owns parameters but has %d optimizer steps, want 1", d, n)
+		case owns[d] && n == 0:
+			fail("device %s owns parameters but has no optimizer step", d)
 		case !owns[d] && n > 0:
 			fail("device %s steps the optimizer but owns no parameter (the plan's owners, or else the first forward task reading a parameter, own them)", d)
+		case n == 1 && len(p.Tasks[steps[d][0]].Params) == 0:
+			stepping[steps[d][0]] = mine[d]
+		default:
+			// Several steps (or one naming its parameters): each names
+			// its share, together each parameter d owns exactly once.
+			left := maps.Clone(mine[d])
+			bad := false
+			for _, s := range steps[d] {
+				ps := p.Tasks[s].Params
+				if len(ps) == 0 {
+					fail("device %s has %d optimizer steps and task %d names no parameters: with several, each names the parameters it steps", d, n, s)
+					bad = true
+					continue
+				}
+				set := map[string]bool{}
+				for _, name := range ps {
+					if !left[name] {
+						fail("the step on %s (task %d) steps %s, which %s does not own, or another of its steps steps too", d, s, name, d)
+						bad = true
+						continue
+					}
+					delete(left, name)
+					set[name] = true
+				}
+				stepping[s] = set
+			}
+			if !bad && len(left) > 0 {
+				fail("the optimizer steps on %s leave %s unstepped", d, strings.Join(sortedKeys(left), ", "))
+			}
 		}
 	}
 	// The reductions each device owes.
@@ -533,21 +680,39 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 					break
 				}
 			}
-			if s := steps[k.into]; len(s) == 1 && !reach(s[0], r) {
-				fail("the step on %s (task %d) does not wait for the gradient reduction from %s (task %d)", k.into, s[0], k.from, r)
+			for _, s := range steps[k.into] {
+				if overlaps(stepping[s], moved) && !reach(s, r) {
+					fail("the step on %s (task %d) does not wait for the gradient reduction from %s (task %d), which moves gradients it steps", k.into, s, k.from, r)
+				}
 			}
 		}
 	}
+	// A step waits for every backward task reading what it steps, on its
+	// device and (through the reductions, checked above) elsewhere.
 	for _, d := range sortedDevs(owns) {
-		s := steps[d]
-		if len(s) != 1 {
-			continue
+		if _, ok := index[d]; !ok {
+			index[d] = IndexReaders(p.Tasks, backwardOn[d], op)
 		}
-		for _, b := range backwardOn[d] {
-			if !reach(s[0], b) {
-				fail("the step on %s (task %d) does not wait for its backward task %d", d, s[0], b)
-				break
+		for _, s := range steps[d] {
+			for _, b := range index[d].Reading(stepping[s]) {
+				if !reach(s, b) {
+					fail("the step on %s (task %d) does not wait for its backward task %d, which writes gradients it steps", d, s, b)
+					break
+				}
 			}
 		}
 	}
+}
+
+// overlaps reports whether a and b share a key.
+func overlaps(a, b map[string]bool) bool {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	for k := range a {
+		if b[k] {
+			return true
+		}
+	}
+	return false
 }

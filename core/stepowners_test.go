@@ -78,7 +78,7 @@ func TestStepOwnersValidate(t *testing.T) {
 		mutate func(p *Plan)
 		want   string
 	}{
-		{"owner without step", func(p *Plan) { p.Tasks = p.Tasks[:10] }, "owns parameters but has 0 optimizer steps"},
+		{"owner without step", func(p *Plan) { p.Tasks = p.Tasks[:10] }, "owns parameters but has no optimizer step"},
 		{"two steps", func(p *Plan) { p.Tasks[10].Device = "d0" }, "has 2 optimizer steps"},
 		{"missing reduction", func(p *Plan) { p.Tasks[8].From = "d0"; p.Tasks[8].Device = "d1" }, "has 0 gradient reductions"},
 		{"reduction into itself", func(p *Plan) { p.Tasks[8].Device = "d1" }, "into itself"},
@@ -233,6 +233,131 @@ func TestSplitReductions(t *testing.T) {
 	}
 }
 
+// groupPlan has d2 own every parameter, with unit 0 on d2, unit 1's ops a
+// and b on d0 and its join c on d2, and unit 2 on d1: d0 reduces wa and
+// wb into d2, d1 all three, so d2 steps wc without waiting for d0.
+func groupPlan() (*Workload, *Plan) {
+	w := ownerWorkload()
+	w.Devices = append(w.Devices, DeviceInfo{ID: "d2"})
+	p := &Plan{Scheduler: "test", Home: "d2",
+		Units:  []Unit{{ID: 0, Targets: []int32{0, 1}, LossWeight: 1. / 3}, {ID: 1, Targets: []int32{2, 3}, LossWeight: 1. / 3}, {ID: 2, Targets: []int32{4, 5}, LossWeight: 1. / 3}},
+		Owners: map[string]DeviceID{"wa": "d2", "wb": "d2", "wc": "d2"},
+		Tasks: []Task{
+			{ID: 0, Kind: TaskForward, Unit: 0, Device: "d2", OpLo: 0, OpHi: 3},
+			{ID: 1, Kind: TaskBackward, Unit: 0, Device: "d2", OpLo: 0, OpHi: 3, Deps: []int{0}},
+			{ID: 2, Kind: TaskForward, Unit: 1, Device: "d0", OpLo: 0, OpHi: 2},
+			{ID: 3, Kind: TaskForward, Unit: 1, Device: "d2", Ops: []int{2}, Deps: []int{2, 1}},
+			{ID: 4, Kind: TaskBackward, Unit: 1, Device: "d2", Ops: []int{2}, Deps: []int{3}},
+			{ID: 5, Kind: TaskBackward, Unit: 1, Device: "d0", OpLo: 0, OpHi: 2, Deps: []int{4}},
+			{ID: 6, Kind: TaskForward, Unit: 2, Device: "d1", OpLo: 0, OpHi: 3},
+			{ID: 7, Kind: TaskBackward, Unit: 2, Device: "d1", OpLo: 0, OpHi: 3, Deps: []int{6}},
+		},
+	}
+	return w, p.OwnerStepGroupsIn(w, nil)
+}
+
+// TestStepGroups: an owner whose parameters are final at different times
+// steps them in groups, each naming its parameters and waiting only for
+// what writes their gradients; Validate holds each group to that.
+func TestStepGroups(t *testing.T) {
+	w, p := groupPlan()
+	if err := p.Validate(w); err != nil {
+		t.Fatalf("grouped steps rejected: %v", err)
+	}
+	redFrom := map[int]DeviceID{}
+	var steps []Task
+	for _, task := range p.Tasks {
+		switch task.Kind {
+		case TaskReduceGrads:
+			redFrom[task.ID] = task.From
+		case TaskStep:
+			steps = append(steps, task)
+		}
+	}
+	if len(steps) != 2 {
+		t.Fatalf("steps %+v, want two on d2 (wc apart from wa and wb)", steps)
+	}
+	var wc Task
+	for _, s := range steps {
+		if s.Device != "d2" {
+			t.Errorf("step %d on %s, want d2", s.ID, s.Device)
+		}
+		if slices.Equal(s.Params, []string{"wc"}) {
+			wc = s
+		} else if !slices.Equal(s.Params, []string{"wa", "wb"}) {
+			t.Errorf("step %d steps %v, want [wc] or [wa wb]", s.ID, s.Params)
+		}
+	}
+	for _, d := range wc.Deps {
+		if redFrom[d] == "d0" {
+			t.Errorf("wc's step (task %d) waits for d0's reduction %d, which moves no gradient of wc", wc.ID, d)
+		}
+	}
+	// Without groups: one step per owner, as OwnerStep.
+	if n := countSteps(p.Tasks); n != 2 {
+		t.Fatalf("%d steps", n)
+	}
+	w1, _ := groupPlan()
+	single := 0
+	for _, task := range p.HomeStep().OwnerStepIn(w1, nil).Tasks {
+		if task.Kind == TaskStep {
+			single++
+			if len(task.Params) > 0 {
+				t.Errorf("OwnerStepIn's step %d names %v", task.ID, task.Params)
+			}
+		}
+	}
+	if single != 1 {
+		t.Errorf("OwnerStepIn: %d steps, want 1 (d2 owns everything)", single)
+	}
+	// The same plan stepped on home is valid too.
+	if err := p.HomeStep().Validate(w); err != nil {
+		t.Errorf("HomeStep of a grouped plan rejected: %v", err)
+	}
+	// Task ids: 0-7 as groupPlan, then the reductions and steps.
+	find := func(p *Plan, params string) int {
+		for i, task := range p.Tasks {
+			if task.Kind == TaskStep && strings.Join(task.Params, ",") == params {
+				return i
+			}
+		}
+		t.Fatalf("no step of %s", params)
+		return -1
+	}
+	for _, c := range []struct {
+		name   string
+		mutate func(p *Plan)
+		want   string
+	}{
+		{"one names nothing", func(p *Plan) { p.Tasks[find(p, "wc")].Params = nil }, "names no parameters: with several"},
+		{"both step wa", func(p *Plan) { p.Tasks[find(p, "wc")].Params = []string{"wc", "wa"} }, "or another of its steps steps too"},
+		{"a parameter left", func(p *Plan) { p.Tasks[find(p, "wa,wb")].Params = []string{"wa"} }, "leave wb unstepped"},
+		{"step before its reduction", func(p *Plan) {
+			i := find(p, "wc")
+			p.Tasks[i].Deps, p.Tasks[i].Stream = []int{1, 4}, 9
+		}, "does not wait for the gradient reduction from d1"},
+		{"step before its backward", func(p *Plan) {
+			// (the reductions on its stream wait for d2's backward work
+			// through d0's: off that stream, after d1's backward only)
+			i := find(p, "wc")
+			p.Tasks[i].Deps, p.Tasks[i].Stream = []int{7}, 9
+		}, "does not wait for its backward task 1"},
+		{"params on a home step", func(p *Plan) {
+			*p = *p.HomeStep()
+			p.Tasks[len(p.Tasks)-1].Params = []string{"wa"}
+		}, "only owner-stepped plans (step_owners) do"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, p := groupPlan()
+			c.mutate(p)
+			err := p.Validate(w)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
 // TestReaderIndex: ReaderIndex.Reading answers as backwardReading does
 // (the same tasks, in bwd's order, whatever order bwd lists them in) for
 // every set of parameter names.
@@ -280,4 +405,14 @@ func backwardReading(tasks []Task, bwd []int, opParams func(op int) []string, na
 		}
 	}
 	return out
+}
+
+func countSteps(tasks []Task) int {
+	n := 0
+	for _, t := range tasks {
+		if t.Kind == TaskStep {
+			n++
+		}
+	}
+	return n
 }

@@ -132,15 +132,21 @@ func addTo(m map[core.DeviceID]map[string]bool, d core.DeviceID, p string) {
 }
 
 // ownerStep runs a StepOwners plan's Step task: the optimizer on the
-// parameters the task's device owns, then their new values to the other
+// parameters the task's device owns (or those it names), then their new values to the other
 // devices whose ops read them. With SkipStep it only records where the
 // summed gradients are (Grads reads them there).
 func (ex *execution) ownerStep(task core.Task, t0 time.Time) error {
 	t := ex.t
 	owned := map[string]bool{}
-	for p, d := range ex.owners {
-		if d == task.Device {
+	if len(task.Params) > 0 { // one of the device's step groups
+		for _, p := range task.Params {
 			owned[p] = true
+		}
+	} else {
+		for p, d := range ex.owners {
+			if d == task.Device {
+				owned[p] = true
+			}
 		}
 	}
 	if ex.opts.SkipStep {

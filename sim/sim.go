@@ -256,11 +256,14 @@ type sim struct {
 	usedBytes map[core.DeviceID]int64
 	// With Plan.StepOwners (owners): readBytes[d] and ownBytes[d] are the
 	// bytes of the parameters d's forward tasks read and of those d owns
-	// (core.Plan.ParamOwners), and share[{e, o}] the bytes of those e reads and
-	// o owns: what e reduces into o and o's step sends back to e.
+	// (core.Plan.ParamOwners).
 	owners              bool
 	readBytes, ownBytes map[core.DeviceID]int64
-	share               map[[2]core.DeviceID]int64
+	// stepBytes[i] is what owner-step Step task i steps (its Params, or
+	// all its device owns), and stepShare[i][e] the bytes of those e's
+	// ops read: what its refresh sends e.
+	stepBytes map[int]int64
+	stepShare map[int]map[core.DeviceID]int64
 	// addAfter[i] lists, for owner-step ReduceGrads task i, the owner's
 	// backward tasks reading the parameters it moves: the executor moves
 	// the gradients once the task's dependencies are done but adds them
@@ -600,7 +603,7 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	return s, nil
 }
 
-// ownerBytes fills readBytes, ownBytes and share for a StepOwners plan
+// ownerBytes fills readBytes, ownBytes, stepBytes and stepShare for a StepOwners plan
 // from the workload's OpInfo.Params, each parameter counted once.
 func (s *sim) ownerBytes() error {
 	size := map[string]int64{}
@@ -616,7 +619,6 @@ func (s *sim) ownerBytes() error {
 	owner := s.p.ParamOwners(opParams)
 	s.owners = true
 	s.readBytes, s.ownBytes = map[core.DeviceID]int64{}, map[core.DeviceID]int64{}
-	s.share = map[[2]core.DeviceID]int64{}
 	for name, d := range owner {
 		s.ownBytes[d] += size[name]
 	}
@@ -624,15 +626,35 @@ func (s *sim) ownerBytes() error {
 	for d, ps := range readers {
 		for name := range ps {
 			s.readBytes[d] += size[name]
-			if o := owner[name]; o != d {
-				s.share[[2]core.DeviceID{d, o}] += size[name]
-			}
 		}
 	}
 	bwdOn := map[core.DeviceID][]int{}
 	for i, t := range s.p.Tasks {
 		if t.Kind == core.TaskBackward {
 			bwdOn[t.Device] = append(bwdOn[t.Device], i)
+		}
+	}
+	s.stepBytes, s.stepShare = map[int]int64{}, map[int]map[core.DeviceID]int64{}
+	for i, t := range s.p.Tasks {
+		if t.Kind != core.TaskStep {
+			continue
+		}
+		names := t.Params
+		if len(names) == 0 {
+			for name, d := range owner {
+				if d == t.Device {
+					names = append(names, name)
+				}
+			}
+		}
+		s.stepShare[i] = map[core.DeviceID]int64{}
+		for _, name := range names {
+			s.stepBytes[i] += size[name]
+			for e, ps := range readers {
+				if e != t.Device && ps[name] {
+					s.stepShare[i][e] += size[name]
+				}
+			}
 		}
 	}
 	s.addAfter, s.moves, s.writers = map[int][]int{}, map[int]int64{}, map[int][]int{}
@@ -1191,6 +1213,15 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 			continue
 		}
 		b := s.queued[d][best]
+		// An optimizer step goes before forward and backward work: it
+		// is short and its refresh travels while they run (a step
+		// group's, core.Plan.OwnerStepIn; a high-priority stream).
+		if st, sb := s.p.Tasks[i].Kind == core.TaskStep, s.p.Tasks[b].Kind == core.TaskStep; st != sb {
+			if st {
+				best = j
+			}
+			continue
+		}
 		if s.readyAt[i] < s.readyAt[b] || s.readyAt[i] == s.readyAt[b] && i < b {
 			best = j
 		}
@@ -1328,8 +1359,8 @@ func (s *sim) start(i int, now time.Duration) {
 	case core.TaskStep:
 		run.name = "optimizer step"
 		if s.owners {
-			run.work = s.cm.StepBytes(d, s.ownBytes[d])
-			run.bytes = s.ownBytes[d]
+			run.work = s.cm.StepBytes(d, s.stepBytes[i])
+			run.bytes = s.stepBytes[i]
 		} else {
 			run.work = s.cm.Step(d)
 		}
@@ -1479,7 +1510,7 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 		// its ops read (with StepOwners: those of them this device owns).
 		var moved int64
 		for _, o := range s.devs {
-			nb := s.refreshBytes(d, o)
+			nb := s.refreshBytes(i, o)
 			if o == d || nb == 0 {
 				continue
 			}
@@ -1521,11 +1552,11 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	}
 }
 
-// refreshBytes is what step task on d sends replica o: the parameters
-// o's ops read (with StepOwners, of those d owns).
-func (s *sim) refreshBytes(d, o core.DeviceID) int64 {
+// refreshBytes is what step task i sends replica o: the parameters o's
+// ops read (with StepOwners, of those the task steps).
+func (s *sim) refreshBytes(i int, o core.DeviceID) int64 {
 	if s.owners {
-		return s.share[[2]core.DeviceID{o, d}]
+		return s.stepShare[i][o]
 	}
 	return s.usedBytes[o]
 }
@@ -1542,7 +1573,7 @@ func (s *sim) broadcast(i int, now time.Duration) {
 		}
 	}
 	for _, o := range s.devs {
-		if nb := s.refreshBytes(d, o); o != d && nb > 0 {
+		if nb := s.refreshBytes(i, o); o != d && nb > 0 {
 			left++
 			s.send(d, o, nb, now, "broadcast params", -1, end)
 		}

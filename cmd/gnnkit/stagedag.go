@@ -100,7 +100,13 @@ func scheduleOf(p *core.Plan, stages []core.Stage) []scheduleRow {
 		case core.TaskReduceGrads:
 			flush[k] = append(flush[k], "reduce←"+string(t.From))
 		case core.TaskStep:
-			flush[k] = append(flush[k], "step")
+			if n := len(t.Params); n == 1 { // one of its device's step groups
+				flush[k] = append(flush[k], "step of 1 parameter")
+			} else if n > 1 {
+				flush[k] = append(flush[k], fmt.Sprintf("step of %d parameters", n))
+			} else {
+				flush[k] = append(flush[k], "step")
+			}
 		}
 	}
 	stageOf := map[streamKey]int{}

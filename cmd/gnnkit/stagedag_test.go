@@ -81,7 +81,12 @@ func TestPlanStageDAG(t *testing.T) {
 		"s2 (sink)                 cuda:0-3 stream 2 · 9 ops: join0 … loss · 8 units · k 1",
 		"cuda:0 stream 0           s0: F0,2…4 B0 F6 B2,4…6",
 		"cuda:3 stream 2           s2: F0 B0 F4 B4",
-		"reductions, step",
+		// The owners step the trunk's parameters apart from their
+		// branch stage's (the search's step groups), each group on a
+		// stream of its own.
+		"cuda:0 stream 3           4 reductions",
+		"cuda:0 stream 4           step of 1 parameter",
+		"cuda:0 stream 5           step of 4 parameters",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("plan output lacks %q:\n%s", want, out)

@@ -55,6 +55,13 @@ func init() {
 					}
 					sc.KeepWarmup = !on
 					continue
+				case "groups":
+					on, ok := onOff(v)
+					if !ok {
+						return nil, fmt.Errorf("%s: option groups=%q: want on (also weigh owners stepping in readiness groups) or off (one step per owner)", s.name, v)
+					}
+					sc.NoStepGroups = !on
+					continue
 				case "shared":
 					on, ok := onOff(v)
 					if !ok {
@@ -97,7 +104,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -183,6 +190,11 @@ type Scheduler struct {
 	// (option trim=off); by default the search lowers it while the
 	// simulated iteration does not grow (Partition.WarmupCap).
 	KeepWarmup bool
+	// NoStepGroups keeps one optimizer step per owner (option
+	// groups=off); by default the search also simulates its fastest
+	// plans with each owner stepping its parameters in readiness groups
+	// (PlanOptions.StepGroups) and keeps a grouped plan that is faster.
+	NoStepGroups bool
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

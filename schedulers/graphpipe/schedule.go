@@ -248,6 +248,11 @@ type PlanOptions struct {
 	// reach this many bytes; each bucket's gradients go to their owners
 	// while the next computes. 0 or less: one task.
 	BucketBytes int64
+	// StepGroups: under owner steps, each owner steps its parameters in
+	// groups by readiness (core.Plan.OwnerStepGroupsIn): a shared
+	// stage's parameters are stepped and sent back to its replicas while
+	// the owner's own stage still runs backward work.
+	StepGroups bool
 }
 
 // BuildPlanOpts is BuildPlanWith with the options.
@@ -399,7 +404,11 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 	}
 	if opts.Step.owners(w) {
 		p.Owners = planOwners(w, part, m)
-		p = p.OwnerStepIn(w, devs)
+		if opts.StepGroups {
+			p = p.OwnerStepGroupsIn(w, devs)
+		} else {
+			p = p.OwnerStepIn(w, devs)
+		}
 	} else {
 		homeStep(p, devs, bwdOn)
 	}

@@ -28,6 +28,9 @@ type candidate struct {
 	cap    int // the replica cap the partitioner ran at
 	plan   *core.Plan
 	res    *sim.Result
+	// groups: the plan steps each owner's parameters in readiness
+	// groups (PlanOptions.StepGroups).
+	groups bool
 }
 
 // replicaCaps are the per-stage replica caps the partitioners run at:
@@ -788,6 +791,13 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 				}
 			}
 		}
+		if k > 0 && !s.NoStepGroups {
+			grouped, err := s.groupedBest(ctx, w, cm, top)
+			if err != nil {
+				return nil, err
+			}
+			top = append(top, grouped...)
+		}
 		for _, cd := range top {
 			if k < 0 {
 				if best == nil || cd.pred.iter < best.pred.iter {
@@ -839,8 +849,71 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if strings.Contains(best.from, "widened") {
 		p.Metrics["widened"] = 1 // a DP plan with its idle devices spent
 	}
+	if best.groups {
+		p.Metrics["step_groups"] = 1 // owners step in readiness groups
+	}
 	p.Alternatives = paretoFront(sims, best)
 	return p, nil
+}
+
+// groupTop is how many of a family's fastest simulated plans the search
+// also simulates with their owners' steps in readiness groups.
+const groupTop = 2
+
+// groupedBest returns the step-grouped variants (PlanOptions.StepGroups)
+// of the fastest groupTop simulated candidates in top that fit and have
+// an owner whose parameters are ready apart, each simulated. Grouping
+// changes only when parameters are stepped and refreshed, so it is
+// weighed on the simulator alone: an early refresh hides behind the
+// owner's remaining backward work (a shared trunk's owner hosting a
+// branch), or contends with reductions still travelling through the
+// same ports (a data-parallel stage's buckets) and loses.
+func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.CostModel, top []*candidate) ([]*candidate, error) {
+	var done []*candidate
+	for _, cd := range top {
+		if cd.res != nil && len(cd.res.OverCap) == 0 && cd.plan.StepOwners {
+			done = append(done, cd)
+		}
+	}
+	sort.SliceStable(done, func(i, j int) bool { return better2(done[i], done[j]) })
+	var out []*candidate
+	for _, cd := range done[:min(len(done), groupTop)] {
+		g := *cd
+		g.groups, g.res = true, nil
+		plan, err := s.build(w, &g)
+		if err != nil {
+			return nil, err
+		}
+		if steps(plan) == steps(cd.plan) {
+			continue // every owner's parameters are ready together
+		}
+		g.plan = plan
+		out = append(out, &g)
+	}
+	var wg sync.WaitGroup
+	for _, g := range out {
+		wg.Go(func() {
+			if ctx.Err() != nil {
+				return
+			}
+			if res, err := sim.SimulateModel(g.plan, cm.Clone(), sim.Options{}); err == nil {
+				g.res = res
+			}
+		})
+	}
+	wg.Wait()
+	return out, ctx.Err()
+}
+
+// steps counts a plan's Step tasks.
+func steps(p *core.Plan) int {
+	n := 0
+	for _, t := range p.Tasks {
+		if t.Kind == core.TaskStep {
+			n++
+		}
+	}
+	return n
 }
 
 // paretoFront returns the chosen candidate, then the other simulated
@@ -880,8 +953,8 @@ func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
 }
 
 // describe names a candidate: its family, stages, depth, micro-batches,
-// 1F1B warm-up cap, and whether the DPs' second pass (the optimizer
-// steps weighed) found it.
+// 1F1B warm-up cap, whether the DPs' second pass (the optimizer steps
+// weighed) found it, and whether its owners step in readiness groups.
 func describe(cd *candidate) string {
 	m := cd.plan.Metrics
 	s := fmt.Sprintf("%s, %d stages, depth %d, m %d, %d devices", cd.from, int(m["stages"]), int(m["depth"]), cd.m, len(cd.plan.Devices()))
@@ -893,6 +966,9 @@ func describe(cd *candidate) string {
 	}
 	if cd.second {
 		s += ", steps weighed"
+	}
+	if cd.groups {
+		s += ", step groups"
 	}
 	return s
 }
@@ -979,13 +1055,15 @@ func peakOf(r *sim.Result) int64 {
 // round-robin can leave a cycle between a replica's queue and its
 // neighbours') is replaced by GPipe's, which cannot deadlock.
 func (s *Scheduler) build(w *core.Workload, cd *candidate) (*core.Plan, error) {
-	p, err := BuildPlanOpts(w, cd.part, cd.m, cd.kind, s.planOptions(), s.Name())
+	opts := s.planOptions()
+	opts.StepGroups = cd.groups
+	p, err := BuildPlanOpts(w, cd.part, cd.m, cd.kind, opts, s.Name())
 	if err != nil {
 		return nil, err
 	}
 	if cd.kind == OneFOneB {
 		if verr := p.Validate(w); verr != nil && strings.Contains(verr.Error(), "deadlock") {
-			if p, err = BuildPlanOpts(w, cd.part, cd.m, GPipe, s.planOptions(), s.Name()); err != nil {
+			if p, err = BuildPlanOpts(w, cd.part, cd.m, GPipe, opts, s.Name()); err != nil {
 				return nil, err
 			}
 			p.Metrics["fallback_gpipe"] = 1

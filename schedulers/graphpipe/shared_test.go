@@ -86,6 +86,7 @@ func TestSharedTrunkPartition(t *testing.T) {
 type sharedFixed struct {
 	kind     Kind
 	replicas int
+	groups   bool // PlanOptions.StepGroups
 }
 
 func (sharedFixed) Name() string { return "shared-fixed" }
@@ -120,7 +121,18 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 	if !ok {
 		return nil, fmt.Errorf("%s: no shared-trunk variant (trunk %v)", w.ModelName, trunk)
 	}
-	p, err := BuildPlan(w, q, 5, f.kind, "shared-fixed")
+	p, err := BuildPlanOpts(w, q, 5, f.kind, PlanOptions{Step: StepOwners, StepGroups: f.groups}, "shared-fixed")
+	if err == nil && f.groups {
+		// The trunk's owner, hosting a branch stage too, steps the
+		// trunk's parameters apart from the branch's.
+		named := false
+		for _, t := range p.Tasks {
+			named = named || t.Kind == core.TaskStep && len(t.Params) > 0
+		}
+		if !named {
+			return nil, fmt.Errorf("%s: no step split by readiness in the grouped shared-trunk plan", w.ModelName)
+		}
+	}
 	if err == nil && r > 1 {
 		// A replica of a stage reads its stage's and the trunk's
 		// parameters, both partly owned by its partner: two reductions
@@ -146,6 +158,11 @@ func TestOracleSharedTrunk(t *testing.T) {
 			// Stages replicated beside the shared trunk: reductions
 			// split by when their gradients are final.
 			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			// Owners stepping in readiness groups: the trunk's
+			// parameters stepped and refreshed while its owner's branch
+			// still runs backward work.
+			schedtest.Oracle(t, sharedFixed{kind: kind, groups: true}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2, groups: true}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
 		})
 	}
 }
