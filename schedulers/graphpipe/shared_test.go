@@ -77,6 +77,20 @@ func TestSharedTrunkPartition(t *testing.T) {
 	if _, ok := sharedTrunk(p, nil); ok {
 		t.Error("variant without a trunk")
 	}
+	// On first replicas: only the stages' first replicas run the trunk;
+	// without a replicated stage that is sharedTrunk's variant (none).
+	if q, ok := sharedTrunkFirsts(r, []int{2}); !ok || !slices.Equal(q.Devices[2], []core.DeviceID{"a", "c"}) || !slices.Equal(q.StageOf, []int{0, 1, 2}) {
+		t.Errorf("on first replicas: %+v, %v; want the trunk on a, c", q, ok)
+	}
+	if _, ok := sharedTrunkFirsts(p, []int{4, 5}); ok {
+		t.Error("first-replica variant of a partition without replicas")
+	}
+	saved := smallOps
+	defer func() { smallOps = saved }()
+	smallOps = 2
+	if _, ok := sharedTrunkFirsts(r, []int{2}); ok {
+		t.Error("first-replica variant on a graph of more than smallOps ops")
+	}
 }
 
 // sharedFixed schedules the shared-trunk variant of a fixed partition:

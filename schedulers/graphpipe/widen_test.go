@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -141,8 +142,10 @@ func TestWidenedNeverSlower(t *testing.T) {
 // A100s at m = 32 the shared-trunk plan with warm-up 4 peaks at 412 MiB
 // in the simulator; when the estimate let one add in per whole backward
 // it put that plan at 508 MiB, and the search held under 507 MiB missed
-// it (71.13 ms instead of 61.93). The estimate of the plan the held
-// search chooses stays within 20% of its simulated peak, over it.
+// it (71.13 ms instead of 61.93). Now the held search does at least as
+// well (the trunk on the branch stages' first replicas: 57.55 ms), and
+// the estimate of its plan's peak stays within 10% of the simulated
+// (7.4% under for that plan: design.md §3, "Shared trunk").
 func TestSharedOwnerAdds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search on 16 devices: skipped with -short")
@@ -162,11 +165,11 @@ func TestSharedOwnerAdds(t *testing.T) {
 	}
 	pred, peak := p.Metrics["predicted_peak_bytes"], float64(peakOf(res))
 	t.Logf("%v ms, peak %s, predicted %s, shared trunk %v", p.Metrics["simulated_iteration_ms"], core.FormatBytes(int64(peak)), core.FormatBytes(int64(pred)), p.Metrics["shared_trunk"])
-	if len(res.OverCap) > 0 || p.Metrics["simulated_iteration_ms"] > 63 || p.Metrics["shared_trunk"] != 1 {
-		t.Errorf("under 507 MiB: %v ms (over on %v), shared trunk %v; want the 61.93 ms shared-trunk plan", p.Metrics["simulated_iteration_ms"], res.OverCap, p.Metrics["shared_trunk"])
+	if len(res.OverCap) > 0 || p.Metrics["simulated_iteration_ms"] > 62 || p.Metrics["shared_trunk"] != 1 {
+		t.Errorf("under 507 MiB: %v ms (over on %v), shared trunk %v; want a shared-trunk plan of at most the 61.93 ms one's", p.Metrics["simulated_iteration_ms"], res.OverCap, p.Metrics["shared_trunk"])
 	}
-	if pred < peak || pred > 1.2*peak {
-		t.Errorf("predicted peak %s, simulated %s: want within 20%%, over", core.FormatBytes(int64(pred)), core.FormatBytes(int64(peak)))
+	if math.Abs(pred-peak) > 0.1*peak {
+		t.Errorf("predicted peak %s, simulated %s: want within 10%%", core.FormatBytes(int64(pred)), core.FormatBytes(int64(peak)))
 	}
 }
 
