@@ -303,7 +303,7 @@ func (p *Plan) Validate(w *Workload) error {
 		switch t.Kind {
 		case TaskForward, TaskBackward:
 			if len(t.Params) > 0 {
-				fail("task %d (%s) names parameters; only gradient reductions do", i, t.Kind)
+				fail("task %d (%s) names parameters; only gradient reductions and optimizer steps do", i, t.Kind)
 			}
 			if t.Unit < 0 || t.Unit >= len(p.Units) {
 				fail("task %d (%s) names unit %d of %d", i, t.Kind, t.Unit, len(p.Units))

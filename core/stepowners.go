@@ -288,6 +288,11 @@ func (p *Plan) ownerStep(w *Workload, order []DeviceID, grouped bool) *Plan {
 			set[name] = true
 		}
 		deps := indexes[g.dev].Reading(set)
+		if len(deps) == 0 {
+			// No backward task on the owner reads them (none of the
+			// models has such a parameter): after all its backward work.
+			deps = slices.Clone(bwdOn[g.dev])
+		}
 		for _, j := range g.reds {
 			deps = append(deps, redID[j])
 		}
@@ -577,6 +582,11 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 				}
 				set := map[string]bool{}
 				for _, name := range ps {
+					if set[name] {
+						fail("the step on %s (task %d) names %s twice", d, s, name)
+						bad = true
+						continue
+					}
 					if !left[name] {
 						fail("the step on %s (task %d) steps %s, which %s does not own, or another of its steps steps too", d, s, name, d)
 						bad = true
@@ -687,16 +697,30 @@ func (p *Plan) validateOwnerSteps(w *Workload, reach func(from, to int) bool, ba
 			}
 		}
 	}
-	// A step waits for every backward task reading what it steps, on its
-	// device and (through the reductions, checked above) elsewhere.
+	// A step waits for every task reading what it steps: on its device
+	// the backward tasks (which write those gradients) and the forward
+	// ones; elsewhere through the reductions, checked above.
+	forwardOn := map[DeviceID][]int{}
+	for i, t := range p.Tasks {
+		if t.Kind == TaskForward && owns[t.Device] {
+			forwardOn[t.Device] = append(forwardOn[t.Device], i)
+		}
+	}
 	for _, d := range sortedDevs(owns) {
 		if _, ok := index[d]; !ok {
 			index[d] = IndexReaders(p.Tasks, backwardOn[d], op)
 		}
+		fwd := IndexReaders(p.Tasks, forwardOn[d], op)
 		for _, s := range steps[d] {
 			for _, b := range index[d].Reading(stepping[s]) {
 				if !reach(s, b) {
 					fail("the step on %s (task %d) does not wait for its backward task %d, which writes gradients it steps", d, s, b)
+					break
+				}
+			}
+			for _, f := range fwd.Reading(stepping[s]) {
+				if !reach(s, f) {
+					fail("the step on %s (task %d) does not wait for its forward task %d, which reads parameters it steps", d, s, f)
 					break
 				}
 			}

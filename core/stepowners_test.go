@@ -219,7 +219,7 @@ func TestSplitReductions(t *testing.T) {
 		{"both move wa", split([]string{"wa"}, []string{"wa", "wc"}), "or another reduction moves it too"},
 		{"a parameter d0 does not own", split([]string{"wa"}, []string{"wc", "wb"}), "moves wb, which is not one d1 reads and d0 owns"},
 		{"lone reduction naming part", func() *Plan { p := pipelinePlan().OwnerStep(w); p.Tasks[8].Params = []string{"wa"}; return p }(), "names wa, want every parameter d1 reads and d0 owns (wa, wc)"},
-		{"params on a backward task", func() *Plan { p := pipelinePlan().OwnerStep(w); p.Tasks[7].Params = []string{"wa"}; return p }(), "only gradient reductions do"},
+		{"params on a backward task", func() *Plan { p := pipelinePlan().OwnerStep(w); p.Tasks[7].Params = []string{"wa"}; return p }(), "only gradient reductions and optimizer steps do"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.p.Validate(w)
@@ -332,6 +332,7 @@ func TestStepGroups(t *testing.T) {
 		{"one names nothing", func(p *Plan) { p.Tasks[find(p, "wc")].Params = nil }, "names no parameters: with several"},
 		{"both step wa", func(p *Plan) { p.Tasks[find(p, "wc")].Params = []string{"wc", "wa"} }, "or another of its steps steps too"},
 		{"a parameter left", func(p *Plan) { p.Tasks[find(p, "wa,wb")].Params = []string{"wa"} }, "leave wb unstepped"},
+		{"a parameter named twice", func(p *Plan) { p.Tasks[find(p, "wc")].Params = []string{"wc", "wc"} }, "names wc twice"},
 		{"step before its reduction", func(p *Plan) {
 			i := find(p, "wc")
 			p.Tasks[i].Deps, p.Tasks[i].Stream = []int{1, 4}, 9

@@ -1213,9 +1213,11 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 			continue
 		}
 		b := s.queued[d][best]
-		// An optimizer step goes before forward and backward work: it
-		// is short and its refresh travels while they run (a step
-		// group's, core.Plan.OwnerStepIn; a high-priority stream).
+		// An optimizer step goes before any other ready task on its
+		// device (forward, backward, a reduction's add): it is short
+		// and its refresh travels while they run (a step group's,
+		// core.Plan.OwnerStepGroupsIn; a high-priority stream). With
+		// one step per owner nothing else is left on its device then.
 		if st, sb := s.p.Tasks[i].Kind == core.TaskStep, s.p.Tasks[b].Kind == core.TaskStep; st != sb {
 			if st {
 				best = j

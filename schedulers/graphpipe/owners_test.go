@@ -215,8 +215,9 @@ func TestChainStatBoundsOwners(t *testing.T) {
 // replicas): the simulated iteration is no longer and the largest
 // device's peak lower than with trim=off, and the prediction follows the
 // trimmed plan. With step groups a full warm-up grouped is faster there
-// (49.18 vs 49.45 ms): the search, which groups its best plans trimmed
-// and untrimmed, is no slower than with trim=off either.
+// (49.18 vs 49.45 ms): the search, which also groups the full warm-ups
+// its best plans were trimmed from, is no slower than with trim=off
+// there either.
 func TestWarmupTrim(t *testing.T) {
 	if testing.Short() {
 		t.Skip("four searches on 16 devices: skipped with -short")

@@ -802,7 +802,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		}
 		if k > 0 && !s.NoStepGroups {
 			// Grouped, a candidate's full warm-up may beat its trim.
-			grouped, err := s.groupedBest(ctx, w, cm, append(slices.Clone(top), untrimmed...))
+			grouped, err := s.groupedBest(ctx, w, cm, top, untrimmed)
 			if err != nil {
 				return nil, err
 			}
@@ -867,29 +867,40 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 }
 
 // groupTop is how many of a family's fastest simulated plans the search
-// also simulates with their owners' steps in readiness groups.
+// also simulates with their owners' steps in readiness groups (each
+// with its untrimmed original too: at most twice as many).
 const groupTop = 2
 
 // groupedBest returns the step-grouped variants (PlanOptions.StepGroups)
-// of the fastest groupTop simulated candidates in top that fit and have
-// an owner whose parameters are ready apart, each simulated. Grouping
+// of the fastest groupTop simulated candidates in top that fit, and of
+// each one's untrimmed original (untrimmed[i]: top[i] before trimWarmup)
+// where that differs and fits, those with an owner whose parameters
+// are ready apart, each simulated. Grouping
 // changes only when parameters are stepped and refreshed, so it is
 // weighed on the simulator alone: an early refresh hides behind the
 // owner's remaining backward work (a shared trunk's owner hosting a
 // branch), or contends with reductions still travelling through the
 // same ports (a data-parallel stage's buckets) and loses.
-func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.CostModel, top []*candidate) ([]*candidate, error) {
-	var done []*candidate
-	seen := map[*candidate]bool{}
-	for _, cd := range top {
-		if cd.res != nil && len(cd.res.OverCap) == 0 && cd.plan.StepOwners && !seen[cd] {
-			seen[cd] = true
-			done = append(done, cd)
+func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.CostModel, top, untrimmed []*candidate) ([]*candidate, error) {
+	fits := func(cd *candidate) bool { return cd.res != nil && len(cd.res.OverCap) == 0 && cd.plan.StepOwners }
+	var best []int // indices into top
+	for i, cd := range top {
+		if fits(cd) {
+			best = append(best, i)
 		}
 	}
-	sort.SliceStable(done, func(i, j int) bool { return better2(done[i], done[j]) })
+	sort.SliceStable(best, func(a, b int) bool { return better2(top[best[a]], top[best[b]]) })
+	var done []*candidate
+	for _, i := range best[:min(len(best), groupTop)] {
+		done = append(done, top[i])
+		// And its full warm-up, where trimWarmup shortened it: grouped,
+		// that may be the faster.
+		if i < len(untrimmed) && untrimmed[i] != top[i] && fits(untrimmed[i]) {
+			done = append(done, untrimmed[i])
+		}
+	}
 	var out []*candidate
-	for _, cd := range done[:min(len(done), groupTop)] {
+	for _, cd := range done {
 		g := *cd
 		g.groups, g.res = true, nil
 		plan, err := s.build(w, &g)

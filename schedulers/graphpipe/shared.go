@@ -50,8 +50,9 @@ func sharedTrunk(p Partition, trunk []int) (Partition, bool) {
 // replica, all through the owner's port: uno-8's 16 MiB trunk weight on
 // 16 A100s, about 10 ms of a 13 ms flush. On one replica per branch
 // stage it does more compute per replica but half the traffic (uno-8 on
-// 16 A100s, m = 16: 54.5 → 49.5 ms). On the 1,000-op search-time DAG
-// it changed no plan and cost 8% of the search, hence smallOps.
+// 16 A100s, m = 16: 54.7 → 49.5 ms with one step per owner, 54.5 → 49.2
+// with step groups). On the 1,000-op search-time DAG it changed no plan
+// and cost 8% of the search, hence smallOps.
 func sharedTrunkFirsts(p Partition, trunk []int) (Partition, bool) {
 	if len(p.StageOf) > smallOps {
 		return Partition{}, false

@@ -1419,8 +1419,9 @@ type Task struct {
 	// The ops a forward or backward task runs (ascending); empty: the range
 	// [op_lo, op_hi).
 	Ops []int64 `protobuf:"varint,10,rep,packed,name=ops,proto3" json:"ops,omitempty"`
-	// The parameters a reduce_grads task of a step_owners plan moves
-	// (core.Task.Params); empty: all its source reads and its device owns.
+	// The parameters a reduce_grads task of a step_owners plan moves, or a
+	// step task of one steps (core.Task.Params); empty: all its source
+	// reads and its device owns (a step: all its device owns).
 	Params        []string `protobuf:"bytes,11,rep,name=params,proto3" json:"params,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
