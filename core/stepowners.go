@@ -485,8 +485,9 @@ func sortedDevs[V any](m map[DeviceID]V) []DeviceID {
 
 // validateOwnerSteps checks a StepOwners plan's reductions and steps:
 // each owner's Steps (one, or several naming their share of what it
-// owns, together all of it once) each after the owner's backward tasks
-// reading what it steps and every reduction moving that into it; from each device into each other owner of parameters it
+// owns, together all of it once), each after the owner's forward and
+// backward tasks reading what it steps and every reduction moving that
+// into it; from each device into each other owner of parameters it
 // reads one reduction, or several that each name their share (together
 // all of them once), each after that device's backward tasks reading
 // the parameters it moves and not before the owner's own backward tasks

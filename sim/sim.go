@@ -603,8 +603,9 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	return s, nil
 }
 
-// ownerBytes fills readBytes, ownBytes, stepBytes and stepShare for a StepOwners plan
-// from the workload's OpInfo.Params, each parameter counted once.
+// ownerBytes fills readBytes, ownBytes, stepBytes and stepShare for a
+// StepOwners plan from the workload's OpInfo.Params, each parameter
+// counted once.
 func (s *sim) ownerBytes() error {
 	size := map[string]int64{}
 	for _, op := range s.w.Ops {

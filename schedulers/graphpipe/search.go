@@ -875,9 +875,9 @@ const groupTop = 2
 // of the fastest groupTop simulated candidates in top that fit, and of
 // each one's untrimmed original (untrimmed[i]: top[i] before trimWarmup)
 // where that differs and fits, those with an owner whose parameters
-// are ready apart, each simulated. Grouping
-// changes only when parameters are stepped and refreshed, so it is
-// weighed on the simulator alone: an early refresh hides behind the
+// are ready apart, each simulated. Grouping changes only when
+// parameters are stepped and refreshed, so it is weighed on the
+// simulator alone: an early refresh hides behind the
 // owner's remaining backward work (a shared trunk's owner hosting a
 // branch), or contends with reductions still travelling through the
 // same ports (a data-parallel stage's buckets) and loses.
