@@ -533,10 +533,11 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 			return
 		}
 		v = p.mat(v)
-		var last cell // the previous bound's prefix and what it made
+		var last *cell // the previous bound's prefix and what it made
 		var made stagePlan
+		from, to := front[i][h], front[j][h2]
 		for w := v.inflight; w <= W; w++ {
-			pre := front[i][h][w]
+			pre := &from[w]
 			if !pre.ok {
 				continue
 			}
@@ -544,11 +545,11 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 			if devs > p.D {
 				continue
 			}
-			cur := &front[j][h2][w]
+			cur := &to[w]
 			if cur.ok && cur.plan.devs <= devs {
 				continue
 			}
-			if !last.ok || last.plan.tree != pre.plan.tree || last.plan.devs != pre.plan.devs || last.plan.inflight != pre.plan.inflight {
+			if last == nil || last.plan.tree != pre.plan.tree || last.plan.devs != pre.plan.devs || last.plan.inflight != pre.plan.inflight {
 				last = pre
 				if pre.plan.empty() {
 					made = v
