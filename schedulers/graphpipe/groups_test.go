@@ -22,20 +22,7 @@ import (
 // the search (simulated_iteration_ms) on the cluster it is given.
 func TestStepGroupsSearch(t *testing.T) {
 	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
-	w, cl := unoWorkload(t, cfg, 8192, 4)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / 0.75)
-	for i := range cl.Devices {
-		cl.Devices[i].MemBytes = limit
-	}
-	w = workloadOn(t, "uno", cfg, 8192, cl.Infos())
+	w, cl, prof, _ := cappedWorkload(t, cfg, 4, 0.75)
 	run := func(graph, noGroups bool) *core.Plan {
 		t.Helper()
 		s := &Scheduler{Graph: graph, Kind: OneFOneB, Cluster: cl, Profile: prof, NoStepGroups: noGroups}
