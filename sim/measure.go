@@ -177,8 +177,10 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 				lp.rows, lp.edges = receptive(g, lp.targets, max(m.Config.Layers, 0), mark, stamp)
 				lp.batch = tr.FullBatch(lp.targets)
 			} else {
-				// No graph input: a batch of just these samples.
-				b, err := engine.Sample(g, lp.targets, []int{-1}, 1)
+				// No graph input: a batch of just these samples (no
+				// hops: a subgraph unit of such a model computes its
+				// targets alone, engine's buildViewHops).
+				b, err := engine.Sample(g, lp.targets, nil, 1)
 				if err != nil {
 					return nil, fmt.Errorf("sim: measure: batch of %d samples: %w", r, err)
 				}

@@ -95,6 +95,40 @@ func TestMeasure(t *testing.T) {
 	}
 }
 
+// TestMeasureSamplesOnly: a model without graph inputs (uno) computes a
+// subgraph unit over its targets alone, so the profile measures each
+// size over just those samples: a point's rows are its targets. (It
+// used to add their neighbours, which the ops do not compute: here the
+// 20-target point claimed 129 rows, and `train` predicted uno on Cora
+// 2.4× too fast.)
+func TestMeasureSamplesOnly(t *testing.T) {
+	s := newAccuracySetup(t, "uno", 300, 16)
+	prof, err := sim.Measure(context.Background(), s.tr, s.devs[0], []int{20, 0}, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, op := range prof.Ops {
+		if len(op.Points) != 2 {
+			t.Fatalf("%s: %d points", op.Name, len(op.Points))
+		}
+		if sub := op.Points[0]; sub.Rows != 20 || sub.Edges != 0 {
+			t.Errorf("%s: the 20-target point at %d rows, %d edges; want 20 rows, no edges (the samples alone)", op.Name, sub.Rows, sub.Edges)
+		}
+	}
+	// The cost model sizes a 20-target subgraph unit the same way.
+	cl, err := sim.Preset("cpu", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(s.w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rows, _ := cm.UnitSize(core.Unit{Targets: spread(20, 300), Subgraph: true, LossWeight: 1}); rows != 20 {
+		t.Errorf("a 20-target unit sized at %d rows, want 20", rows)
+	}
+}
+
 func spread(k, n int) []int32 {
 	out := make([]int32, k)
 	for i := range out {
