@@ -635,6 +635,17 @@ func (s *sim) ownerBytes() error {
 			bwdOn[t.Device] = append(bwdOn[t.Device], i)
 		}
 	}
+	// Each step's bytes and refreshes: its Params, or all its device owns.
+	ownedBy := map[core.DeviceID][]string{}
+	for name, d := range owner {
+		ownedBy[d] = append(ownedBy[d], name)
+	}
+	readersOf := map[string][]core.DeviceID{}
+	for e, ps := range readers {
+		for name := range ps {
+			readersOf[name] = append(readersOf[name], e)
+		}
+	}
 	s.stepBytes, s.stepShare = map[int]int64{}, map[int]map[core.DeviceID]int64{}
 	for i, t := range s.p.Tasks {
 		if t.Kind != core.TaskStep {
@@ -642,17 +653,13 @@ func (s *sim) ownerBytes() error {
 		}
 		names := t.Params
 		if len(names) == 0 {
-			for name, d := range owner {
-				if d == t.Device {
-					names = append(names, name)
-				}
-			}
+			names = ownedBy[t.Device]
 		}
 		s.stepShare[i] = map[core.DeviceID]int64{}
 		for _, name := range names {
 			s.stepBytes[i] += size[name]
-			for e, ps := range readers {
-				if e != t.Device && ps[name] {
+			for _, e := range readersOf[name] {
+				if e != t.Device {
 					s.stepShare[i][e] += size[name]
 				}
 			}

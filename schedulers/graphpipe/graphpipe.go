@@ -32,7 +32,24 @@ func init() {
 	}{{"graphpipe", true, OneFOneB}, {"1f1b", false, OneFOneB}, {"gpipe", false, GPipe}} {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
+			// The on/off options, each setting its field when off.
+			offs := map[string]struct {
+				field *bool
+				want  string
+			}{
+				"trim":   {&sc.KeepWarmup, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
+				"groups": {&sc.NoStepGroups, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
+				"shared": {&sc.Disjoint, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
+			}
 			for k, v := range opts {
+				if sw, ok := offs[k]; ok {
+					on, ok := onOff(v)
+					if !ok {
+						return nil, fmt.Errorf("%s: option %s=%q: want %s", s.name, k, v, sw.want)
+					}
+					*sw.field = !on
+					continue
+				}
 				switch k {
 				case "profile":
 					p, err := readOption(v, sim.ReadProfile)
@@ -47,27 +64,6 @@ func init() {
 						return nil, fmt.Errorf("%s: option cluster=%s: %w", s.name, v, err)
 					}
 					sc.Cluster = c
-					continue
-				case "trim":
-					on, ok := onOff(v)
-					if !ok {
-						return nil, fmt.Errorf("%s: option trim=%q: want on (lower the 1F1B warm-up while the simulated iteration does not grow) or off", s.name, v)
-					}
-					sc.KeepWarmup = !on
-					continue
-				case "groups":
-					on, ok := onOff(v)
-					if !ok {
-						return nil, fmt.Errorf("%s: option groups=%q: want on (also weigh owners stepping in readiness groups) or off (one step per owner)", s.name, v)
-					}
-					sc.NoStepGroups = !on
-					continue
-				case "shared":
-					on, ok := onOff(v)
-					if !ok {
-						return nil, fmt.Errorf("%s: option shared=%q: want on (weigh shared-trunk partitions too) or off (every stage on devices of its own)", s.name, v)
-					}
-					sc.Disjoint = !on
 					continue
 				}
 				if k == "step" {
