@@ -102,12 +102,13 @@ type summary struct {
 	isoWhat string
 }
 
-// heldUnder plans GraphPipe on cl with every device's memory held at
-// limit (or its own, if less) and simulates the plan on that cluster: its
-// iteration, its largest peak and what it is (iteration 0: no plan
-// fits, or the chosen one goes over; with what set, the scheduler's
-// error).
-func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim.Cluster, prof *sim.Profile, m, simulate int, limit int64) (time.Duration, int64, string, error) {
+// heldUnder plans with GraphPipe scheduler gp on its cluster with every
+// device's memory held at limit (or its own, if less) and simulates the
+// plan on that cluster: its iteration, its largest peak and what it is
+// (iteration 0: no plan fits, or the chosen one goes over; with what
+// set, the scheduler's error).
+func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, gp graphpipe.Scheduler, limit int64) (time.Duration, int64, string, error) {
+	cl := gp.Cluster
 	held := *cl
 	held.Devices = slices.Clone(cl.Devices)
 	for i := range held.Devices {
@@ -116,8 +117,8 @@ func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim
 		}
 	}
 	w := core.NewWorkload(mod, g, inDim, batch, held.Infos(), 1)
-	s := &graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: &held, Profile: prof, Simulate: simulate}
-	p, err := s.Schedule(context.Background(), w)
+	gp.Cluster = &held
+	p, err := gp.Schedule(context.Background(), w)
 	if errors.Is(err, graphpipe.ErrNoFit) {
 		return 0, 0, "", nil
 	}
@@ -127,7 +128,7 @@ func heldUnder(mod *core.Model, g *core.Graph, inDim int, batch []int32, cl *sim
 	if err := p.Validate(w); err != nil {
 		return 0, 0, "", fmt.Errorf("graphpipe held under %s: invalid plan: %w", core.FormatBytes(limit), err)
 	}
-	res, err := sim.Simulate(p, w, prof, &held)
+	res, err := sim.Simulate(p, w, gp.Profile, &held)
 	if err != nil {
 		return 0, 0, "", fmt.Errorf("graphpipe held under %s: %w", core.FormatBytes(limit), err)
 	}
@@ -187,6 +188,7 @@ func main() {
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
 	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
+	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	flag.Parse()
 	if *m < 0 {
@@ -209,7 +211,7 @@ func main() {
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
-	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac}
+	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder}
 	fixed, capped, err := simulated(os.Stdout, c)
 	check(err)
 	if *plotDir != "" {
@@ -246,6 +248,9 @@ type config struct {
 	m        int // micro-batches of the fixed-m table
 	simulate int
 	capFrac  float64 // 0: no memory-capped table
+	// gpipeOrder has GraphPipe weigh GPipe's order too
+	// (Scheduler.GPipeOrder, option gpipe=on).
+	gpipeOrder bool
 }
 
 // simulated prints the fixed-m table and, with capFrac > 0, the
@@ -261,7 +266,7 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 	} else {
 		fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), the devices' own memory, roofline op costs; %s\n\n", c.preset, links, c.samples, day)
 	}
-	fixed, err = table(out, c.models, c.devices, c.preset, c.ports, c.samples, c.m, c.simulate, 0)
+	fixed, err = table(out, c, c.m, 0)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -273,7 +278,7 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 	if c.capFrac > 0 {
 		fmt.Fprintf(out, "\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
 			c.preset, links, c.samples, c.capFrac, day)
-		capped, err = table(out, c.models, c.devices, c.preset, c.ports, c.samples, 0, c.simulate, c.capFrac)
+		capped, err = table(out, c, 0, c.capFrac)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -286,7 +291,8 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 // schedulers with m micro-batches (0: each scheduler searches m) and
 // prints one row per plan. capFrac > 0 caps every device's memory at the
 // model's training state (what a home-step plan's home holds) / capFrac.
-func table(out io.Writer, models []model, devices []int, preset string, ports bool, samples, m, simulate int, capFrac float64) ([]summary, error) {
+func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
+	models, devices, preset, ports, samples, simulate := c.models, c.devices, c.preset, c.ports, c.samples, c.simulate
 	fmt.Fprintln(out, "| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var sums []summary
@@ -363,10 +369,10 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 			// Every scheduler plans with the cluster and profile the
 			// simulator then replays its plan on: one cost model.
 			scheds := []*graphpipe.Scheduler{
-				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, GPipeOrder: c.gpipeOrder},
 				{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
 				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
-				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true, GPipeOrder: c.gpipeOrder},
 			}
 			name := func(s *graphpipe.Scheduler) string {
 				if s.Disjoint {
@@ -469,7 +475,7 @@ func table(out io.Writer, models []model, devices []int, preset string, ports bo
 						}
 						sm.vsAll = float64(bestChain) / float64(r.iter)
 						if peak1 > 0 {
-							iso, isoPeak, isoWhat, err := heldUnder(mod, g, md.cfg.InDim, batch, cl, prof, m, simulate, peak1-1)
+							iso, isoPeak, isoWhat, err := heldUnder(mod, g, md.cfg.InDim, batch, *scheds[0], peak1-1)
 							if err != nil {
 								return nil, err
 							}

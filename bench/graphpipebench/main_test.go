@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -172,12 +173,12 @@ func TestHeldUnderUnlimited(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iter, _, what, err := heldUnder(mod, g, cfg.InDim, batch, cl, prof, 4, 0, 1)
+	iter, _, what, err := heldUnder(mod, g, cfg.InDim, batch, graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 4, Cluster: cl, Profile: prof}, 1)
 	if err != nil || iter != 0 || what != "" {
 		t.Errorf("held under 1 byte: %v, %q, %v; want no plan", iter, what, err)
 	}
 	const limit = 64 << 20
-	iter, peak, what, err := heldUnder(mod, g, cfg.InDim, batch, cl, prof, 4, 0, limit)
+	iter, peak, what, err := heldUnder(mod, g, cfg.InDim, batch, graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 4, Cluster: cl, Profile: prof}, limit)
 	if err != nil || iter <= 0 || peak <= 0 || peak >= limit || what == "" {
 		t.Errorf("held under %d bytes: %v, peak %d, %q, %v", limit, iter, peak, what, err)
 	}

@@ -32,22 +32,25 @@ func init() {
 	}{{"graphpipe", true, OneFOneB}, {"1f1b", false, OneFOneB}, {"gpipe", false, GPipe}} {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
-			// The on/off options, each setting its field when off.
-			offs := map[string]struct {
+			// The on/off options: each sets its field to on, or with
+			// off set, to off.
+			switches := map[string]struct {
 				field *bool
+				off   bool
 				want  string
 			}{
-				"trim":   {&sc.KeepWarmup, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
-				"groups": {&sc.NoStepGroups, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
-				"shared": {&sc.Disjoint, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
+				"trim":   {&sc.KeepWarmup, true, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
+				"groups": {&sc.NoStepGroups, true, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
+				"shared": {&sc.Disjoint, true, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
+				"gpipe":  {&sc.GPipeOrder, false, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
 			}
 			for k, v := range opts {
-				if sw, ok := offs[k]; ok {
+				if sw, ok := switches[k]; ok {
 					on, ok := onOff(v)
 					if !ok {
 						return nil, fmt.Errorf("%s: option %s=%q: want %s", s.name, k, v, sw.want)
 					}
-					*sw.field = !on
+					*sw.field = on != sw.off
 					continue
 				}
 				switch k {
@@ -100,7 +103,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -124,8 +127,9 @@ func init() {
 // devices they leave idle spent on replicas: widened) and keeps the
 // fastest that fits. The
 // chain baselines get exactly the same search over their own candidates,
-// and GraphPipe weighs the 1F1B chain's candidates too, so it is never
-// slower than that baseline in the simulator. The plan's metrics report
+// and GraphPipe weighs the 1F1B chain's candidates too (with GPipeOrder
+// the GPipe chain's as well), so it is never slower than that baseline
+// (those baselines) in the simulator. The plan's metrics report
 // the estimate (predicted_iteration_ms) and the simulation
 // (simulated_iteration_ms) of the chosen candidate. Without MicroBatches
 // every scheduler also searches the micro-batch count the same way
@@ -191,6 +195,14 @@ type Scheduler struct {
 	// plans with each owner stepping its parameters in readiness groups
 	// (PlanOptions.StepGroups) and keeps a grouped plan that is faster.
 	NoStepGroups bool
+	// GPipeOrder makes GraphPipe also weigh GPipe's order (option
+	// gpipe=on): its DAG answers and the GPipe chain baseline's whole
+	// search, every micro-batch in flight, beside its generalised 1F1B,
+	// so that it is never slower than either chain baseline. It trades
+	// memory for time: off (the default), GraphPipe keeps the paper's
+	// schedule, whose in-flight bound is what makes it lighter than the
+	// chains.
+	GPipeOrder bool
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

@@ -100,22 +100,20 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 	return nil
 }
 
-// pools are the candidate partitions the search weighs, by family: the
-// chain DP's answer on at most u devices for every u and replica cap
-// (the chain baselines' whole search) under the scheduler's kind; for
-// GraphPipe, all under its generalised 1F1B: the chain family (exactly
-// what the 1F1B baseline weighs and simulates, so GraphPipe never does
-// worse than it) and the DAG family: the DAG DP's answers at every
-// replica cap and target it tried, the chain answers as stage DAGs (a
-// chain is a degenerate DAG), and the shared-trunk variants of both
-// (sharedTrunk; unless Disjoint).
+// pools are the candidate partitions the search weighs, by family
+// (s.families gives each one's kind): the chain DP's answer on at most u
+// devices for every u and replica cap (the chain baselines' whole
+// search) under the scheduler's kind; for GraphPipe the DAG family under
+// its generalised 1F1B (the DAG DP's answers at every replica cap and
+// target it tried, the chain answers as stage DAGs: a chain is a
+// degenerate DAG, and the shared-trunk variants of both, sharedTrunk,
+// unless Disjoint) and the 1F1B chain family (exactly what the 1F1B
+// baseline weighs and simulates, so GraphPipe never does worse than
+// it), and where s.gpipeFamily the same DAG answers in GPipe's order and
+// the GPipe chain family (the GPipe baseline's).
 //
 // only, when not nil, restricts the replica caps to those it holds.
 func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs []core.DeviceID, only map[int]bool) ([][]*candidate, error) {
-	kind := s.Kind
-	if s.Graph {
-		kind = OneFOneB
-	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -132,12 +130,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 			trunk = trunkOps(root)
 		}
 	}
-	seen := map[string]bool{}
-	var chain, dag []*candidate
 	caps := capsOf(replicaCaps(len(devs), s.MaxReplicas), only)
-	if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, &chain, &dag); err != nil {
-		return nil, err
-	}
 	// The DPs weigh stage times a second way where the optimizer steps
 	// are material (costs.secondPass): with each stage's step amortised
 	// over the micro-batches (costs.amortized), at the same replica caps.
@@ -148,15 +141,73 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// plan it would choose without the second pass is lost. It is
 	// skipped without simulation (Simulate < 0), where the estimate alone
 	// would choose and may flatter the second pass's plans.
-	if s.Simulate >= 0 && c.secondPass() {
-		if err := s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, &chain, &dag); err != nil {
+	second := s.Simulate >= 0 && c.secondPass()
+	run := func(kind Kind, root *spNode, chain, dag *[]*candidate) error {
+		seen := map[string]bool{}
+		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, chain, dag); err != nil {
+			return err
+		}
+		if second {
+			return s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, chain, dag)
+		}
+		return nil
+	}
+	var chain, dag []*candidate
+	if !s.Graph {
+		if err := run(s.Kind, nil, &chain, nil); err != nil {
 			return nil, err
 		}
-	}
-	if !s.Graph {
 		return [][]*candidate{chain}, nil
 	}
-	return [][]*candidate{dag, chain}, nil
+	if err := run(OneFOneB, root, &chain, &dag); err != nil {
+		return nil, err
+	}
+	out := [][]*candidate{dag, chain}
+	if s.gpipeFamily() {
+		// The DAG answers again in GPipe's order (the DAG DP's memory
+		// check is 1F1B's: its answers are the same either way), and the
+		// GPipe chain baseline's search.
+		gdag := make([]*candidate, 0, len(dag))
+		for _, cd := range dag {
+			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second, pred: c.estimate(cd.part, GPipe)})
+		}
+		var gchain []*candidate
+		if err := run(GPipe, nil, &gchain, nil); err != nil {
+			return nil, err
+		}
+		out = append(out, gdag, gchain)
+	}
+	return out, nil
+}
+
+// family is one of the search's pools (Scheduler.pools): the schedule
+// its candidates run under and whether they are the DAG DP's.
+type family struct {
+	kind Kind
+	dag  bool
+}
+
+// families are the pools the search weighs, in pools' order: the chain
+// baselines' one chain family under their kind; GraphPipe's DAG and
+// chain families under its generalised 1F1B, then, where gpipeFamily,
+// the same DAG answers and the GPipe chain baseline's in GPipe's order.
+func (s *Scheduler) families() []family {
+	if !s.Graph {
+		return []family{{kind: s.Kind}}
+	}
+	f := []family{{kind: OneFOneB, dag: true}, {kind: OneFOneB}}
+	if s.gpipeFamily() {
+		f = append(f, family{kind: GPipe, dag: true}, family{kind: GPipe})
+	}
+	return f
+}
+
+// gpipeFamily reports whether GraphPipe also weighs GPipe's order
+// (Scheduler.GPipeOrder): its DAG answers in that order and the GPipe
+// chain baseline's whole search, two more families. On the 1,000-op DAG
+// over 64 devices the GPipe chain's search alone takes 1.3 s.
+func (s *Scheduler) gpipeFamily() bool {
+	return s.Graph && s.GPipeOrder
 }
 
 // capsOf is the replica caps of caps that only holds (nil: all).
@@ -173,8 +224,8 @@ func capsOf(caps []int, only map[int]bool) []int {
 	return keep
 }
 
-// runDPs runs the chain DP (and for graph, the DAG DP over root's
-// series-parallel tree) with cv's stage times at the replica caps, and
+// runDPs runs the chain DP (and with root, the DAG DP over root's
+// series-parallel tree) under kind with cv's stage times at the replica caps, and
 // adds their answers to the pools, each estimated with c and marked
 // second as given, in a fixed order (the chain answers and their DAG
 // readings, the DAG answers, then the shared-trunk variants of this
@@ -191,7 +242,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	for i, r := range caps {
 		wg.Go(func() { tables[i] = x.table(D, r, kind) })
 	}
-	if s.Graph {
+	if root != nil {
 		t, sh := newSPTree(root, cv), newShared(cv)
 		graphs = make([][]stagePlan, len(caps))
 		wg.Go(func() {
@@ -216,7 +267,10 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 		seen[key] = true
 		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
 	}
-	from := len(*dag) // this run's DAG candidates start here
+	from := 0 // this run's DAG candidates start here
+	if dag != nil {
+		from = len(*dag)
+	}
 	for i, best := range tables {
 		for u := 1; u <= D; u++ {
 			p, ok := chainFrom(best, n, u, devs)
@@ -224,14 +278,14 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 				continue
 			}
 			add(chain, p, "chain", caps[i])
-			if s.Graph {
+			if root != nil {
 				q := p
 				q.Chain = false
 				add(dag, q, "chain as dag", caps[i])
 			}
 		}
 	}
-	if !s.Graph {
+	if root == nil {
 		return nil
 	}
 	for i, g := range graphs {
@@ -373,42 +427,51 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	// A family none of whose candidates fits by the estimate also weighs
 	// the partitioners' answers at less memory (frugalPartitions), which
 	// may fit where their answers at the devices' memory do not. Per
-	// family, so GraphPipe's chain family stays the 1F1B baseline's whole
-	// search.
-	chainAt, dagAt := len(pools)-1, -1 // pools() gives {chain} or {dag, chain}
-	if s.Graph {
-		dagAt = 0
+	// family, so each chain family stays its baseline's whole search.
+	fams := s.families()
+	seen := map[string]*candidate{}
+	for _, pool := range pools {
+		for _, cd := range pool {
+			seen[signature(cd.part, cd.kind)] = cd
+		}
 	}
-	wantChain := !anyFits(pools[chainAt : chainAt+1])
-	wantDAG := dagAt >= 0 && !anyFits(pools[dagAt:dagAt+1])
-	if wantChain || wantDAG {
-		kind := s.Kind
-		if s.Graph {
-			kind = OneFOneB
+	// The chain families first, then the DAG family (as the fallback
+	// always ran): their signatures never meet a chain's.
+	order := make([]int, 0, len(fams))
+	for f, fam := range fams {
+		if !fam.dag {
+			order = append(order, f)
 		}
-		seen := map[string]*candidate{}
-		for _, pool := range pools {
-			for _, cd := range pool {
-				seen[signature(cd.part, cd.kind)] = cd
-			}
+	}
+	for f, fam := range fams {
+		if fam.dag {
+			order = append(order, f)
 		}
-		r := s.maxReplicas(len(devs))
-		chain, dag := frugalPartitions(w, c, len(devs), r, kind, wantChain, wantDAG)
-		for _, f := range []struct {
-			at    int
-			parts []Partition
-			from  string
-		}{{chainAt, chain, "chain, least memory"}, {dagAt, dag, "dag, least memory"}} {
-			for _, p := range f.parts {
-				key := signature(p, kind)
-				if cd, ok := seen[key]; ok {
-					cd.second = false // the plain search finds it here too
-					continue
-				}
-				cd := &candidate{part: p, kind: kind, from: f.from, cap: r, pred: c.estimate(p, kind)}
-				seen[key] = cd
-				pools[f.at] = append(pools[f.at], cd)
+	}
+	want := make([]bool, len(fams))
+	for f := range fams {
+		want[f] = !anyFits(pools[f : f+1])
+	}
+	r := s.maxReplicas(len(devs))
+	for _, f := range order {
+		fam := fams[f]
+		if !want[f] || fam.dag && fam.kind != OneFOneB {
+			continue // the DAG DP's least memory is 1F1B's
+		}
+		chain, dag := frugalPartitions(w, c, len(devs), r, fam.kind, !fam.dag, fam.dag)
+		parts, from := chain, "chain, least memory"
+		if fam.dag {
+			parts, from = dag, "dag, least memory"
+		}
+		for _, p := range parts {
+			key := signature(p, fam.kind)
+			if cd, ok := seen[key]; ok {
+				cd.second = false // the plain search finds it here too
+				continue
 			}
+			cd := &candidate{part: p, kind: fam.kind, from: from, cap: r, pred: c.estimate(p, fam.kind)}
+			seen[key] = cd
+			pools[f] = append(pools[f], cd)
 		}
 	}
 	e := &mEval{m: c.m, c: c, pools: pools, score: math.Inf(1)}

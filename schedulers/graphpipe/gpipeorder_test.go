@@ -1,0 +1,88 @@
+package graphpipe
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+// TestGraphPipeWeighsGPipeOrder: dlrm-8 on 8 A100s at 16 micro-batches
+// (the benchmark's cell), where holding every micro-batch in flight
+// (GPipe's order) is faster than any 1F1B plan. By default GraphPipe
+// stays in its generalised 1F1B and is slower than the GPipe chain
+// baseline; with GPipeOrder it weighs that baseline's candidates (and
+// its own DAG answers) in GPipe's order too, so it is no slower than
+// either chain baseline, and says so (gpipe_order, the description).
+func TestGraphPipeWeighsGPipeOrder(t *testing.T) {
+	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}
+	w, cl := presetWorkload(t, "dlrm", cfg, 8192, 8)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(s *Scheduler) *core.Plan {
+		t.Helper()
+		s.MicroBatches, s.Cluster, s.Profile = 16, cl, prof
+		p, err := s.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := p.Validate(w); err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		return p
+	}
+	iter := func(p *core.Plan) float64 { return p.Metrics["simulated_iteration_ms"] }
+	gp, off := run(&Scheduler{Graph: true, Kind: OneFOneB, GPipeOrder: true}), run(&Scheduler{Graph: true, Kind: OneFOneB})
+	chain1, chainG := run(&Scheduler{Kind: OneFOneB}), run(&Scheduler{Kind: GPipe})
+	t.Logf("graphpipe %.3f ms with GPipe's order (%.3f without), 1f1b chain %.3f, gpipe chain %.3f", iter(gp), iter(off), iter(chain1), iter(chainG))
+	if !(iter(off) > iter(chainG)) {
+		t.Fatalf("graphpipe without GPipe's order: %.3f ms, the GPipe chain %.3f: the cell no longer shows what GPipe's order adds", iter(off), iter(chainG))
+	}
+	if best := min(iter(chain1), iter(chainG)); iter(gp) > best*(1+1e-9) {
+		t.Errorf("graphpipe %.3f ms, slower than the best chain's %.3f", iter(gp), best)
+	}
+	if gp.Metrics["gpipe_order"] != 1 || !strings.Contains(gp.Alternatives[0].Description, "gpipe order") {
+		t.Errorf("graphpipe's plan: gpipe_order %v, %q; want GPipe's order, said", gp.Metrics["gpipe_order"], gp.Alternatives[0].Description)
+	}
+	if off.Metrics["gpipe_order"] != 0 {
+		t.Errorf("graphpipe without GPipeOrder chose GPipe's order")
+	}
+
+}
+
+// TestGPipeOption: gpipe=on (or true) makes GraphPipe weigh GPipe's order
+// too, off keeps it to its generalised 1F1B (the default, as without the
+// option); another value is refused, naming the option and what it takes.
+func TestGPipeOption(t *testing.T) {
+	for _, c := range []struct {
+		val   string
+		gpipe bool
+		err   string
+	}{{"on", true, ""}, {"true", true, ""}, {"off", false, ""}, {"false", false, ""}, {"maybe", false, `option gpipe="maybe": want on`}} {
+		s, err := core.NewScheduler("graphpipe", map[string]string{"gpipe": c.val})
+		switch {
+		case c.err != "":
+			if err == nil || !strings.Contains(err.Error(), c.err) {
+				t.Errorf("gpipe=%s: err = %v, want %q", c.val, err, c.err)
+			}
+		case err != nil:
+			t.Errorf("gpipe=%s: %v", c.val, err)
+		case s.(*Scheduler).GPipeOrder != c.gpipe:
+			t.Errorf("gpipe=%s: GPipeOrder = %v, want %v", c.val, s.(*Scheduler).GPipeOrder, c.gpipe)
+		}
+	}
+	s, err := core.NewScheduler("graphpipe", nil)
+	if err != nil || s.(*Scheduler).GPipeOrder {
+		t.Errorf("graphpipe with no options: GPipeOrder on or err %v; want off", err)
+	}
+	for _, o := range []string{"trim", "groups", "shared"} { // the switches on by default
+		on, err1 := core.NewScheduler("graphpipe", map[string]string{o: "on"})
+		off, err2 := core.NewScheduler("graphpipe", map[string]string{o: "off"})
+		if err1 != nil || err2 != nil || *on.(*Scheduler) == *off.(*Scheduler) || *on.(*Scheduler) != *s.(*Scheduler) {
+			t.Errorf("%s=on and off: errs %v, %v; want the default and something else", o, err1, err2)
+		}
+	}
+}
