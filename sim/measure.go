@@ -59,6 +59,9 @@ type ladderPoint struct {
 	// op) are scaled by to add up to an untraced run's.
 	walls, tracedWalls []time.Duration
 	factor             float64
+	// handoffs and overheads: per rep, the executor's handoff (the step's
+	// start after the backward's end) and its time outside the tasks.
+	handoffs, overheads []time.Duration
 }
 
 // Measure profiles tr's model on dev: for each ladder size it runs one
@@ -179,12 +182,14 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 			} else {
 				// No graph input: a batch of just these samples (no
 				// hops: a subgraph unit of such a model computes its
-				// targets alone, engine's buildViewHops).
+				// targets alone, engine's buildViewHops), run as a
+				// subgraph unit, as pipelines run micro-batches: its
+				// setup gathers its own inputs.
 				b, err := engine.Sample(g, lp.targets, nil, 1)
 				if err != nil {
 					return nil, fmt.Errorf("sim: measure: batch of %d samples: %w", r, err)
 				}
-				lp.batch, lp.whole = b, true
+				lp.batch = b
 				lp.rows, lp.edges = int64(b.Graph.NumDst), int64(b.Graph.NumEdges())
 			}
 		}
@@ -203,6 +208,11 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: info.ID, OpLo: 0, OpHi: nOps, Deps: []int{0}},
 				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: info.ID, Deps: []int{1}},
 			}}
+		if !async {
+			// On a stream of its own, as plans step: its start after
+			// the backward's end is the executor's handoff.
+			lp.plan.Tasks[2].Stream = 1
+		}
 		if err := lp.plan.Validate(w); err != nil {
 			return nil, fmt.Errorf("sim: measure: %w", err)
 		}
@@ -219,11 +229,10 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 		// What each op holds from forward to backward, from a shape-only
 		// pass over the graph the unit computes.
 		switch {
+		case !graphModel:
+			lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets, nil)
 		case lp.whole:
 			lp.shape, _ = shapes(m, tr.Graph(), featDim, lp.batch.Targets, nil)
-			if !graphModel {
-				lp.shape, _ = shapes(m, lp.batch.Graph, featDim, lp.batch.Targets, nil)
-			}
 		default:
 			lp.shape, _ = fieldShapes(m, g, featDim, lp.targets, make([]int32, g.NumDst), make([]int32, g.NumDst), 1, true)
 		}
@@ -253,12 +262,17 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 			// Each timed run starts from a collected heap, so one size's
 			// garbage does not land on the next one's clock.
 			runtime.GC()
+			t0 := time.Now()
 			res, err := tr.Run(ctx, lp.plan, lp.batch, engine.RunOptions{OpTrace: true})
+			wall := time.Since(t0) // as engine.Train times an iteration
 			if err != nil {
 				return nil, fmt.Errorf("sim: measure at %d targets: %w", len(lp.targets), err)
 			}
 			if rep >= 0 {
 				lp.collect(res.Trace, m)
+				if !async {
+					lp.executor(res.Trace, wall)
+				}
 			}
 			if async {
 				runtime.GC()
@@ -307,6 +321,12 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 			Whole: lp.whole})
 	}
 	p.Step = stats.Median(steps)
+	var handoffs, overheads []time.Duration
+	for _, lp := range pts {
+		handoffs = append(handoffs, lp.handoffs...)
+		overheads = append(overheads, lp.overheads...)
+	}
+	p.Handoff, p.IterationOverhead = stats.Median(handoffs), stats.Median(overheads)
 	p.ResidentInputBytes = 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))
 	for i, op := range m.Ops {
 		p.Ops = append(p.Ops, OpProfile{Name: op.Name(), Kind: op.Kind(), Preds: deps[i]})
@@ -430,6 +450,33 @@ func (lp *ladderPoint) collect(t *core.Trace, m *core.Model) {
 	}
 	lp.setF = append(lp.setF, max(task[0]-ops[0], 0))
 	lp.setB = append(lp.setB, max(task[1]-ops[1], 0))
+}
+
+// executor adds one run's handoff and overhead (wall, its Run's time,
+// less the span of its tasks) to the point's samples.
+func (lp *ladderPoint) executor(t *core.Trace, wall time.Duration) {
+	var bwdEnd, stepStart time.Duration = -1, -1
+	first, last := time.Duration(math.MaxInt64), time.Duration(0)
+	for _, e := range t.Events {
+		switch e.Cat {
+		case core.TaskForward.String(), core.TaskBackward.String(), "step":
+		default:
+			continue
+		}
+		first, last = min(first, e.Start), max(last, e.Start+e.Dur)
+		switch e.Cat {
+		case core.TaskBackward.String():
+			bwdEnd = max(bwdEnd, e.Start+e.Dur)
+		case "step":
+			stepStart = e.Start
+		}
+	}
+	if bwdEnd >= 0 && stepStart >= bwdEnd {
+		lp.handoffs = append(lp.handoffs, stepStart-bwdEnd)
+	}
+	if last > first && wall > last-first {
+		lp.overheads = append(lp.overheads, wall-(last-first))
+	}
 }
 
 func scaled(d time.Duration, f float64) time.Duration {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
@@ -80,6 +81,12 @@ func TestMeasure(t *testing.T) {
 					t.Errorf("%s: roofline holds %d bytes, measured profile %d", op.Name, got, want)
 				}
 			}
+			// The executor's own time, measured beside the ops: the step
+			// (on its own stream) waited for the backward, and each run
+			// took longer than its tasks' span.
+			if prof.Handoff <= 0 || prof.IterationOverhead <= 0 || prof.Handoff > 10*time.Millisecond || prof.IterationOverhead > 10*time.Millisecond {
+				t.Errorf("handoff %v, iteration overhead %v; want both positive (and below 10 ms)", prof.Handoff, prof.IterationOverhead)
+			}
 			var buf bytes.Buffer
 			if err := sim.WriteProfile(&buf, prof); err != nil {
 				t.Fatal(err)
@@ -88,7 +95,7 @@ func TestMeasure(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(back.Ops) != len(prof.Ops) || back.Ops[3].Points[1] != prof.Ops[3].Points[1] {
+			if len(back.Ops) != len(prof.Ops) || back.Ops[3].Points[1] != prof.Ops[3].Points[1] || back.Handoff != prof.Handoff || back.IterationOverhead != prof.IterationOverhead {
 				t.Errorf("JSON round trip changed the profile")
 			}
 		})
@@ -100,7 +107,9 @@ func TestMeasure(t *testing.T) {
 // size over just those samples: a point's rows are its targets. (It
 // used to add their neighbours, which the ops do not compute: here the
 // 20-target point claimed 129 rows, and `train` predicted uno on Cora
-// 2.4× too fast.)
+// 2.4× too fast.) It runs them as a subgraph unit, as pipelines do (it
+// ran a whole unit, whose Env setup, 7 µs on dlrm over Cora's 140
+// training nodes, is not the 25-45 µs a micro-batch's takes).
 func TestMeasureSamplesOnly(t *testing.T) {
 	s := newAccuracySetup(t, "uno", 300, 16)
 	prof, err := sim.Measure(context.Background(), s.tr, s.devs[0], []int{20, 0}, 1)
@@ -114,6 +123,16 @@ func TestMeasureSamplesOnly(t *testing.T) {
 		if sub := op.Points[0]; sub.Rows != 20 || sub.Edges != 0 {
 			t.Errorf("%s: the 20-target point at %d rows, %d edges; want 20 rows, no edges (the samples alone)", op.Name, sub.Rows, sub.Edges)
 		}
+	}
+	// The 20 samples are timed as a subgraph unit, as a pipeline's
+	// micro-batches run them (building its Env, it gathers its own
+	// inputs), the whole graph as a whole unit: a setup point of each
+	// kind, the subgraph one holding its samples' features.
+	if len(prof.Setup) != 2 {
+		t.Fatalf("%d setup points, want 2", len(prof.Setup))
+	}
+	if sub, whole := prof.Setup[0], prof.Setup[1]; sub.Whole || !whole.Whole || sub.Mem != 4*20*int64(s.w.FeatureDim) || sub.Fwd <= 0 {
+		t.Errorf("setup points %+v and %+v: want a subgraph unit's (20 rows, its features' %d bytes) and a whole unit's", sub, whole, 4*20*s.w.FeatureDim)
 	}
 	// The cost model sizes a 20-target subgraph unit the same way.
 	cl, err := sim.Preset("cpu", 2)

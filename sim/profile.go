@@ -85,6 +85,14 @@ type Profile struct {
 	// Step is the measured optimizer step (0: modelled from the
 	// parameter bytes and the device's memory bandwidth).
 	Step time.Duration `json:"step_ns"`
+	// Handoff is the executor's latency from a task's end to the start
+	// of a task that waited for it on another stream (another device's,
+	// or a device's step stream): its goroutine woken. IterationOverhead
+	// is its time per iteration outside the tasks (starting the streams,
+	// ending the iteration). Both measured by the profiler on host
+	// devices (0: not modelled).
+	Handoff           time.Duration `json:"handoff_ns,omitempty"`
+	IterationOverhead time.Duration `json:"iteration_overhead_ns,omitempty"`
 	// Setup is the per-unit overhead outside the ops: Fwd is building the
 	// unit's Env on a device (receptive field, gathering its features),
 	// Bwd the bookkeeping after its backward, Mem the unit's own inputs.
@@ -146,8 +154,8 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("sim: profile setup: %w", err)
 		}
 	}
-	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 {
-		return fmt.Errorf("sim: profile has a negative size or step time")
+	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 || p.Handoff < 0 || p.IterationOverhead < 0 {
+		return fmt.Errorf("sim: profile has a negative size, step time, handoff or iteration overhead")
 	}
 	// Acyclic inputs (a profile is a DAG of ops).
 	state := make([]uint8, len(p.Ops))

@@ -48,7 +48,8 @@ type StageStat struct {
 // Result is the predicted outcome of one iteration of a plan.
 type Result struct {
 	// Iteration is the time from the first task's start to the last
-	// task's end.
+	// task's end, plus the executor's time outside the tasks where the
+	// profile measured it (Profile.IterationOverhead).
 	Iteration time.Duration `json:"iteration_ns"`
 	// Busy is the time each device computed (some task running, transfers
 	// excluded).
@@ -1673,6 +1674,13 @@ func (s *sim) finish(i int, now time.Duration) {
 	}
 	for _, j := range s.succ[i] {
 		if s.left[j]--; s.left[j] == 0 {
+			// Its stream waited for this task on another stream: the
+			// executor's handoff (a parked goroutine woken).
+			if tj := s.p.Tasks[j]; tj.Device != d || tj.Stream != t.Stream {
+				if h := s.prof[tj.Device].p.Handoff; h > 0 {
+					s.readyAt[j] = max(s.readyAt[j], now+h)
+				}
+			}
 			s.becomeReady(j, now)
 			if s.err != nil {
 				return
@@ -1692,7 +1700,12 @@ func (s *sim) summarise() {
 		end = max(end, e.Start+e.Dur)
 	}
 	r := s.res
-	r.Iteration = end
+	// The executor's time outside the tasks (the profile's, home's).
+	var over time.Duration
+	if dp, ok := s.prof[s.p.Home]; ok {
+		over = dp.p.IterationOverhead
+	}
+	r.Iteration = end + over
 	var busy time.Duration
 	for _, d := range s.devs {
 		busy += r.Busy[d]

@@ -454,3 +454,57 @@ func TestStreamOverlap(t *testing.T) {
 		})
 	}
 }
+
+// TestExecutorTime: a profile's Handoff delays a task whose last
+// predecessor ran on another stream (the step on its own stream after the
+// backward; a pipeline's next stage), never one that follows its own
+// stream, and IterationOverhead adds to the iteration once; a profile
+// without them simulates as before.
+func TestExecutorTime(t *testing.T) {
+	const tf, tb = 3 * time.Millisecond, 5 * time.Millisecond
+	const h, o = 70 * time.Microsecond, 400 * time.Microsecond
+	w := chain(2, "cpu:0")
+	plan := func(stepStream int) *core.Plan {
+		return &core.Plan{Scheduler: "seq", Home: "cpu:0", Units: []core.Unit{{ID: 0, Targets: []int32{0}, LossWeight: 1}},
+			Tasks: []core.Task{
+				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2},
+				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2, Deps: []int{0}},
+				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: "cpu:0", Stream: stepStream, Deps: []int{1}},
+			}}
+	}
+	iter := func(p *core.Plan, w *core.Workload, prof *sim.Profile, c *sim.Cluster) time.Duration {
+		t.Helper()
+		if err := p.Validate(w); err != nil {
+			t.Fatal(err)
+		}
+		r, err := sim.Simulate(p, w, prof, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r.Iteration
+	}
+	bare := flat(w, tf, tb, 0, 0)
+	timed := flat(w, tf, tb, 0, 0)
+	timed.Handoff, timed.IterationOverhead = h, o
+	for _, c := range []struct {
+		stream int
+		extra  time.Duration
+	}{{0, o}, {1, h + o}} {
+		base, got := iter(plan(c.stream), w, bare, free(1)), iter(plan(c.stream), w, timed, free(1))
+		if base != 2*(tf+tb) || got != base+c.extra {
+			t.Errorf("step on stream %d: %v without the executor's time, %v with; want %v and %v more", c.stream, base, got, 2*(tf+tb), c.extra)
+		}
+	}
+	// A 2-stage GPipe pipeline of one micro-batch (every task on a stream
+	// of its own): forward to forward, to the second stage's backward and
+	// to the first's each wait for another stream. The step follows the
+	// reduction from the second stage on its own stream, which the first
+	// device runs after its backward: no handoff there.
+	w2 := chain(2, devIDs(2)...)
+	p := pipeline(w2, 1, false)
+	bare2, timed2 := flat(w2, tf, tb, 0, 0), flat(w2, tf, tb, 0, 0)
+	timed2.Handoff, timed2.IterationOverhead = h, o
+	if base, got := iter(p, w2, bare2, free(2)), iter(p, w2, timed2, free(2)); got != base+3*h+o {
+		t.Errorf("pipeline: %v, with the executor's time %v; want %v more", base, got, 3*h+o)
+	}
+}
