@@ -139,6 +139,17 @@ func (m *MemAccountant) Reserve(n int64, what string) error {
 	return nil
 }
 
+// ReserveTensor is Reserve for a tensor of the given shape, its
+// description ("tensor [2 3]") formatted only when it does not fit: a
+// training step allocates hundreds of tensors.
+func (m *MemAccountant) ReserveTensor(n int64, shape []int) error {
+	err := m.Reserve(n, "")
+	if oom, ok := err.(*OOMError); ok {
+		oom.What = fmt.Sprintf("tensor %v", shape)
+	}
+	return err
+}
+
 // Release returns n bytes.
 func (m *MemAccountant) Release(n int64) {
 	m.mu.Lock()

@@ -25,8 +25,17 @@ func TestMemAccountant(t *testing.T) {
 			t.Errorf("message %q lacks %q", err, s)
 		}
 	}
+	// A tensor's description is formatted only when it does not fit.
+	err = m.ReserveTensor(48, []int{4, 3})
+	if !errors.As(err, &oom) || oom.What != "tensor [4 3]" || !strings.Contains(err.Error(), "tensor [4 3]") {
+		t.Errorf("ReserveTensor over the cap: %v", err)
+	}
+	if err := m.ReserveTensor(40, []int{10}); err != nil {
+		t.Fatal(err)
+	}
+	m.Release(40)
 	m.Release(60)
-	if s := m.Stats(); s.Used != 0 || s.Peak != 60 {
+	if s := m.Stats(); s.Used != 0 || s.Peak != 100 {
 		t.Errorf("stats %+v", s)
 	}
 	m.ResetPeak()

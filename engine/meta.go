@@ -45,7 +45,7 @@ func (m *metaDevice) Alloc(shape ...int) (*core.Tensor, error) {
 		}
 	}
 	t := &core.Tensor{Shape: append([]int(nil), shape...), Buf: &metaBuf{n: core.NumElems(shape), dev: m.id}}
-	if err := m.mem.Reserve(t.Bytes(), fmt.Sprintf("tensor %v", shape)); err != nil {
+	if err := m.mem.ReserveTensor(t.Bytes(), shape); err != nil {
 		return nil, err
 	}
 	m.live[t] = t.Bytes()

@@ -248,7 +248,7 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 	}
 	n := core.NumElems(shape)
 	bytes := int64(n) * int64(core.Float32.Size())
-	if err := d.mem.Reserve(bytes, fmt.Sprintf("tensor %v", shape)); err != nil {
+	if err := d.mem.ReserveTensor(bytes, shape); err != nil {
 		return nil, fmt.Errorf("cpu: alloc %v: %w", shape, err)
 	}
 	data := d.cache.take(n)

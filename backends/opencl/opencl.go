@@ -421,7 +421,7 @@ func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
 		return nil, fmt.Errorf("opencl: alloc %v: %d elements, kernels index at most %d: %w", shape, n, maxElems, core.ErrUnsupported)
 	}
 	bytes := int64(n) * int64(core.Float32.Size())
-	if err := d.mem.Reserve(bytes, fmt.Sprintf("tensor %v", shape)); err != nil {
+	if err := d.mem.ReserveTensor(bytes, shape); err != nil {
 		return nil, fmt.Errorf("opencl: alloc %v: %w", shape, err)
 	}
 	d.mu.Lock()
