@@ -327,6 +327,9 @@ func measure(ctx context.Context, tr *engine.Trainer, info core.DeviceInfo, asyn
 		overheads = append(overheads, lp.overheads...)
 	}
 	p.Handoff, p.IterationOverhead = stats.Median(handoffs), stats.Median(overheads)
+	if !async {
+		p.HandoffBusy = busyHandoff(ctx, 15)
+	}
 	p.ResidentInputBytes = 4 * (int64(g.NumDst)*int64(featDim) + int64(g.NumEdges())*int64(weighted))
 	for i, op := range m.Ops {
 		p.Ops = append(p.Ops, OpProfile{Name: op.Name(), Kind: op.Kind(), Preds: deps[i]})
@@ -450,6 +453,44 @@ func (lp *ladderPoint) collect(t *core.Trace, m *core.Model) {
 	}
 	lp.setF = append(lp.setF, max(task[0]-ops[0], 0))
 	lp.setB = append(lp.setB, max(task[1]-ops[1], 0))
+}
+
+// busyHandoff times how long a goroutine waiting as the executor's
+// streams wait (a select on a task's done channel and the context) takes
+// to run after another goroutine closes that channel and keeps computing
+// (a pipeline stage that goes on with its next micro-batch): the woken
+// goroutine waits for an idle processor to wake (tens of µs, ~100 on a
+// VM) or for the closer to block. Median of reps.
+func busyHandoff(ctx context.Context, reps int) time.Duration {
+	spin := func(d time.Duration) {
+		x := 1.0
+		for t0 := time.Now(); time.Since(t0) < d; {
+			for range 64 {
+				x = x*1.0000001 + 1e-9
+			}
+		}
+		runtime.KeepAlive(x)
+	}
+	var lat []time.Duration
+	for range reps {
+		if ctx.Err() != nil {
+			break
+		}
+		done, woke := make(chan struct{}), make(chan time.Time, 1)
+		go func() {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+			woke <- time.Now()
+		}()
+		spin(200 * time.Microsecond) // the waiter parks
+		t0 := time.Now()
+		close(done)
+		spin(400 * time.Microsecond)
+		lat = append(lat, (<-woke).Sub(t0))
+	}
+	return stats.Median(lat)
 }
 
 // executor adds one run's handoff and overhead (wall, its Run's time,

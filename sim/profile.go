@@ -87,11 +87,15 @@ type Profile struct {
 	Step time.Duration `json:"step_ns"`
 	// Handoff is the executor's latency from a task's end to the start
 	// of a task that waited for it on another stream (another device's,
-	// or a device's step stream): its goroutine woken. IterationOverhead
-	// is its time per iteration outside the tasks (starting the streams,
-	// ending the iteration). Both measured by the profiler on host
-	// devices (0: not modelled).
+	// or a device's step stream): its goroutine woken as the finishing
+	// stream blocks. HandoffBusy is the same when the finishing stream
+	// goes straight on with its next task (a pipeline stage's next
+	// micro-batch): the woken goroutine waits for an idle core to wake.
+	// IterationOverhead is the executor's time per iteration outside the
+	// tasks (starting the streams, ending the iteration). All measured by
+	// the profiler on host devices (0: not modelled).
 	Handoff           time.Duration `json:"handoff_ns,omitempty"`
+	HandoffBusy       time.Duration `json:"handoff_busy_ns,omitempty"`
 	IterationOverhead time.Duration `json:"iteration_overhead_ns,omitempty"`
 	// Setup is the per-unit overhead outside the ops: Fwd is building the
 	// unit's Env on a device (receptive field, gathering its features),
@@ -154,7 +158,7 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("sim: profile setup: %w", err)
 		}
 	}
-	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 || p.Handoff < 0 || p.IterationOverhead < 0 {
+	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 || p.Handoff < 0 || p.HandoffBusy < 0 || p.IterationOverhead < 0 {
 		return fmt.Errorf("sim: profile has a negative size, step time, handoff or iteration overhead")
 	}
 	// Acyclic inputs (a profile is a DAG of ops).

@@ -51,7 +51,7 @@ func sampleProfile() *sim.Profile {
 	ms := time.Millisecond
 	return &sim.Profile{Model: "m", Device: core.DeviceInfo{ID: "cpu:0", Name: "test cpu", Threads: 1},
 		ParamBytes: 400, OptStateBytes: 800, ResidentInputBytes: 1200, Step: 30 * time.Microsecond,
-		Handoff: 12 * time.Microsecond, IterationOverhead: 35 * time.Microsecond,
+		Handoff: 12 * time.Microsecond, HandoffBusy: 90 * time.Microsecond, IterationOverhead: 35 * time.Microsecond,
 		Setup: []sim.Point{{Rows: 8, Edges: 20, Fwd: ms / 10, Bwd: ms / 20, Mem: 256}, {Rows: 16, Edges: 50, Fwd: ms / 5, Bwd: ms / 10, Mem: 512}},
 		Ops: []sim.OpProfile{
 			{Name: "lin", Kind: core.KindDense, InputSize: 4, OutBytesPerRow: 16, WeightBytes: 64,
@@ -69,7 +69,7 @@ func TestProfileRoundTrip(t *testing.T) {
 	if err := sim.WriteProfile(&buf, p); err != nil {
 		t.Fatal(err)
 	}
-	for _, field := range []string{`"inputs"`, `"input_size"`, `"weight_size"`, `"runtime"`, `"reserved_mem"`, `"forward_ms"`, `"ladder"`, `"handoff_ms"`, `"iteration_overhead_ms"`} {
+	for _, field := range []string{`"inputs"`, `"input_size"`, `"weight_size"`, `"runtime"`, `"reserved_mem"`, `"forward_ms"`, `"ladder"`, `"handoff_ms"`, `"handoff_busy_ms"`, `"iteration_overhead_ms"`} {
 		if !strings.Contains(buf.String(), field) {
 			t.Errorf("written profile lacks %s", field)
 		}

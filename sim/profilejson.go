@@ -71,6 +71,7 @@ type fileProfile struct {
 	ResidentInputBytes float64          `json:"resident_input_bytes,omitempty"`
 	StepMs             float64          `json:"step_ms,omitempty"`
 	HandoffMs          float64          `json:"handoff_ms,omitempty"`
+	HandoffBusyMs      float64          `json:"handoff_busy_ms,omitempty"`
 	IterationOverhead  float64          `json:"iteration_overhead_ms,omitempty"`
 	Setup              *fileSetup       `json:"setup,omitempty"`
 	Ops                []fileOp         `json:"ops"`
@@ -85,7 +86,7 @@ type fileProfile struct {
 // backward needs while it runs), "grad_in_bytes" and "grad_out_bytes"
 // (gradients it leaves and frees; see Point.Temp), "op_edges" (the edges a
 // graph op read: Point.OpEdges), "output_bytes_per_row" and "kind" per op, and the ladder's edge counts, the resident sizes, the
-// optimizer step, the executor's handoff and iteration overhead and the
+// optimizer step, the executor's handoffs and iteration overhead and the
 // per-unit setup at the top level. Batch sizes are
 // rows (nodes computed; samples for models without a graph).
 func WriteProfile(w io.Writer, p *Profile) error {
@@ -95,7 +96,7 @@ func WriteProfile(w io.Writer, p *Profile) error {
 	f := fileProfile{Format: ProfileFormat, Model: p.Model, TimeUnit: "ms",
 		ParamBytes: float64(p.ParamBytes), OptStateBytes: float64(p.OptStateBytes),
 		ResidentInputBytes: float64(p.ResidentInputBytes), StepMs: ms(p.Step),
-		HandoffMs: ms(p.Handoff), IterationOverhead: ms(p.IterationOverhead)}
+		HandoffMs: ms(p.Handoff), HandoffBusyMs: ms(p.HandoffBusy), IterationOverhead: ms(p.IterationOverhead)}
 	if p.Device.ID != "" || p.Device.Name != "" || p.Device.Backend != "" {
 		d := p.Device
 		f.Device = &d
@@ -244,6 +245,9 @@ func ParseProfile(b []byte) (*Profile, error) {
 		return nil, err
 	}
 	if p.Handoff, err = dur(f.HandoffMs, "handoff_ms"); err != nil {
+		return nil, err
+	}
+	if p.HandoffBusy, err = dur(f.HandoffBusyMs, "handoff_busy_ms"); err != nil {
 		return nil, err
 	}
 	if p.IterationOverhead, err = dur(f.IterationOverhead, "iteration_overhead_ms"); err != nil {

@@ -235,12 +235,15 @@ type sim struct {
 
 	consumers [][]int
 	needGrad  []bool
-	opDev     [][]core.DeviceID
-	fwdOf     [][]int
-	bwdOf     [][]int
-	rows      []int64
-	edges     []int64
-	whole     []bool
+	// nextOnStream is each task's successor on its (device, stream), -1
+	// for a stream's last.
+	nextOnStream []int
+	opDev        [][]core.DeviceID
+	fwdOf        [][]int
+	bwdOf        [][]int
+	rows         []int64
+	edges        []int64
+	whole        []bool
 	// outs[u] and opEdges[u] are each op's output bytes and the edges
 	// it reads in subgraph unit u (CostModel.unitShape; nil: priced at
 	// the unit's size), and ucost
@@ -543,11 +546,14 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 		s int
 	}
 	last := map[sk]int{}
+	s.nextOnStream = make([]int, n)
 	for i, t := range p.Tasks {
+		s.nextOnStream[i] = -1
 		s.preds[i] = append(s.preds[i], t.Deps...)
 		k := sk{t.Device, t.Stream}
 		if j, ok := last[k]; ok {
 			s.preds[i] = append(s.preds[i], j)
+			s.nextOnStream[j] = i
 		}
 		last[k] = i
 		for _, d := range s.preds[i] {
@@ -1672,12 +1678,28 @@ func (s *sim) finish(i int, now time.Duration) {
 			s.push(event{t: s.readyAt[j], kind: evReady, task: j})
 		}
 	}
+	// Whether this task's stream goes straight on with its next task
+	// (all else it waits for done): a goroutine it wakes then waits for
+	// an idle core to wake (Profile.HandoffBusy) rather than taking this
+	// one when the stream blocks (Profile.Handoff).
+	goesOn := false
+	if next := s.nextOnStream[i]; next >= 0 {
+		goesOn = true
+		for _, q := range s.preds[next] {
+			goesOn = goesOn && s.finished[q]
+		}
+	}
 	for _, j := range s.succ[i] {
 		if s.left[j]--; s.left[j] == 0 {
 			// Its stream waited for this task on another stream: the
 			// executor's handoff (a parked goroutine woken).
 			if tj := s.p.Tasks[j]; tj.Device != d || tj.Stream != t.Stream {
-				if h := s.prof[tj.Device].p.Handoff; h > 0 {
+				pj := s.prof[tj.Device].p
+				h := pj.Handoff
+				if goesOn && pj.HandoffBusy > 0 {
+					h = pj.HandoffBusy
+				}
+				if h > 0 {
 					s.readyAt[j] = max(s.readyAt[j], now+h)
 				}
 			}

@@ -458,8 +458,9 @@ func TestStreamOverlap(t *testing.T) {
 // TestExecutorTime: a profile's Handoff delays a task whose last
 // predecessor ran on another stream (the step on its own stream after the
 // backward; a pipeline's next stage), never one that follows its own
-// stream, and IterationOverhead adds to the iteration once; a profile
-// without them simulates as before.
+// stream; HandoffBusy replaces it where that predecessor's stream goes
+// straight on with its next task; IterationOverhead adds to the
+// iteration once; a profile without them simulates as before.
 func TestExecutorTime(t *testing.T) {
 	const tf, tb = 3 * time.Millisecond, 5 * time.Millisecond
 	const h, o = 70 * time.Microsecond, 400 * time.Microsecond
@@ -506,5 +507,29 @@ func TestExecutorTime(t *testing.T) {
 	timed2.Handoff, timed2.IterationOverhead = h, o
 	if base, got := iter(p, w2, bare2, free(2)), iter(p, w2, timed2, free(2)); got != base+3*h+o {
 		t.Errorf("pipeline: %v, with the executor's time %v; want %v more", base, got, 3*h+o)
+	}
+	// Two micro-batches in GPipe's order with each device's tasks on one
+	// stream, as the executor runs a stage (3 forwards and 3 backwards on
+	// the critical path bare). The first stage goes straight on with its
+	// second forward after its first, and the second stage with its second
+	// backward after its first, so the tasks they wake (the second stage's
+	// first forward, the first stage's first backward) start HandoffBusy
+	// later. With HandoffBusy that delays the reduction from the second
+	// stage past the first stage's last backward, after which the step
+	// waits a Handoff for it; with Handoff alone the reduction runs after
+	// that backward on the step's stream, and the step follows at once.
+	p = pipeline(w2, 2, false)
+	for i := range p.Tasks {
+		if p.Tasks[i].Kind == core.TaskForward || p.Tasks[i].Kind == core.TaskBackward {
+			p.Tasks[i].Stream = 0
+		}
+	}
+	const hb = 300 * time.Microsecond
+	busy := flat(w2, tf, tb, 0, 0)
+	busy.Handoff, busy.HandoffBusy, busy.IterationOverhead = h, hb, o
+	base, got, idle := iter(p, w2, bare2, free(2)), iter(p, w2, busy, free(2)), iter(p, w2, timed2, free(2))
+	if base != 3*tf+3*tb || got != base+2*hb+h+o || idle != base+2*h+o {
+		t.Errorf("two micro-batches: %v bare, %v with busy handoffs, %v with idle ones only; want %v, %v more and %v more",
+			base, got, idle, 3*tf+3*tb, 2*hb+h+o, 2*h+o)
 	}
 }
