@@ -1,6 +1,7 @@
 package core
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -144,7 +145,8 @@ func (m *MemAccountant) Reserve(n int64, what string) error {
 // training step allocates hundreds of tensors.
 func (m *MemAccountant) ReserveTensor(n int64, shape []int) error {
 	err := m.Reserve(n, "")
-	if oom, ok := err.(*OOMError); ok {
+	var oom *OOMError
+	if errors.As(err, &oom) {
 		oom.What = fmt.Sprintf("tensor %v", shape)
 	}
 	return err

@@ -460,8 +460,14 @@ func (lp *ladderPoint) collect(t *core.Trace, m *core.Model) {
 // to run after another goroutine closes that channel and keeps computing
 // (a pipeline stage that goes on with its next micro-batch): the woken
 // goroutine waits for an idle processor to wake (tens of µs, ~100 on a
-// VM) or for the closer to block. Median of reps.
+// VM) or for the closer to block. Median of reps; 0 (not modelled) with
+// one processor, where the waiter cannot run before the closer stops, or
+// when the median reaches the closer's own spin (a bound, not a time).
 func busyHandoff(ctx context.Context, reps int) time.Duration {
+	const before, after = 200 * time.Microsecond, 400 * time.Microsecond
+	if runtime.GOMAXPROCS(0) < 2 {
+		return 0
+	}
 	spin := func(d time.Duration) {
 		x := 1.0
 		for t0 := time.Now(); time.Since(t0) < d; {
@@ -484,13 +490,16 @@ func busyHandoff(ctx context.Context, reps int) time.Duration {
 			}
 			woke <- time.Now()
 		}()
-		spin(200 * time.Microsecond) // the waiter parks
+		spin(before) // the waiter parks
 		t0 := time.Now()
 		close(done)
-		spin(400 * time.Microsecond)
+		spin(after)
 		lat = append(lat, (<-woke).Sub(t0))
 	}
-	return stats.Median(lat)
+	if m := stats.Median(lat); m < after*9/10 {
+		return m
+	}
+	return 0
 }
 
 // executor adds one run's handoff and overhead (wall, its Run's time,

@@ -128,6 +128,11 @@ func TestMeasureSamplesOnly(t *testing.T) {
 			t.Errorf("%s: the 20-target point at %d rows, %d edges; want 20 rows, no edges (the samples alone)", op.Name, sub.Rows, sub.Edges)
 		}
 	}
+	// Adam's state, from the measured resident bytes: twice the
+	// parameters (with a whole-batch unit's inputs it came out short).
+	if m := s.tr.Model(); prof.OptStateBytes != 2*m.ParamBytes() {
+		t.Errorf("optimizer state %d bytes, want Adam's 2 × %d", prof.OptStateBytes, m.ParamBytes())
+	}
 	// The 20 samples are timed as a subgraph unit, as a pipeline's
 	// micro-batches run them (building its Env, it gathers its own
 	// inputs), the whole graph as a whole unit: a setup point of each

@@ -108,6 +108,11 @@ type Profile struct {
 	OverCapTargets []int `json:"over_cap_targets,omitempty"`
 }
 
+// maxExecutorTime bounds a profile's handoffs and iteration overhead: the
+// simulator adds a handoff per edge between streams, so a huge one would
+// overflow an iteration.
+const maxExecutorTime = time.Second
+
 // Op returns the profile of the op with the given name.
 func (p *Profile) Op(name string) (*OpProfile, bool) {
 	for i := range p.Ops {
@@ -158,8 +163,16 @@ func (p *Profile) Validate() error {
 			return fmt.Errorf("sim: profile setup: %w", err)
 		}
 	}
-	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 || p.Handoff < 0 || p.HandoffBusy < 0 || p.IterationOverhead < 0 {
-		return fmt.Errorf("sim: profile has a negative size, step time, handoff or iteration overhead")
+	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 {
+		return fmt.Errorf("sim: profile has a negative size or step time")
+	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"handoff", p.Handoff}, {"busy handoff", p.HandoffBusy}, {"iteration overhead", p.IterationOverhead}} {
+		if f.d < 0 || f.d > maxExecutorTime {
+			return fmt.Errorf("sim: profile's %s %v: want 0 to %v (the executor's own latency, microseconds on a CPU)", f.name, f.d, maxExecutorTime)
+		}
 	}
 	// Acyclic inputs (a profile is a DAG of ops).
 	state := make([]uint8, len(p.Ops))

@@ -134,7 +134,11 @@ func TestMalformedProfiles(t *testing.T) {
 		{"huge", `[{"inputs": [], "runtime": {"4": 1e300}}]`, "out of range"},
 		{"repeated key", `[{"inputs": [], "runtime": {"4": 1, "04": 2}}]`, "twice"},
 		{"negative handoff", `{"handoff_ms": -0.01, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "handoff_ms"},
+		{"negative busy handoff", `{"handoff_busy_ms": -1, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "handoff_busy_ms"},
 		{"huge overhead", `{"iteration_overhead_ms": 1e300, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "iteration_overhead_ms"},
+		{"handoff over a second", `{"handoff_ms": 4e12, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "handoff"},
+		{"busy handoff over a second", `{"handoff_busy_ms": 1001, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "busy handoff"},
+		{"overhead over a second", `{"iteration_overhead_ms": 2000, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "iteration overhead"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := sim.ParseProfile([]byte(c.in))

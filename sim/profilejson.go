@@ -61,20 +61,20 @@ type fileSetup struct {
 }
 
 type fileProfile struct {
-	Format             string           `json:"format,omitempty"`
-	Model              string           `json:"model,omitempty"`
-	Device             *core.DeviceInfo `json:"device,omitempty"`
-	TimeUnit           string           `json:"time_unit,omitempty"`
-	Ladder             []fileLadder     `json:"ladder,omitempty"`
-	ParamBytes         float64          `json:"param_bytes,omitempty"`
-	OptStateBytes      float64          `json:"optimizer_state_bytes,omitempty"`
-	ResidentInputBytes float64          `json:"resident_input_bytes,omitempty"`
-	StepMs             float64          `json:"step_ms,omitempty"`
-	HandoffMs          float64          `json:"handoff_ms,omitempty"`
-	HandoffBusyMs      float64          `json:"handoff_busy_ms,omitempty"`
-	IterationOverhead  float64          `json:"iteration_overhead_ms,omitempty"`
-	Setup              *fileSetup       `json:"setup,omitempty"`
-	Ops                []fileOp         `json:"ops"`
+	Format              string           `json:"format,omitempty"`
+	Model               string           `json:"model,omitempty"`
+	Device              *core.DeviceInfo `json:"device,omitempty"`
+	TimeUnit            string           `json:"time_unit,omitempty"`
+	Ladder              []fileLadder     `json:"ladder,omitempty"`
+	ParamBytes          float64          `json:"param_bytes,omitempty"`
+	OptStateBytes       float64          `json:"optimizer_state_bytes,omitempty"`
+	ResidentInputBytes  float64          `json:"resident_input_bytes,omitempty"`
+	StepMs              float64          `json:"step_ms,omitempty"`
+	HandoffMs           float64          `json:"handoff_ms,omitempty"`
+	HandoffBusyMs       float64          `json:"handoff_busy_ms,omitempty"`
+	IterationOverheadMs float64          `json:"iteration_overhead_ms,omitempty"`
+	Setup               *fileSetup       `json:"setup,omitempty"`
+	Ops                 []fileOp         `json:"ops"`
 }
 
 // WriteProfile writes p as JSON in GraphPipe's profile schema: an object
@@ -96,7 +96,7 @@ func WriteProfile(w io.Writer, p *Profile) error {
 	f := fileProfile{Format: ProfileFormat, Model: p.Model, TimeUnit: "ms",
 		ParamBytes: float64(p.ParamBytes), OptStateBytes: float64(p.OptStateBytes),
 		ResidentInputBytes: float64(p.ResidentInputBytes), StepMs: ms(p.Step),
-		HandoffMs: ms(p.Handoff), HandoffBusyMs: ms(p.HandoffBusy), IterationOverhead: ms(p.IterationOverhead)}
+		HandoffMs: ms(p.Handoff), HandoffBusyMs: ms(p.HandoffBusy), IterationOverheadMs: ms(p.IterationOverhead)}
 	if p.Device.ID != "" || p.Device.Name != "" || p.Device.Backend != "" {
 		d := p.Device
 		f.Device = &d
@@ -250,7 +250,7 @@ func ParseProfile(b []byte) (*Profile, error) {
 	if p.HandoffBusy, err = dur(f.HandoffBusyMs, "handoff_busy_ms"); err != nil {
 		return nil, err
 	}
-	if p.IterationOverhead, err = dur(f.IterationOverhead, "iteration_overhead_ms"); err != nil {
+	if p.IterationOverhead, err = dur(f.IterationOverheadMs, "iteration_overhead_ms"); err != nil {
 		return nil, err
 	}
 	edges := map[int64]int64{}

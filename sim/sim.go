@@ -60,8 +60,9 @@ type Result struct {
 	// Comm is the time of the transfers into each device (activations,
 	// gradients, gradient reductions, parameter broadcasts).
 	Comm map[core.DeviceID]time.Duration `json:"comm_ns"`
-	// Bubble is the fraction of device time spent not computing,
-	// 1 − Σ Busy / (devices × Iteration), over the plan's devices.
+	// Bubble is the fraction of device time spent not computing over the
+	// tasks' span (Iteration less the executor's overhead), 1 − Σ Busy /
+	// (devices × span), over the plan's devices.
 	Bubble float64 `json:"bubble"`
 	// PeakMem is each device's predicted peak: Resident plus the
 	// activations of the units in flight there.
@@ -1681,7 +1682,11 @@ func (s *sim) finish(i int, now time.Duration) {
 	// Whether this task's stream goes straight on with its next task
 	// (all else it waits for done): a goroutine it wakes then waits for
 	// an idle core to wake (Profile.HandoffBusy) rather than taking this
-	// one when the stream blocks (Profile.Handoff).
+	// one when the stream blocks (Profile.Handoff). Approximate: another
+	// predecessor ending at this same instant counts only if its end was
+	// handled first, and the waits the simulator keeps apart (an owner's
+	// adds in order, values in flight) are not looked at; tasks released
+	// by those waits (addSucc) get no handoff.
 	goesOn := false
 	if next := s.nextOnStream[i]; next >= 0 {
 		goesOn = true
@@ -1694,12 +1699,11 @@ func (s *sim) finish(i int, now time.Duration) {
 			// Its stream waited for this task on another stream: the
 			// executor's handoff (a parked goroutine woken).
 			if tj := s.p.Tasks[j]; tj.Device != d || tj.Stream != t.Stream {
-				pj := s.prof[tj.Device].p
-				h := pj.Handoff
-				if goesOn && pj.HandoffBusy > 0 {
-					h = pj.HandoffBusy
-				}
-				if h > 0 {
+				if pj := s.executorProf(tj.Device); pj != nil {
+					h := pj.Handoff
+					if goesOn && pj.HandoffBusy > 0 {
+						h = pj.HandoffBusy
+					}
 					s.readyAt[j] = max(s.readyAt[j], now+h)
 				}
 			}
@@ -1709,6 +1713,19 @@ func (s *sim) finish(i int, now time.Duration) {
 			}
 		}
 	}
+}
+
+// executorProf is device d's profile where its executor times apply
+// (Profile.Handoff, HandoffBusy, IterationOverhead): on the CPU
+// executor's model (SyncTransfers) with the profile taken on that kind of
+// device (no Speedup). A CPU profile priced onto GPUs brings its ops, not
+// the CPU executor's goroutine wake-ups. Nil where they do not apply.
+func (s *sim) executorProf(d core.DeviceID) *Profile {
+	dp, ok := s.prof[d]
+	if !ok || !s.c.SyncTransfers || dp.scale != 1 {
+		return nil
+	}
+	return dp.p
 }
 
 func (s *sim) summarise() {
@@ -1724,8 +1741,8 @@ func (s *sim) summarise() {
 	r := s.res
 	// The executor's time outside the tasks (the profile's, home's).
 	var over time.Duration
-	if dp, ok := s.prof[s.p.Home]; ok {
-		over = dp.p.IterationOverhead
+	if pp := s.executorProf(s.p.Home); pp != nil {
+		over = pp.IterationOverhead
 	}
 	r.Iteration = end + over
 	var busy time.Duration

@@ -50,12 +50,47 @@ func TestGraphPipeWeighsGPipeOrder(t *testing.T) {
 	if off.Metrics["gpipe_order"] != 0 {
 		t.Errorf("graphpipe without GPipeOrder chose GPipe's order")
 	}
+}
 
+// TestGraphPipeDAGInGPipeOrder: dlrm-8 on 32 A100s at 16 micro-batches,
+// where a DAG partition in GPipe's order (the family GPipeOrder adds
+// beside the GPipe chain's) is faster than every chain plan in either
+// order and than GraphPipe's generalised 1F1B: GraphPipe with GPipeOrder
+// chooses it, a stage DAG.
+func TestGraphPipeDAGInGPipeOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("32-device searches: skipped with -short")
+	}
+	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}
+	w, cl := presetWorkload(t, "dlrm", cfg, 8192, 32)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter := func(s *Scheduler) (*core.Plan, float64) {
+		t.Helper()
+		s.MicroBatches, s.Cluster, s.Profile = 16, cl, prof
+		p, err := s.Schedule(t.Context(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, p.Metrics["simulated_iteration_ms"]
+	}
+	gp, on := iter(&Scheduler{Graph: true, Kind: OneFOneB, GPipeOrder: true})
+	_, off := iter(&Scheduler{Graph: true, Kind: OneFOneB})
+	_, c1 := iter(&Scheduler{Kind: OneFOneB})
+	_, cg := iter(&Scheduler{Kind: GPipe})
+	t.Logf("graphpipe %.3f ms with GPipe's order (%s), %.3f without; chains: 1f1b %.3f, gpipe %.3f", on, gp.Alternatives[0].Description, off, c1, cg)
+	if !(on < min(off, c1, cg)) || gp.Metrics["gpipe_order"] != 1 || gp.Metrics["dag_partition"] != 1 {
+		t.Errorf("graphpipe with GPipe's order: %.3f ms (gpipe_order %v, dag_partition %v); want a DAG in GPipe's order faster than %.3f, %.3f and %.3f",
+			on, gp.Metrics["gpipe_order"], gp.Metrics["dag_partition"], off, c1, cg)
+	}
 }
 
 // TestGPipeOption: gpipe=on (or true) makes GraphPipe weigh GPipe's order
 // too, off keeps it to its generalised 1F1B (the default, as without the
-// option); another value is refused, naming the option and what it takes.
+// option); another value is refused, naming the option and what it takes,
+// and so is the option on a chain scheduler.
 func TestGPipeOption(t *testing.T) {
 	for _, c := range []struct {
 		val   string
@@ -72,6 +107,11 @@ func TestGPipeOption(t *testing.T) {
 			t.Errorf("gpipe=%s: %v", c.val, err)
 		case s.(*Scheduler).GPipeOrder != c.gpipe:
 			t.Errorf("gpipe=%s: GPipeOrder = %v, want %v", c.val, s.(*Scheduler).GPipeOrder, c.gpipe)
+		}
+	}
+	for _, name := range []string{"1f1b", "gpipe"} { // one order each
+		if _, err := core.NewScheduler(name, map[string]string{"gpipe": "on"}); err == nil || !strings.Contains(err.Error(), "only graphpipe takes it") {
+			t.Errorf("%s with gpipe=on: err = %v, want a refusal", name, err)
 		}
 	}
 	s, err := core.NewScheduler("graphpipe", nil)

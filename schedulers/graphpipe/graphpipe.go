@@ -33,11 +33,11 @@ func init() {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
 			// The on/off options: each sets its field to on, or with
-			// off set, to off.
+			// inverted set, to !on.
 			switches := map[string]struct {
-				field *bool
-				off   bool
-				want  string
+				field    *bool
+				inverted bool
+				want     string
 			}{
 				"trim":   {&sc.KeepWarmup, true, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
 				"groups": {&sc.NoStepGroups, true, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
@@ -50,7 +50,10 @@ func init() {
 					if !ok {
 						return nil, fmt.Errorf("%s: option %s=%q: want %s", s.name, k, v, sw.want)
 					}
-					*sw.field = on != sw.off
+					if k == "gpipe" && !s.graph {
+						return nil, fmt.Errorf("%s: option gpipe: only graphpipe takes it (a chain scheduler has one order: %s)", s.name, s.kind)
+					}
+					*sw.field = on != sw.inverted
 					continue
 				}
 				switch k {
@@ -128,8 +131,8 @@ func init() {
 // fastest that fits. The
 // chain baselines get exactly the same search over their own candidates,
 // and GraphPipe weighs the 1F1B chain's candidates too (with GPipeOrder
-// the GPipe chain's as well), so it is never slower than that baseline
-// (those baselines) in the simulator. The plan's metrics report
+// the GPipe chain's as well), so at a fixed MicroBatches it is never
+// slower than that baseline (those baselines) in the simulator. The plan's metrics report
 // the estimate (predicted_iteration_ms) and the simulation
 // (simulated_iteration_ms) of the chosen candidate. Without MicroBatches
 // every scheduler also searches the micro-batch count the same way
@@ -198,7 +201,10 @@ type Scheduler struct {
 	// GPipeOrder makes GraphPipe also weigh GPipe's order (option
 	// gpipe=on): its DAG answers and the GPipe chain baseline's whole
 	// search, every micro-batch in flight, beside its generalised 1F1B,
-	// so that it is never slower than either chain baseline. It trades
+	// so that at a fixed MicroBatches it is never slower than either
+	// chain baseline (with m searched, its walk over m may stop at
+	// another count than the GPipe chain's: none did on the
+	// benchmark). It trades
 	// memory for time: off (the default), GraphPipe keeps the paper's
 	// schedule, whose in-flight bound is what makes it lighter than the
 	// chains.

@@ -429,35 +429,32 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	// may fit where their answers at the devices' memory do not. Per
 	// family, so each chain family stays its baseline's whole search.
 	fams := s.families()
-	seen := map[string]*candidate{}
-	for _, pool := range pools {
-		for _, cd := range pool {
-			seen[signature(cd.part, cd.kind)] = cd
-		}
+	if len(fams) != len(pools) {
+		return nil, fmt.Errorf("%s: %d candidate pools for %d families", s.Name(), len(pools), len(fams))
 	}
 	// The chain families first, then the DAG family (as the fallback
-	// always ran): their signatures never meet a chain's.
-	order := make([]int, 0, len(fams))
-	for f, fam := range fams {
-		if !fam.dag {
-			order = append(order, f)
+	// always ran): their signatures never meet a chain's. The DAG DP's
+	// least memory is 1F1B's: GPipe's DAG family has no fallback.
+	var order []int
+	for _, dag := range []bool{false, true} {
+		for f, fam := range fams {
+			if fam.dag == dag && (!fam.dag || fam.kind == OneFOneB) && !anyFits(pools[f:f+1]) {
+				order = append(order, f)
+			}
 		}
 	}
-	for f, fam := range fams {
-		if fam.dag {
-			order = append(order, f)
+	var seen map[string]*candidate
+	if len(order) > 0 {
+		seen = map[string]*candidate{}
+		for _, pool := range pools {
+			for _, cd := range pool {
+				seen[signature(cd.part, cd.kind)] = cd
+			}
 		}
-	}
-	want := make([]bool, len(fams))
-	for f := range fams {
-		want[f] = !anyFits(pools[f : f+1])
 	}
 	r := s.maxReplicas(len(devs))
 	for _, f := range order {
 		fam := fams[f]
-		if !want[f] || fam.dag && fam.kind != OneFOneB {
-			continue // the DAG DP's least memory is 1F1B's
-		}
 		chain, dag := frugalPartitions(w, c, len(devs), r, fam.kind, !fam.dag, fam.dag)
 		parts, from := chain, "chain, least memory"
 		if fam.dag {
