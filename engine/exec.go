@@ -279,23 +279,30 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 	}
 	ex.startPrefetch(ctx, &wg)
-	for _, k := range order {
-		tasks := streams[k]
-		wg.Go(func() {
-			for _, i := range tasks {
-				if err := ex.wait(ctx, i); err != nil {
-					ex.fail(err)
-					cancel()
-					return
-				}
-				if err := ex.run(ctx, i); err != nil {
-					ex.fail(err)
-					cancel()
-					return
-				}
-				close(ex.done[i])
+	stream := func(tasks []int) {
+		for _, i := range tasks {
+			if err := ex.wait(ctx, i); err != nil {
+				ex.fail(err)
+				cancel()
+				return
 			}
-		})
+			if err := ex.run(ctx, i); err != nil {
+				ex.fail(err)
+				cancel()
+				return
+			}
+			close(ex.done[i])
+		}
+	}
+	for _, k := range order[:max(len(order)-1, 0)] {
+		tasks := streams[k]
+		wg.Go(func() { stream(tasks) })
+	}
+	if len(order) > 0 {
+		// The last stream on Run's own goroutine: it is usually the one
+		// that ends the iteration (a step stream), so Run need not wait
+		// to be woken (a handoff, 10-25 µs on a VM) once it has.
+		stream(streams[order[len(order)-1]])
 	}
 	wg.Wait()
 	ex.dropPrefetched()
