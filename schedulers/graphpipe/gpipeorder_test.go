@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -124,5 +125,66 @@ func TestGPipeOption(t *testing.T) {
 		if err1 != nil || err2 != nil || *on.(*Scheduler) == *off.(*Scheduler) || *on.(*Scheduler) != *s.(*Scheduler) {
 			t.Errorf("%s=on and off: errs %v, %v; want the default and something else", o, err1, err2)
 		}
+	}
+}
+
+// TestGPipeFamilies: with GPipeOrder GraphPipe's search holds four
+// families, in families' order: its DAG answers and the 1F1B chain's
+// under 1F1B, the same DAG answers under GPipe, and exactly the GPipe
+// chain baseline's candidates (the same partitions, so GraphPipe never
+// does worse than that baseline at this m); without it, the first two
+// alone, as before.
+func TestGPipeFamilies(t *testing.T) {
+	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 4}
+	w, cl := presetWorkload(t, "dlrm", cfg, 2048, 8)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []core.DeviceID
+	for _, d := range w.Devices {
+		devs = append(devs, d.ID)
+	}
+	eval := func(s *Scheduler) ([]family, [][]*candidate) {
+		t.Helper()
+		e, err := s.evalM(t.Context(), w, cm, devs, 8, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s.families(), e.pools
+	}
+	sigs := func(pool []*candidate) []string {
+		var out []string
+		for _, cd := range pool {
+			out = append(out, signature(cd.part, cd.kind))
+		}
+		return out
+	}
+	fams, pools := eval(&Scheduler{Graph: true, Kind: OneFOneB, GPipeOrder: true})
+	want := []family{{OneFOneB, true}, {OneFOneB, false}, {GPipe, true}, {GPipe, false}}
+	if !slices.Equal(fams, want) || len(pools) != 4 {
+		t.Fatalf("families %v, %d pools; want %v", fams, len(pools), want)
+	}
+	for f, pool := range pools {
+		for _, cd := range pool {
+			if cd.kind != fams[f].kind {
+				t.Fatalf("family %d (%v) holds a candidate of kind %v", f, fams[f], cd.kind)
+			}
+		}
+	}
+	if len(pools[2]) != len(pools[0]) {
+		t.Errorf("%d DAG answers in GPipe's order, %d in 1F1B's; want the same answers", len(pools[2]), len(pools[0]))
+	}
+	_, base := eval(&Scheduler{Kind: GPipe})
+	if got, want := sigs(pools[3]), sigs(base[0]); !slices.Equal(got, want) || len(got) == 0 {
+		t.Errorf("GPipe chain family: %d candidates, the GPipe baseline's %d; want the same partitions", len(got), len(want))
+	}
+	fams, pools = eval(&Scheduler{Graph: true, Kind: OneFOneB})
+	if len(fams) != 2 || len(pools) != 2 {
+		t.Errorf("without GPipeOrder: %d families, %d pools; want 2", len(fams), len(pools))
 	}
 }
