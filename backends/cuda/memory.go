@@ -145,8 +145,9 @@ func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
 		return nil, errClosed
 	}
 	bytes := n * 4
-	what := fmt.Sprintf("tensor %v", shape)
-	if err := d.mem.Reserve(bytes, what); err != nil {
+	// Described only on the error paths: a step allocates hundreds.
+	what := func() string { return fmt.Sprintf("tensor %v", shape) }
+	if err := d.mem.ReserveTensor(bytes, shape); err != nil {
 		return nil, fmt.Errorf("cuda: alloc %v: %w", shape, err)
 	}
 	b := &Buffer{dev: d, n: int(n), bytes: bytes}
@@ -155,11 +156,11 @@ func (d *Device) Alloc(shape ...int) (*core.Tensor, error) {
 		err := d.w.do(func() error {
 			ptr, err := d.pool.get(b.class)
 			if err != nil {
-				return d.driverOOM(err, bytes, what)
+				return d.driverOOM(err, bytes, what())
 			}
 			if err := cu.MemsetD32Async(ptr, 0, n, d.stream); err != nil {
 				d.pool.put(ptr, b.class)
-				return fmt.Errorf("cuda: %s: clearing %s: %w", d.id, what, err)
+				return fmt.Errorf("cuda: %s: clearing %s: %w", d.id, what(), err)
 			}
 			b.ptr = ptr
 			return nil
