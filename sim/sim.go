@@ -237,8 +237,10 @@ type sim struct {
 	consumers [][]int
 	needGrad  []bool
 	// nextOnStream is each task's successor on its (device, stream), -1
-	// for a stream's last.
+	// for a stream's last; handoffs: some device's profile has executor
+	// handoffs that apply (executorProf).
 	nextOnStream []int
+	handoffs     bool
 	opDev        [][]core.DeviceID
 	fwdOf        [][]int
 	bwdOf        [][]int
@@ -391,6 +393,11 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 		}
 	}
 	s.cm, s.prof = cm, cm.prof
+	for _, d := range s.devs {
+		if pp := s.executorProf(d); pp != nil && (pp.Handoff > 0 || pp.HandoffBusy > 0) {
+			s.handoffs = true
+		}
+	}
 	// The parameter bytes the plan's ops on each device read.
 	s.usedBytes = map[core.DeviceID]int64{}
 	opsOn := map[core.DeviceID][]int{}
@@ -1688,7 +1695,7 @@ func (s *sim) finish(i int, now time.Duration) {
 	// adds in order, values in flight) are not looked at; tasks released
 	// by those waits (addSucc) get no handoff.
 	goesOn := false
-	if next := s.nextOnStream[i]; next >= 0 {
+	if next := s.nextOnStream[i]; s.handoffs && next >= 0 {
 		goesOn = true
 		for _, q := range s.preds[next] {
 			goesOn = goesOn && s.finished[q]
@@ -1698,7 +1705,7 @@ func (s *sim) finish(i int, now time.Duration) {
 		if s.left[j]--; s.left[j] == 0 {
 			// Its stream waited for this task on another stream: the
 			// executor's handoff (a parked goroutine woken).
-			if tj := s.p.Tasks[j]; tj.Device != d || tj.Stream != t.Stream {
+			if tj := s.p.Tasks[j]; s.handoffs && (tj.Device != d || tj.Stream != t.Stream) {
 				if pj := s.executorProf(tj.Device); pj != nil {
 					h := pj.Handoff
 					if goesOn && pj.HandoffBusy > 0 {
