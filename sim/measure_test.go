@@ -82,14 +82,14 @@ func TestMeasure(t *testing.T) {
 				}
 			}
 			// The executor's own time, measured beside the ops: the step
-			// (on its own stream) waited for the backward, a goroutine
-			// woken by one that computes on waited, and each run took
-			// longer than its tasks' span.
-			for _, d := range []time.Duration{prof.Handoff, prof.HandoffBusy, prof.IterationOverhead} {
-				if d <= 0 || d > 10*time.Millisecond {
-					t.Errorf("handoff %v (busy %v), iteration overhead %v; want all positive (and below 10 ms)", prof.Handoff, prof.HandoffBusy, prof.IterationOverhead)
-					break
-				}
+			// (on its own stream) waited for the backward, and each run
+			// took longer than its tasks' span. The busy handoff (a
+			// goroutine woken by one that computes on) is 0 where no
+			// other core was free to run the woken one (other tests'
+			// load): its measurement then only bounds it.
+			if prof.Handoff <= 0 || prof.IterationOverhead <= 0 || prof.HandoffBusy < 0 ||
+				max(prof.Handoff, prof.HandoffBusy, prof.IterationOverhead) > 10*time.Millisecond {
+				t.Errorf("handoff %v (busy %v), iteration overhead %v; want the handoff and the overhead positive, all below 10 ms", prof.Handoff, prof.HandoffBusy, prof.IterationOverhead)
 			}
 			var buf bytes.Buffer
 			if err := sim.WriteProfile(&buf, prof); err != nil {
