@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math/bits"
 	"os"
 	"runtime"
 	"strconv"
@@ -252,11 +253,14 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 		return nil, fmt.Errorf("cpu: alloc %v: %w", shape, err)
 	}
 	data := d.cache.take(n)
-	if data != nil {
+	switch {
+	case data != nil:
 		if zero {
 			d.k.zero(data) // over the device's threads, non-temporal when large
 		}
-	} else {
+	case 4*int64(n) >= cacheMinBytes:
+		data = make([]float32, n, sizeClass(n)) // cacheable once freed
+	default:
 		data = make([]float32, n)
 	}
 	h := &core.HostMem{Data: data, Dev: d.id}
@@ -327,34 +331,54 @@ func newBufCache(memCap int64) *bufCache {
 	return &bufCache{free: map[int][][]float32{}, limit: limit}
 }
 
+// sizeClass is the capacity a cacheable buffer of n elements gets: n
+// rounded up to a multiple of 2^k with n in [4·2^k, 8·2^k), four classes
+// per doubling, at most 25% over. Buffers freed at one size then serve
+// the nearby sizes of the next iteration (sampled mini-batches differ in
+// every iteration: cached by exact length, they were never reused, and
+// training on Cora in mini-batches of 32 held 1.5 GB).
+func sizeClass(n int) int {
+	k := bits.Len(uint(n)) - 3
+	if k <= 0 {
+		return n
+	}
+	return (n + 1<<k - 1) >> k << k
+}
+
+// take returns a cached buffer for n elements (length n, capacity its
+// size class), or nil.
 func (c *bufCache) take(n int) []float32 {
 	if 4*int64(n) < cacheMinBytes {
 		return nil
 	}
+	k := sizeClass(n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	l := c.free[n]
+	l := c.free[k]
 	if len(l) == 0 {
 		return nil
 	}
 	b := l[len(l)-1]
 	l[len(l)-1] = nil
-	c.free[n] = l[:len(l)-1]
-	c.bytes -= 4 * int64(n)
-	return b
+	c.free[k] = l[:len(l)-1]
+	c.bytes -= 4 * int64(k)
+	return b[:n]
 }
 
+// put keeps b for reuse if its capacity is a size class. A full cache is
+// emptied first: what it holds then is mostly sizes no longer asked for.
 func (c *bufCache) put(b []float32) {
-	size := 4 * int64(len(b))
-	if size < cacheMinBytes || len(b) != cap(b) {
+	k := cap(b)
+	size := 4 * int64(k)
+	if size < cacheMinBytes || sizeClass(k) != k || size > c.limit {
 		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.bytes+size > c.limit {
-		return
+		c.free, c.bytes = map[int][][]float32{}, 0
 	}
-	c.free[len(b)] = append(c.free[len(b)], b)
+	c.free[k] = append(c.free[k], b[:k])
 	c.bytes += size
 }
 
