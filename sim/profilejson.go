@@ -241,17 +241,15 @@ func ParseProfile(b []byte) (*Profile, error) {
 	if p.ResidentInputBytes, err = size(f.ResidentInputBytes, "resident_input_bytes"); err != nil {
 		return nil, err
 	}
-	if p.Step, err = dur(f.StepMs, "step_ms"); err != nil {
-		return nil, err
-	}
-	if p.Handoff, err = dur(f.HandoffMs, "handoff_ms"); err != nil {
-		return nil, err
-	}
-	if p.HandoffBusy, err = dur(f.HandoffBusyMs, "handoff_busy_ms"); err != nil {
-		return nil, err
-	}
-	if p.IterationOverhead, err = dur(f.IterationOverheadMs, "iteration_overhead_ms"); err != nil {
-		return nil, err
+	for _, t := range []struct {
+		to   *time.Duration
+		ms   float64
+		name string
+	}{{&p.Step, f.StepMs, "step_ms"}, {&p.Handoff, f.HandoffMs, "handoff_ms"},
+		{&p.HandoffBusy, f.HandoffBusyMs, "handoff_busy_ms"}, {&p.IterationOverhead, f.IterationOverheadMs, "iteration_overhead_ms"}} {
+		if *t.to, err = dur(t.ms, t.name); err != nil {
+			return nil, err
+		}
 	}
 	edges := map[int64]int64{}
 	for _, l := range f.Ladder {

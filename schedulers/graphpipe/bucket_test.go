@@ -110,6 +110,18 @@ func presetWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n
 	return workloadOn(t, model, cfg, samples, cl.Infos()), cl
 }
 
+// rooflineWorkload is presetWorkload with the roofline profile of the
+// preset's device.
+func rooflineWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster, *sim.Profile) {
+	t.Helper()
+	w, cl := presetWorkload(t, model, cfg, samples, n)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cl, prof
+}
+
 // workloadOn is model of cfg over devs, one iteration of samples rows.
 func workloadOn(t *testing.T, model string, cfg core.ModelConfig, samples int, devs []core.DeviceInfo) *core.Workload {
 	t.Helper()

@@ -18,11 +18,7 @@ import (
 // either chain baseline, and says so (gpipe_order, the description).
 func TestGraphPipeWeighsGPipeOrder(t *testing.T) {
 	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}
-	w, cl := presetWorkload(t, "dlrm", cfg, 8192, 8)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := rooflineWorkload(t, "dlrm", cfg, 8192, 8)
 	run := func(s *Scheduler) *core.Plan {
 		t.Helper()
 		s.MicroBatches, s.Cluster, s.Profile = 16, cl, prof
@@ -63,11 +59,7 @@ func TestGraphPipeDAGInGPipeOrder(t *testing.T) {
 		t.Skip("32-device searches: skipped with -short")
 	}
 	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}
-	w, cl := presetWorkload(t, "dlrm", cfg, 8192, 32)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := rooflineWorkload(t, "dlrm", cfg, 8192, 32)
 	iter := func(s *Scheduler) (*core.Plan, float64) {
 		t.Helper()
 		s.MicroBatches, s.Cluster, s.Profile = 16, cl, prof
@@ -136,11 +128,7 @@ func TestGPipeOption(t *testing.T) {
 // alone, as before.
 func TestGPipeFamilies(t *testing.T) {
 	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 4}
-	w, cl := presetWorkload(t, "dlrm", cfg, 2048, 8)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := rooflineWorkload(t, "dlrm", cfg, 2048, 8)
 	cm, err := sim.NewCostModel(w, prof, cl)
 	if err != nil {
 		t.Fatal(err)

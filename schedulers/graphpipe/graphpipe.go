@@ -33,16 +33,17 @@ func init() {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
 			// The on/off options: each sets its field to on, or with
-			// inverted set, to !on.
+			// inverted set, to !on; graphOnly ones are refused by the
+			// chain schedulers.
 			switches := map[string]struct {
-				field    *bool
-				inverted bool
-				want     string
+				field               *bool
+				inverted, graphOnly bool
+				want                string
 			}{
-				"trim":   {&sc.KeepWarmup, true, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
-				"groups": {&sc.NoStepGroups, true, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
-				"shared": {&sc.Disjoint, true, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
-				"gpipe":  {&sc.GPipeOrder, false, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
+				"trim":   {&sc.KeepWarmup, true, false, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
+				"groups": {&sc.NoStepGroups, true, false, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
+				"shared": {&sc.Disjoint, true, false, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
+				"gpipe":  {&sc.GPipeOrder, false, true, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
 			}
 			for k, v := range opts {
 				if sw, ok := switches[k]; ok {
@@ -50,8 +51,8 @@ func init() {
 					if !ok {
 						return nil, fmt.Errorf("%s: option %s=%q: want %s", s.name, k, v, sw.want)
 					}
-					if k == "gpipe" && !s.graph {
-						return nil, fmt.Errorf("%s: option gpipe: only graphpipe takes it (a chain scheduler has one order: %s)", s.name, s.kind)
+					if sw.graphOnly && !s.graph {
+						return nil, fmt.Errorf("%s: option %s: only graphpipe takes it (a chain scheduler has one order: %s)", s.name, k, s.kind)
 					}
 					*sw.field = on != sw.inverted
 					continue

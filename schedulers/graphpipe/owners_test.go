@@ -148,11 +148,7 @@ func costsOn(t *testing.T, w *core.Workload, cl *sim.Cluster, prof *sim.Profile,
 // holds) / frac, with its roofline profile and the per-device memory.
 func cappedWorkload(t *testing.T, cfg core.ModelConfig, n int, frac float64) (*core.Workload, *sim.Cluster, *sim.Profile, int64) {
 	t.Helper()
-	w, cl := unoWorkload(t, cfg, 8192, n)
-	prof, err := sim.Roofline(w, cl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cl, prof := rooflineWorkload(t, "uno", cfg, 8192, n)
 	cm, err := sim.NewCostModel(w, prof, cl)
 	if err != nil {
 		t.Fatal(err)
