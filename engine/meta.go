@@ -120,7 +120,7 @@ func (t *Trainer) Estimate(b *Batch, units []core.Unit, dev core.DeviceInfo) (re
 	}
 	for _, u := range units {
 		if !u.Subgraph {
-			if _, err := t.batchInputs(r, b); err != nil {
+			if _, err := t.batchInputs(r, b, false); err != nil {
 				return 0, 0, err
 			}
 			break

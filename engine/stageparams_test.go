@@ -93,3 +93,49 @@ func TestStageHoldsOwnParams(t *testing.T) {
 		})
 	}
 }
+
+// TestPredictOnStageWithoutFeatures: when the home device holds a later
+// pipeline stage (its ops read no features), evaluation still runs the
+// whole model there, with the same predictions as one device, and leaves
+// it holding only what its stage reads.
+func TestPredictOnStageWithoutFeatures(t *testing.T) {
+	nodes := batch(100)
+	predict := func(t *testing.T, s core.Scheduler, nDev int) []int32 {
+		tr, devs, _ := setup(t, "gcn", 0)
+		b := tr.FullBatch(batch(60))
+		w, err := tr.Workload(b, infos(devs[:nDev]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := tr.Run(context.Background(), p, b, engine.RunOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		before := devs[0].Mem().Stats().Used
+		preds, err := tr.Predict(context.Background(), nodes)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		if after := devs[0].Mem().Stats().Used; after > before {
+			t.Errorf("%s: home holds %d bytes after evaluating, %d before", s.Name(), after, before)
+		}
+		if _, err := tr.Run(context.Background(), p, b, engine.RunOptions{}); err != nil {
+			t.Fatalf("%s: training after evaluating: %v", s.Name(), err)
+		}
+		return preds
+	}
+	// The first half of the ops on cpu:1, the second (and home) on cpu:0.
+	reversed := schedtest.Stages{K: 2, Assign: func(o, n, d int) int { return d - 1 - schedtest.Halves(o, n, d) }}
+	got := predict(t, reversed, 2)
+	want := predict(t, schedtest.Split{K: 2}, 1)
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node %d: predicted %d on the pipeline, %d on one device", i, got[i], want[i])
+		}
+	}
+}

@@ -131,6 +131,9 @@ type replica struct {
 	// graph: its features (sampled batches) and edge weights.
 	batch  *Batch
 	inputs map[string]*core.Tensor
+	// inputsAll: inputs holds every input of the batch, not only want's
+	// (an evaluation reads them all).
+	inputsAll bool
 	// want names the inputs the plan's ops on this device read (nil:
 	// all); wantKey is it as a string, for the inputs cache.
 	want    map[string]bool
@@ -319,13 +322,14 @@ func (t *Trainer) features(r *replica) (*core.Tensor, error) {
 }
 
 // batchInputs returns the features and edge weights of b resident on r,
-// for units that compute the whole batch graph. A new batch replaces the
-// previous one's.
-func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, error) {
-	if r.batch == b {
+// for units that compute the whole batch graph: those the plan's ops on r
+// read (r.want), or every one with all (an evaluation runs the whole
+// model there). A new batch replaces the previous one's.
+func (t *Trainer) batchInputs(r *replica, b *Batch, all bool) (map[string]*core.Tensor, error) {
+	if r.batch == b && (r.inputsAll || !all) {
 		return r.inputs, nil
 	}
-	wants := func(name string) bool { return r.want == nil || r.want[name] }
+	wants := func(name string) bool { return all || r.want == nil || r.want[name] }
 	for k, x := range r.inputs {
 		if x != r.x {
 			r.dev.Free(x)
@@ -361,7 +365,7 @@ func (t *Trainer) batchInputs(r *replica, b *Batch) (map[string]*core.Tensor, er
 			return nil, err
 		}
 	}
-	r.batch = b
+	r.batch, r.inputsAll = b, all || r.want == nil
 	return r.inputs, nil
 }
 
@@ -459,7 +463,7 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 			env.SetValue(name+".w", wt)
 		}
 	} else if !u.Subgraph {
-		vals, err := t.batchInputs(r, b)
+		vals, err := t.batchInputs(r, b, !training)
 		if err != nil {
 			return nil, err
 		}
