@@ -61,9 +61,11 @@ const (
 	maxLatency         = time.Second // a link's latency, an op's launch
 	minCores, maxCores = 0.01, 1e6
 	maxOptFactor       = 64
-	maxSpeedup         = 1e6
 	maxMemBytes        = 1 << 50 // 1 PiB
 )
+
+// The range of a device's Speedup (0: none) that Validate allows.
+const MinSpeedup, MaxSpeedup = 1e-3, 1e6
 
 // Validate checks what the simulator and the planners rely on: at least
 // one device, unique canonical backend:index ids, and every figure finite
@@ -93,7 +95,7 @@ func (c *Cluster) Validate() error {
 		for _, f := range []span{
 			{"gflops", d.GFLOPS, minGFLOPS, maxGFLO, false},
 			{"mem_gbps", d.MemGBps, minGBps, maxGBps, false},
-			{"speedup", d.Speedup, 1e-3, maxSpeedup, true},
+			{"speedup", d.Speedup, MinSpeedup, MaxSpeedup, true},
 			{"stream_overlap", d.StreamOverlap, 0, 1, true},
 		} {
 			if err := f.check(); err != "" {

@@ -125,18 +125,20 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			}
 			return nil, fmt.Errorf("sim: the plan uses device %s, which cluster %q does not have (it has %s)", d, c.Name, strings.Join(ids, ", "))
 		}
+		if !(m.Speedup >= 0 && m.Speedup <= MaxSpeedup) {
+			return nil, fmt.Errorf("sim: device %s: speedup %g: want 0 (none) or %g to %g", d, m.Speedup, MinSpeedup, MaxSpeedup)
+		}
 		pr, scale := prof, 1.0
 		if pr == nil {
 			key := *m
 			key.ID = ""
-			if roofs[key] == nil {
+			if pr = roofs[key]; pr == nil {
 				r, err := Roofline(w, *m)
 				if err != nil {
 					return nil, err
 				}
-				roofs[key] = r
+				roofs[key], pr = r, r
 			}
-			pr = roofs[key]
 		} else if m.Speedup > 0 {
 			scale = 1 / m.Speedup
 		}

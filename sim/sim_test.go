@@ -397,6 +397,12 @@ func TestSimulateErrors(t *testing.T) {
 			_, err := sim.Simulate(q, w, prof, free(2))
 			return err
 		}, "does not exist"},
+		{"NaN speedup", func() error {
+			c := free(2)
+			c.Devices[1].Speedup = math.NaN()
+			_, err := sim.Simulate(pipeline(w, 1, false), w, nil, c)
+			return err
+		}, "cpu:1: speedup NaN"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.run()

@@ -111,6 +111,25 @@ func TestTrainBadInput(t *testing.T) {
 	}
 }
 
+func TestPlanBadInput(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--speedup", "NaN"}, "--speedup NaN: want a factor from 0.001"},
+		{[]string{"--speedup", "Inf"}, "--speedup +Inf"},
+		{[]string{"--speedup", "1e-300"}, "--speedup 1e-300"},
+		{[]string{"--speedup", "-2"}, "--speedup -2"},
+	} {
+		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
+			_, err := run(t, append([]string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "2", "--simulate"}, c.args...)...)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one mentioning %q", err, c.want)
+			}
+		})
+	}
+}
+
 func TestDevicesAndDataInfo(t *testing.T) {
 	out, err := run(t, "devices")
 	if err != nil || !strings.Contains(out, "cpu:0") {

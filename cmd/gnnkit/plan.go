@@ -228,8 +228,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 	}
-	if f.speedup < 0 {
-		return fmt.Errorf("--speedup must not be negative, got %g", f.speedup)
+	if f.speedup != 0 && !(f.speedup >= sim.MinSpeedup && f.speedup <= sim.MaxSpeedup) {
+		return fmt.Errorf("--speedup %g: want a factor from %g to %g (or 0: none)", f.speedup, sim.MinSpeedup, sim.MaxSpeedup)
 	}
 	if fl.Changed("speedup") || f.cluster == "" {
 		for i := range cl.Devices {
