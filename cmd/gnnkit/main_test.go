@@ -130,6 +130,32 @@ func TestPlanBadInput(t *testing.T) {
 	}
 }
 
+// TestPlanGPipeFewerMicroBatches: under GPipe a graph model's
+// micro-batches hold more the more there are (their neighbourhoods
+// overlap); when the count the search starts from does not fit, it finds
+// the one that does, and the no-fit error names the least memory of
+// every count.
+func TestPlanGPipeFewerMicroBatches(t *testing.T) {
+	args := []string{"plan", "--scheduler", "gpipe", "--model", "mbgnn", "--branches", "3", "--devices", "1", "--preset", "pcie-a100", "--json"}
+	out, err := run(t, append(args, "--device-mem", "100MiB")...)
+	if err != nil {
+		t.Fatalf("100 MiB: %v", err)
+	}
+	var r struct {
+		Plan struct{ Metrics map[string]float64 }
+	}
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok := r.Plan.Metrics["micro_batches"]; !ok || m >= 16 {
+		t.Errorf("planned %v micro-batches in 100 MiB; want fewer than the 16 the search starts from", m)
+	}
+	_, err = run(t, append(args, "--device-mem", "10MiB")...)
+	if err == nil || !strings.Contains(err.Error(), "at m = 1 ") {
+		t.Errorf("10 MiB: %v; want the memory m = 1 needs", err)
+	}
+}
+
 func TestDevicesAndDataInfo(t *testing.T) {
 	out, err := run(t, "devices")
 	if err != nil || !strings.Contains(out, "cpu:0") {

@@ -788,18 +788,35 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 // micro-batch in flight, with GPipe's memory); GraphPipe's (graph) under
 // 1F1B the smaller of the DAG DP's and the chain DP's (it searches both
 // families, and the DAG DP's memory check is the looser one for
-// replicated stages).
-func noFit(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool, name string) error {
-	need, under := int64(0), ""
+// replicated stages), the least over the micro-batch counts tried (cs).
+func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, name string) error {
+	var need int64 = -1
+	var under string
+	var m int
+	for _, c := range cs {
+		n, u := needMemory(w, c, D, maxRep, kind, graph)
+		if need < 0 || n < need {
+			need, under, m = n, u, c.m
+		}
+	}
+	at := ""
+	if len(cs) > 1 {
+		at = fmt.Sprintf(" at m = %d", m)
+	}
+	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s%s (raise the devices' memory or add devices)",
+		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)), at)
+}
+
+// needMemory is the smallest per-device memory a plan of kind fits in
+// at c's micro-batch count, and under which schedule (for the message).
+func needMemory(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) (int64, string) {
 	switch {
 	case kind == GPipe:
-		need, under = minChainMemory(c, D, maxRep, GPipe), " under GPipe (every micro-batch in flight)"
+		return minChainMemory(c, D, maxRep, GPipe), " under GPipe (every micro-batch in flight)"
 	case graph:
 		root, _ := Decompose(w)
-		need = min(minMemory(root, c, D, maxRep), minChainMemory(c, D, maxRep, kind))
+		return min(minMemory(root, c, D, maxRep), minChainMemory(c, D, maxRep, kind)), ""
 	default:
-		need, under = minChainMemory(c, D, maxRep, kind), " as a chain of stages"
+		return minChainMemory(c, D, maxRep, kind), " as a chain of stages"
 	}
-	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s (raise the devices' memory or add devices)",
-		name, ErrNoFit, D, core.FormatBytes(int64(c.memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)))
 }

@@ -667,8 +667,20 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 				next, nsc = j, x
 			}
 		}
-		if next < 0 && math.IsInf(sc, 1) && cur+1 < len(ladder) {
-			next = cur + 1 // nothing fits yet: more micro-batches hold less
+		if next < 0 && math.IsInf(sc, 1) {
+			// Nothing fits yet: try every count. More micro-batches
+			// hold less under 1F1B, but a graph model's units overlap
+			// (their neighbourhoods), so under GPipe, which keeps them
+			// all, fewer can hold less.
+			for j := range ladder {
+				x, err := get(j)
+				if err != nil {
+					return nil, err
+				}
+				if x < nsc {
+					next, nsc = j, x
+				}
+			}
 		}
 		if next < 0 {
 			break
@@ -885,8 +897,11 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		}
 	}
 	if fitting == 0 {
-		// The most micro-batches tried hold the least under 1F1B.
-		return nil, noFit(w, evals[len(evals)-1].c, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
+		cs := make([]*costs, len(evals))
+		for i, e := range evals {
+			cs[i] = e.c
+		}
+		return nil, noFit(w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
