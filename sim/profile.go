@@ -113,6 +113,18 @@ type Profile struct {
 // overflow an iteration.
 const maxExecutorTime = time.Second
 
+// Bounds on a profile's figures, so that no iteration time or memory the
+// simulator adds up from them overflows: an op's forward or backward at
+// one size at most a minute, and all ops' together (at each op's largest
+// size) an hour; a size at most 1 PiB, and all ops' 32 PiB. A measured
+// profile is far inside them.
+const (
+	maxOpTime    = time.Minute
+	maxTotalTime = time.Hour
+	maxSize      = 1 << 50
+	maxTotalSize = 1 << 55
+)
+
 // Op returns the profile of the op with the given name.
 func (p *Profile) Op(name string) (*OpProfile, bool) {
 	for i := range p.Ops {
@@ -151,6 +163,9 @@ func (p *Profile) Validate() error {
 		if bad(op.InputSize) || bad(op.OutBytesPerRow) || op.WeightBytes < 0 {
 			return fmt.Errorf("%s: negative or non-finite size", where)
 		}
+		if op.WeightBytes > maxSize || op.InputSize > maxSize || op.OutBytesPerRow > maxSize {
+			return fmt.Errorf("%s: a size over %s", where, core.FormatBytes(maxSize))
+		}
 		if len(op.Points) == 0 {
 			return fmt.Errorf("%s: no measurements", where)
 		}
@@ -165,6 +180,20 @@ func (p *Profile) Validate() error {
 	}
 	if p.ParamBytes < 0 || p.OptStateBytes < 0 || p.ResidentInputBytes < 0 || p.Step < 0 {
 		return fmt.Errorf("sim: profile has a negative size or step time")
+	}
+	if max(p.ParamBytes, p.OptStateBytes, p.ResidentInputBytes) > maxSize || p.Step > maxOpTime {
+		return fmt.Errorf("sim: profile's parameter, optimizer or input bytes over %s, or its step over %v", core.FormatBytes(maxSize), maxOpTime)
+	}
+	// Totals over the ops, each at its largest size.
+	var total time.Duration
+	var bytes int64
+	for _, op := range p.Ops {
+		pt := op.Points[len(op.Points)-1]
+		total += pt.Fwd + pt.Bwd
+		bytes += op.WeightBytes + pt.Mem + pt.OutBytes + pt.Temp
+		if total > maxTotalTime || bytes > maxTotalSize {
+			return fmt.Errorf("sim: the profile's ops take over %v or hold over %s together (at their largest sizes): a time or size is out of range", maxTotalTime, core.FormatBytes(maxTotalSize))
+		}
 	}
 	for _, f := range []struct {
 		name string
@@ -213,6 +242,12 @@ func checkPoints(pts []Point) error {
 		}
 		if pt.Edges < 0 || pt.OpEdges < 0 || pt.Fwd < 0 || pt.Bwd < 0 || pt.Mem < 0 || pt.OutBytes < 0 || pt.Temp < 0 || pt.GradIn < 0 || pt.GradOut < 0 {
 			return fmt.Errorf("at %d rows: negative time or size", pt.Rows)
+		}
+		if pt.Fwd > maxOpTime || pt.Bwd > maxOpTime {
+			return fmt.Errorf("at %d rows: forward %v, backward %v: want at most %v each", pt.Rows, pt.Fwd, pt.Bwd, maxOpTime)
+		}
+		if max(pt.Mem, pt.OutBytes, pt.Temp, pt.GradIn, pt.GradOut) > maxSize {
+			return fmt.Errorf("at %d rows: a size over %s", pt.Rows, core.FormatBytes(maxSize))
 		}
 	}
 	return nil

@@ -139,6 +139,11 @@ func TestMalformedProfiles(t *testing.T) {
 		{"handoff over a second", `{"handoff_ms": 4e12, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "handoff"},
 		{"busy handoff over a second", `{"handoff_busy_ms": 1001, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "busy handoff"},
 		{"overhead over a second", `{"iteration_overhead_ms": 2000, "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "iteration overhead"},
+		{"op over a minute", `[{"inputs": [], "runtime": {"4": 4e12}}]`, "want at most 1m0s"},
+		{"ops over an hour together", `[` + strings.Repeat(`{"inputs": [], "runtime": {"4": 50000}},`, 80) + `{"inputs": [], "runtime": {"4": 1}}]`, "over 1h0m0s"},
+		{"memory over a PiB", `[{"inputs": [], "runtime": {"4": 1}, "reserved_mem": {"4": 4e18}}]`, "a size over 1.0 PiB"},
+		{"weights over a PiB", `[{"inputs": [], "weight_size": 1e17, "runtime": {"4": 1}}]`, "a size over 1.0 PiB"},
+		{"ops over 32 PiB together", `[` + strings.Repeat(`{"inputs": [], "weight_size": 1e15, "runtime": {"4": 1}},`, 40) + `{"inputs": [], "runtime": {"4": 1}}]`, "hold over 32.0 PiB"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := sim.ParseProfile([]byte(c.in))
