@@ -53,10 +53,12 @@ type costs struct {
 	// The per-unit setup on a device (seconds forward and backward; its
 	// inputs' bytes).
 	setupF, setupB, setupMem float64
-	sync                     bool    // the consumer's task copies its inputs (CPU executor)
-	hostScale                float64 // >1: the devices share fewer host cores
-	memCap                   float64 // smallest device memory (0: unlimited)
-	resHome, resOther        float64 // resident bytes on home and elsewhere (sim.CostModel.Resident)
+	sync                     bool          // the consumer's task copies its inputs (CPU executor)
+	hostScale                float64       // >1: the devices share fewer host cores
+	memCap                   float64       // smallest device memory (0: unlimited)
+	memDev                   core.DeviceID // the device with memCap
+	memUneven                bool          // some device has more than memCap
+	resHome, resOther        float64       // resident bytes on home and elsewhere (sim.CostModel.Resident)
 	// owners: the plans step each parameter on its owner
 	// (core.Plan.StepOwners); the flush and the resident memory follow
 	// the parameters (opPar: each op's, by index into parBytes; pbyte:
@@ -186,16 +188,25 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	if cl.HostCores > 0 && float64(len(devs)) > cl.HostCores {
 		c.hostScale = float64(len(devs)) / cl.HostCores
 	}
+	caps := map[core.DeviceID]float64{}
 	for _, d := range devs {
-		if mc := cm.Capacity(d); mc > 0 && (c.memCap == 0 || float64(mc) < c.memCap) {
-			c.memCap = float64(mc)
+		if mc := cm.Capacity(d); mc > 0 {
+			caps[d] = float64(mc)
 		}
 	}
 	for _, d := range w.Devices {
-		if d.MemCap > 0 && (c.memCap == 0 || float64(d.MemCap) < c.memCap) {
-			c.memCap = float64(d.MemCap)
+		if d.MemCap > 0 && (caps[d.ID] == 0 || float64(d.MemCap) < caps[d.ID]) {
+			caps[d.ID] = float64(d.MemCap)
 		}
 	}
+	var most float64
+	for d, mc := range caps {
+		if c.memCap == 0 || mc < c.memCap || mc == c.memCap && d < c.memDev {
+			c.memCap, c.memDev = mc, d
+		}
+		most = max(most, mc)
+	}
+	c.memUneven = most > c.memCap
 	a, b := d0, d0
 	if len(devs) > 1 {
 		b = devs[1]

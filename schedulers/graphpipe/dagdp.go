@@ -616,7 +616,8 @@ func minMemory(root *spNode, c *costs, D, maxRep int) int64 {
 }
 
 // bisectMemory returns (to 0.1%) the smallest c.memCap under which fits
-// reports true, restoring c.memCap after.
+// reports true, restoring c.memCap after; math.MaxInt64 when none up to
+// maxDeviceMemory does.
 func bisectMemory(c *costs, fits func() bool) int64 {
 	saved := c.memCap
 	defer func() { c.memCap = saved }()
@@ -625,7 +626,10 @@ func bisectMemory(c *costs, fits func() bool) int64 {
 		return fits()
 	}
 	lo, hi := 1.0, 1.0
-	for ; hi < 1<<50 && !ok(hi); hi *= 2 {
+	for ; !ok(hi); hi *= 2 {
+		if hi >= maxDeviceMemory {
+			return math.MaxInt64
+		}
 		lo = hi
 	}
 	for it := 0; it < 50 && hi-lo > hi*1e-3; it++ {
@@ -799,13 +803,25 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 			need, under, m = n, u, c.m
 		}
 	}
+	if need > maxDeviceMemory {
+		return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s, nor of %s, the most the simulator models (add devices)",
+			name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), core.FormatBytes(maxDeviceMemory))
+	}
 	at := ""
 	if len(cs) > 1 {
 		at = fmt.Sprintf(" at m = %d", m)
 	}
-	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s%s (raise the devices' memory or add devices)",
-		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)), at)
+	uneven := ""
+	if cs[0].memUneven {
+		uneven = fmt.Sprintf("; the partitioners hold every device to the smallest one's memory, %s's: give the devices equal memory or leave %s out", cs[0].memDev, cs[0].memDev)
+	}
+	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s%s (raise the devices' memory or add devices%s)",
+		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)), at, uneven)
 }
+
+// maxDeviceMemory is the most memory a device may have (a cluster file's
+// limit, 1 PiB): the no-fit search looks no higher.
+const maxDeviceMemory = 1 << 50
 
 // needMemory is the smallest per-device memory a plan of kind fits in
 // at c's micro-batch count, and under which schedule (for the message).

@@ -268,3 +268,22 @@ func TestUnitSizes(t *testing.T) {
 		}
 	}
 }
+
+// TestBisectMemory: the smallest memory that fits, to 0.1%, up to the
+// most a device may have; beyond it no figure (math.MaxInt64), and the
+// no-fit error says so instead of naming 1 PiB as enough.
+func TestBisectMemory(t *testing.T) {
+	c := &costs{memCap: 12345, m: 4}
+	for _, need := range []float64{1, 3 << 20, 1 << 49, maxDeviceMemory} {
+		got := bisectMemory(c, func() bool { return c.memCap >= need })
+		if float64(got) < need || float64(got) > need*1.001 {
+			t.Errorf("need %g: got %d", need, got)
+		}
+	}
+	if got := bisectMemory(c, func() bool { return c.memCap >= 2*maxDeviceMemory }); got != math.MaxInt64 {
+		t.Errorf("need 2 PiB: got %d, want math.MaxInt64", got)
+	}
+	if c.memCap != 12345 {
+		t.Errorf("memCap %g after, want it restored", c.memCap)
+	}
+}

@@ -365,6 +365,13 @@ func TestBadInput(t *testing.T) {
 	if !errors.Is(err, graphpipe.ErrNoFit) || !strings.Contains(err.Error(), "smallest per-device memory") {
 		t.Errorf("no-fit error = %v", err)
 	}
+	// One small device among large ones: the error names it.
+	uneven := fakeDevices(3)
+	uneven[1].MemCap = 1 << 10
+	_, err = (&graphpipe.Scheduler{Graph: true}).Schedule(t.Context(), core.NewWorkload(m, g, 512, batch, uneven, 1))
+	if !errors.Is(err, graphpipe.ErrNoFit) || !strings.Contains(err.Error(), "smallest one's memory, sim:1's: give the devices equal memory or leave sim:1 out") {
+		t.Errorf("no-fit error with one small device = %v", err)
+	}
 	// The memory the error names fits and 5% less does not, for 1F1B's
 	// and GPipe's in-flight micro-batches alike, on a batch whose
 	// activations outweigh the parameters (GPipe then needs far more).
