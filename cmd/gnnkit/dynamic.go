@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"runtime/pprof"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -46,18 +45,7 @@ Examples:
   gnnkit train-dynamic --data synthetic:dsbm,nodes=2000,skew=50 --scheduler esdg --window 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.cpuprofile != "" {
-				pf, err := os.Create(f.cpuprofile)
-				if err != nil {
-					return err
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			return runDynamic(cmd, f)
+			return withCPUProfile(f.cpuprofile, func() error { return runDynamic(cmd, f) })
 		},
 	}
 	fl := cmd.Flags()
@@ -78,7 +66,7 @@ Examples:
 	fl.IntVar(&f.threads, "threads", 0, "threads per device (0: backend default)")
 	fl.Float32Var(&f.lr, "lr", 0.01, "Adam learning rate")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed")
-	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof); a failed run leaves FILE as it was")
 	return cmd
 }
 
