@@ -10,7 +10,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
-	"runtime/pprof"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -450,18 +449,9 @@ not timed.`,
   gnnkit bench epoch --data ../shared/data/rmat100k --hidden 128 --epochs 10 --pin`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if profile != "" {
-				f, err := os.Create(profile)
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				if err := pprof.StartCPUProfile(f); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
-			}
-			return runBenchEpoch(cmd, &c, models, datasets, epochs, warmup, hidden, heads, featNorm, seed)
+			return withCPUProfile(profile, func() error {
+				return runBenchEpoch(cmd, &c, models, datasets, epochs, warmup, hidden, heads, featNorm, seed)
+			})
 		},
 	}
 	c.flags(cmd)
@@ -474,7 +464,7 @@ not timed.`,
 	fl.IntVar(&heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.StringVar(&featNorm, "feature-norm", "row", "feature preprocessing: row or none (as train)")
 	fl.Uint64Var(&seed, "seed", 1, "random seed")
-	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to FILE")
+	fl.StringVar(&profile, "cpuprofile", "", "write a CPU profile of the whole run to FILE; a failed run leaves FILE as it was")
 	return cmd
 }
 

@@ -2,9 +2,11 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"os"
-	"runtime/pprof"
+	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 
@@ -14,7 +16,7 @@ import (
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/data/dynamic"
 	"github.com/gnnkit/gnnkit/engine/dyntrain"
-	_ "github.com/gnnkit/gnnkit/models/dynamic"
+	mdyn "github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/schedulers/blad"
 )
 
@@ -46,40 +48,91 @@ Examples:
   gnnkit train-dynamic --data synthetic:dsbm,nodes=2000,skew=50 --scheduler esdg --window 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if f.cpuprofile != "" {
-				pf, err := os.Create(f.cpuprofile)
-				if err != nil {
-					return err
-				}
-				defer pf.Close()
-				if err := pprof.StartCPUProfile(pf); err != nil {
-					return err
-				}
-				defer pprof.StopCPUProfile()
+			if err := f.check(); err != nil {
+				return err
 			}
-			return runDynamic(cmd, f)
+			return withCPUProfile(f.cpuprofile, func() error { return runDynamic(cmd, f) })
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "tgcn", "model: tgcn or evolvegcn")
+	fl.StringVar(&f.model, "model", "tgcn", "model: "+strings.Join(mdyn.Models(), " or ")+" (static models train with gnnkit train)")
 	fl.StringVar(&f.dataSpec, "data", "synthetic:dsbm", "a dynamic dataset folder (e.g. bitcoin_alpha) or synthetic:dsbm[,key=value...]")
 	fl.StringVar(&f.task, "task", "link", "task: link (AUC, MRR) or edge-sign (F1)")
-	fl.StringVar(&f.scheduler, "scheduler", "blad", "blad, esdg or vertexpart")
+	fl.StringVar(&f.scheduler, "scheduler", "blad", "blad, esdg or vertexpart (vertexpart: tgcn only)")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend")
 	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1")
-	fl.IntVar(&f.window, "window", 5, "BPTT window: snapshots per group")
-	fl.Int64Var(&f.seconds, "snapshot-seconds", 0, "snapshot length in seconds (default: the dataset's)")
-	fl.IntVar(&f.hidden, "hidden", 32, "hidden width")
-	fl.IntVar(&f.epochs, "epochs", 30, "epochs")
+	fl.IntVar(&f.window, "window", 5, "BPTT window: snapshots per group (>= 1)")
+	fl.Int64Var(&f.seconds, "snapshot-seconds", 0, "snapshot length in seconds (0: the dataset's own)")
+	fl.IntVar(&f.hidden, "hidden", 32, "hidden width (>= 1)")
+	fl.IntVar(&f.epochs, "epochs", 30, "training epochs (>= 1)")
 	fl.IntVar(&f.stepGroups, "step-groups", 8, "groups per optimizer step (0: all training groups)")
-	fl.IntVar(&f.negTrain, "neg-train", 1, "negative samples per positive (training)")
-	fl.IntVar(&f.negEval, "neg-eval", 20, "negative samples per positive (val/test; MRR ranks among them)")
-	fl.IntVar(&f.evalEvery, "eval-every", 0, "evaluate on val every N epochs (0: at the end)")
+	fl.IntVar(&f.negTrain, "neg-train", 1, "negative samples per positive, link task (training; >= 1)")
+	fl.IntVar(&f.negEval, "neg-eval", 20, "negative samples per positive, link task (val/test; MRR ranks among them; >= 1)")
+	fl.IntVar(&f.evalEvery, "eval-every", 0, "also evaluate on val every N epochs (0: only at the end, where val and test always are)")
 	fl.IntVar(&f.threads, "threads", 0, "threads per device (0: backend default)")
-	fl.Float32Var(&f.lr, "lr", 0.01, "Adam learning rate")
+	fl.Float32Var(&f.lr, "lr", 0.01, "Adam learning rate (finite, > 0)")
 	fl.Uint64Var(&f.seed, "seed", 1, "seed")
-	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof)")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run to FILE (go tool pprof); a failed run leaves FILE as it was")
 	return cmd
+}
+
+// dynamicSchedulers are the schedulers train-dynamic takes (runDynamic
+// builds them).
+var dynamicSchedulers = []string{"blad", "esdg", "vertexpart"}
+
+// check rejects flag values that mean nothing, before any data is
+// loaded: each error names the flag, the value and the allowed range.
+func (f *dynamicFlags) check() error {
+	if err := checkDynamicModel(f.model); err != nil {
+		return err
+	}
+	if !slices.Contains(dynamicSchedulers, f.scheduler) {
+		return fmt.Errorf("--scheduler %q: train-dynamic needs a group-aware scheduler: blad, esdg or vertexpart", f.scheduler)
+	}
+	if f.scheduler == "vertexpart" && f.model != "tgcn" {
+		return fmt.Errorf("--scheduler vertexpart partitions tgcn only, not --model %s: use --scheduler blad or esdg, or --model tgcn", f.model)
+	}
+	for _, c := range []struct {
+		name     string
+		v, least int64
+		want     string
+	}{
+		{"window", int64(f.window), 1, "want >= 1 snapshots per group"},
+		{"snapshot-seconds", f.seconds, 0, "want a positive snapshot length in seconds (0: the dataset's own)"},
+		{"hidden", int64(f.hidden), 1, "want a hidden width >= 1"},
+		{"epochs", int64(f.epochs), 1, "want >= 1 training epochs"},
+		{"step-groups", int64(f.stepGroups), 0, "want >= 1 groups per optimizer step (0: all training groups)"},
+		{"neg-train", int64(f.negTrain), 1, "want >= 1 negative samples per positive"},
+		{"neg-eval", int64(f.negEval), 1, "want >= 1 negative samples per positive"},
+		{"eval-every", int64(f.evalEvery), 0, "want >= 1 epochs (0: evaluate on val only at the end)"},
+		{"threads", int64(f.threads), 0, "want >= 1 threads per device (0: the backend's default)"},
+	} {
+		if c.v < c.least {
+			return fmt.Errorf("--%s %d: %s", c.name, c.v, c.want)
+		}
+	}
+	if lr := float64(f.lr); !(lr > 0) || math.IsInf(lr, 0) {
+		under := ""
+		if lr == 0 {
+			under = "; a float32 rounds a value below 1.4e-45 to 0"
+		}
+		return fmt.Errorf("--lr %s: want a finite learning rate > 0 (default 0.01%s)", strconv.FormatFloat(lr, 'g', -1, 32), under)
+	}
+	return nil
+}
+
+// checkDynamicModel accepts the dynamic models (models/dynamic) and
+// points a static model at gnnkit train.
+func checkDynamicModel(name string) error {
+	dyn := mdyn.Models()
+	if slices.Contains(dyn, name) {
+		return nil
+	}
+	want := strings.Join(dyn, " or ")
+	if slices.Contains(core.Models(), name) {
+		return fmt.Errorf("--model %s is a static model; train-dynamic trains %s (train %s with gnnkit train)", name, want, name)
+	}
+	return fmt.Errorf("--model %q: unknown; train-dynamic trains %s", name, want)
 }
 
 func loadDynamic(spec string, seconds int64) ([]data.Snapshot, int, []float32, int, error) {

@@ -103,6 +103,11 @@ func TestBuildErrors(t *testing.T) {
 		{"window zero", sn, dynamic.Options{Window: 0}, nil, "want >= 1"},
 		{"no training group", sn, dynamic.Options{Window: 4}, nil, "no training group"},
 		{"no snapshots", nil, dynamic.Options{Window: 1}, nil, "no snapshots"},
+		{"negative NegTrain", sn, dynamic.Options{Window: 1, NegTrain: -1}, nil, "NegTrain -1: want >= 1 negative samples per positive (0: the default, 1)"},
+		{"negative NegEval", sn, dynamic.Options{Window: 1, NegEval: -3}, nil, "NegEval -3: want >= 1 negative samples per positive (0: the default, 20)"},
+		{"zero counts are the defaults", sn, dynamic.Options{Window: 1}, func(s *dynamic.Set) bool {
+			return negatives(s.Train[0]) == 1 && negatives(s.Test[0]) == 20
+		}, ""},
 		{"bad split", sn, dynamic.Options{Window: 1, TrainShare: 0.9, ValShare: 0.2}, nil, "split"},
 		{"empty target skipped", empty, dynamic.Options{Window: 1}, func(s *dynamic.Set) bool { return s.SkippedEmptyTargets == 1 }, ""},
 	} {
@@ -119,6 +124,18 @@ func TestBuildErrors(t *testing.T) {
 			}
 		})
 	}
+}
+
+// negatives is the negative samples per positive of link-prediction group
+// g (its pairs per query, less the positive).
+func negatives(g *dynamic.Group) int {
+	n := 0
+	for _, q := range g.Query {
+		if q == g.Query[0] {
+			n++
+		}
+	}
+	return n - 1
 }
 
 func TestParseDSBM(t *testing.T) {

@@ -58,7 +58,8 @@ type Options struct {
 	// NegTrain and NegEval are the negative samples per positive pair for
 	// training groups and for val/test groups (link prediction). Each
 	// negative keeps the positive's scored node u and draws v uniformly
-	// from the group's nodes. Defaults 1 and 20.
+	// from the group's nodes. Zero means the default, 1 and 20; a
+	// negative count is an error. Edge sign draws no negatives.
 	NegTrain, NegEval int
 	// Split are the train and val shares of the snapshots (the rest is
 	// test); default 0.7, 0.1 (EvolveGCN).
@@ -75,14 +76,17 @@ func (o *Options) defaults() error {
 	if o.Window < 1 {
 		return errf("window %d: want >= 1", o.Window)
 	}
+	if o.NegTrain < 0 {
+		return errf("NegTrain %d: want >= 1 negative samples per positive (0: the default, 1)", o.NegTrain)
+	}
+	if o.NegEval < 0 {
+		return errf("NegEval %d: want >= 1 negative samples per positive (0: the default, 20)", o.NegEval)
+	}
 	if o.NegTrain == 0 {
 		o.NegTrain = 1
 	}
 	if o.NegEval == 0 {
 		o.NegEval = 20
-	}
-	if o.NegTrain < 0 || o.NegEval < 0 {
-		return errf("negative sample counts %d, %d: want >= 0", o.NegTrain, o.NegEval)
 	}
 	if o.TrainShare == 0 && o.ValShare == 0 {
 		o.TrainShare, o.ValShare = 0.7, 0.1

@@ -3,6 +3,7 @@ package dyntrain_test
 import (
 	"context"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -202,5 +203,48 @@ func TestVertexPartition(t *testing.T) {
 	}
 	if _, err := dyntrain.VertexPartition(s.Train[0], len(s.Train[0].Nodes)+1); err == nil {
 		t.Error("more parts than nodes: want an error")
+	}
+}
+
+// TestConfigErrors: a negative or non-finite setting is an error that
+// names the field and the allowed range (NewPlanner and NewSession check
+// before building anything); the zero values are the defaults.
+func TestConfigErrors(t *testing.T) {
+	s := set(t, dynamic.LinkPrediction)
+	infos := []core.DeviceInfo{{ID: "cpu:0"}}
+	for _, c := range []struct {
+		name string
+		cfg  dyntrain.Config
+		want string
+	}{
+		{"negative hidden", dyntrain.Config{Hidden: -1}, "Hidden -1: want >= 1 (0: the default, 32)"},
+		{"negative epochs", dyntrain.Config{Epochs: -1}, "Epochs -1: want >= 1 (0: the default, 50)"},
+		{"negative step groups", dyntrain.Config{StepGroups: -1}, "StepGroups -1: want >= 1"},
+		{"negative eval every", dyntrain.Config{EvalEvery: -2}, "EvalEvery -2: want >= 1 epochs (0: no evaluation during training)"},
+		{"negative lr", dyntrain.Config{LR: -0.1}, "LR -0.1: want a finite learning rate > 0"},
+		{"NaN lr", dyntrain.Config{LR: float32(math.NaN())}, "LR NaN: want a finite learning rate > 0"},
+		{"Inf lr", dyntrain.Config{LR: float32(math.Inf(1))}, "LR +Inf: want a finite learning rate > 0"},
+		{"zero values are the defaults", dyntrain.Config{}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := c.cfg
+			cfg.Set, cfg.Model, cfg.Scheduler = s, "tgcn", blad.New()
+			p, err := dyntrain.NewPlanner(cfg, infos)
+			if c.want == "" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if h := p.Model().Config.Hidden; h != 32 {
+					t.Errorf("hidden %d, want the default 32", h)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want one containing %q", err, c.want)
+			}
+			if _, err := dyntrain.NewSession(cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewSession: err = %v, want one containing %q", err, c.want)
+			}
+		})
 	}
 }

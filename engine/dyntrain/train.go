@@ -99,19 +99,23 @@ func selfLoops(g *core.Graph) int64 {
 	return k
 }
 
-// Config is one training run.
+// Config is one training run. A zero Hidden, Epochs or LR means the
+// default (32, 50, 0.01); a negative Hidden, Epochs, StepGroups or
+// EvalEvery, and a negative or non-finite LR, is an error.
 type Config struct {
 	Set        *dynamic.Set
 	Model      string // "tgcn" or "evolvegcn"
-	Hidden     int
-	Epochs     int
+	Hidden     int    // 0: 32 (models/dynamic)
+	Epochs     int    // 0: 50
 	LR         float32
 	Devices    []core.Device
 	Scheduler  core.Scheduler // group-aware: blad or esdg
 	StepGroups int            // groups per optimizer step; 0: all
 	Seed       uint64
-	EvalEvery  int // evaluate on val every so many epochs (0: never)
-	Progress   func(EpochStats)
+	// EvalEvery evaluates on val every so many epochs (0: never during
+	// training; Train always evaluates val and test after the last).
+	EvalEvery int
+	Progress  func(EpochStats)
 	// OpTrace adds per-op events to the traces (engine.RunOptions.OpTrace).
 	OpTrace bool
 	// VertexParts, when positive, trains the vertex-partitioned T-GCN
@@ -221,7 +225,19 @@ func (cfg *Config) check() error {
 	if cfg.Set == nil || cfg.Scheduler == nil {
 		return fmt.Errorf("dyntrain: need a set and a scheduler")
 	}
-	if cfg.Epochs <= 0 {
+	switch {
+	case cfg.Hidden < 0:
+		return fmt.Errorf("dyntrain: Hidden %d: want >= 1 (0: the default, 32)", cfg.Hidden)
+	case cfg.Epochs < 0:
+		return fmt.Errorf("dyntrain: Epochs %d: want >= 1 (0: the default, 50)", cfg.Epochs)
+	case cfg.StepGroups < 0:
+		return fmt.Errorf("dyntrain: StepGroups %d: want >= 1 groups per optimizer step (0: all training groups)", cfg.StepGroups)
+	case cfg.EvalEvery < 0:
+		return fmt.Errorf("dyntrain: EvalEvery %d: want >= 1 epochs (0: no evaluation during training)", cfg.EvalEvery)
+	case !(cfg.LR >= 0) || math.IsInf(float64(cfg.LR), 0):
+		return fmt.Errorf("dyntrain: LR %g: want a finite learning rate > 0 (0: the default, 0.01)", cfg.LR)
+	}
+	if cfg.Epochs == 0 {
 		cfg.Epochs = 50
 	}
 	if cfg.LR == 0 {

@@ -7,9 +7,31 @@ import (
 	"github.com/gnnkit/gnnkit/models/nn"
 )
 
+// registered are the models this package registers with core, in the
+// order Models lists them.
+var registered = []struct {
+	name string
+	f    core.ModelFactory
+}{
+	{"tgcn", func(c core.ModelConfig) (*core.Model, error) { return TGCN(Config{ModelConfig: c}) }},
+	{"evolvegcn", func(c core.ModelConfig) (*core.Model, error) { return EvolveGCN(Config{ModelConfig: c}) }},
+}
+
 func init() {
-	core.RegisterModel("tgcn", func(c core.ModelConfig) (*core.Model, error) { return TGCN(Config{ModelConfig: c}) })
-	core.RegisterModel("evolvegcn", func(c core.ModelConfig) (*core.Model, error) { return EvolveGCN(Config{ModelConfig: c}) })
+	for _, r := range registered {
+		core.RegisterModel(r.name, r.f)
+	}
+}
+
+// Models returns the names of the dynamic models this package registers
+// with core.RegisterModel (the models engine/dyntrain trains): "tgcn"
+// and "evolvegcn". core.Models lists them among the static ones.
+func Models() []string {
+	out := make([]string, len(registered))
+	for i, r := range registered {
+		out[i] = r.name
+	}
+	return out
 }
 
 // Value names the dynamic models share.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
+	_ "github.com/gnnkit/gnnkit/models" // the static models, for TestModels
 	"github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/models/internal/gradcheck"
 )
@@ -121,5 +122,41 @@ func TestOpDims(t *testing.T) {
 		if w, ok := want[op.Name()]; ok && d[i] != w {
 			t.Errorf("%s: %+v, want %+v", op.Name(), d[i], w)
 		}
+	}
+}
+
+// TestModels: Models lists exactly the registered models that score
+// pairs over window graphs (they read the "pairs" graph), so a caller can
+// tell a dynamic model from a static one by name.
+func TestModels(t *testing.T) {
+	dyn := map[string]bool{}
+	for _, name := range dynamic.Models() {
+		dyn[name] = true
+	}
+	if len(dyn) != 2 || !dyn["tgcn"] || !dyn["evolvegcn"] {
+		t.Errorf("Models() = %v, want tgcn and evolvegcn", dynamic.Models())
+	}
+	static := 0
+	for _, name := range core.Models() {
+		m, err := core.BuildModel(name, core.ModelConfig{InDim: 3, Hidden: 4, Classes: 2, Layers: 2})
+		if err != nil {
+			if dyn[name] {
+				t.Errorf("%s: %v", name, err)
+			}
+			continue
+		}
+		if !dyn[name] {
+			static++
+		}
+		pairs := false
+		for _, g := range m.Graphs {
+			pairs = pairs || g.Name == dynamic.Pairs
+		}
+		if pairs != dyn[name] {
+			t.Errorf("%s reads the pairs graph: %v; listed by Models: %v", name, pairs, dyn[name])
+		}
+	}
+	if static == 0 {
+		t.Error("no static model built: the check compared nothing")
 	}
 }
