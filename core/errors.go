@@ -46,10 +46,13 @@ func (e *OOMError) Error() string {
 	if e.What != "" {
 		what = " for " + e.What
 	}
-	return fmt.Sprintf("%s: out of memory: allocating %s%s, but only %s of %s is free (%s in use); "+
-		"raise --device-mem, or train in micro-batches with --scheduler cherry",
+	return fmt.Sprintf("%s: out of memory: allocating %s%s, but only %s of %s is free (%s in use); "+OOMHint,
 		e.Device, FormatBytes(e.Need), what, FormatBytes(e.Free), FormatBytes(e.Cap), FormatBytes(e.Used))
 }
+
+// OOMHint ends an OOMError's message: what to do. A command that knows
+// better advice for its case replaces it in the message it shows.
+const OOMHint = "raise --device-mem, or train in micro-batches with --scheduler cherry"
 
 // Is makes errors.Is(err, ErrOutOfMemory) true.
 func (e *OOMError) Is(target error) bool { return target == ErrOutOfMemory }

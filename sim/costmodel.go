@@ -159,7 +159,15 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			if len(missing) > 5 {
 				missing = append(missing[:5], "…")
 			}
-			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q", pr.Model, strings.Join(missing, ", "), w.ModelName)
+			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q: it profiles another model; profile this one (gnnkit plan --measure --profile FILE)", pr.Model, strings.Join(missing, ", "), w.ModelName)
+		}
+		for i, op := range w.Ops {
+			// Both sides know the weights an op reads: a profile of
+			// another size of the model would price every op wrong.
+			if a, b := pr.Ops[dp.idx[i]].WeightBytes, op.Cost.WeightBytes; a > 0 && b > 0 && a != b {
+				return nil, fmt.Errorf("sim: the profile's op %s reads %s of parameters, the workload's (model %q) %s: the profile is of another size of the model (--hidden, --branches, --layers); profile this one (gnnkit plan --measure --profile FILE)",
+					op.Name, core.FormatBytes(a), w.ModelName, core.FormatBytes(b))
+			}
 		}
 		cm.prof[d] = dp
 	}

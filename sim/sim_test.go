@@ -397,6 +397,15 @@ func TestSimulateErrors(t *testing.T) {
 			_, err := sim.Simulate(q, w, prof, free(2))
 			return err
 		}, "does not exist"},
+		{"profile of another size", func() error {
+			q := *prof
+			q.Ops = append([]sim.OpProfile(nil), prof.Ops...)
+			q.Ops[1].WeightBytes = 4096
+			v := chain(2, "cpu:0")
+			v.Ops[1].Cost.WeightBytes = 8192
+			_, err := sim.Simulate(p, v, &q, free(2))
+			return err
+		}, "op op1 reads 4.0 KiB of parameters, the workload's (model \"chain\") 8.0 KiB"},
 		{"NaN speedup", func() error {
 			c := free(2)
 			c.Devices[1].Speedup = math.NaN()

@@ -151,8 +151,18 @@ func TestPlanGPipeFewerMicroBatches(t *testing.T) {
 		t.Errorf("planned %v micro-batches in 100 MiB; want fewer than the 16 the search starts from", m)
 	}
 	_, err = run(t, append(args, "--device-mem", "10MiB")...)
-	if err == nil || !strings.Contains(err.Error(), "at m = 1 ") {
+	if err == nil || !strings.Contains(err.Error(), "at m = 1 is about") {
 		t.Errorf("10 MiB: %v; want the memory m = 1 needs", err)
+	}
+}
+
+// TestTrainPipelineOOMHint: a pipeline that runs out of memory is told
+// to use more micro-batches or devices, not the cherry scheduler.
+func TestTrainPipelineOOMHint(t *testing.T) {
+	_, err := run(t, "train", "-q", "--epochs", "1", "--model", "mbgnn", "--hidden", "8", "--scheduler", "gpipe",
+		"--devices", "cpu:0,cpu:1", "--device-mem", "40MiB", "--sched-opt", "m=1", "--measure=false")
+	if !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), "more micro-batches (--sched-opt m=N)") || strings.Contains(err.Error(), "cherry") {
+		t.Errorf("err = %v; want an out-of-memory error pointing at --sched-opt m=N", err)
 	}
 }
 

@@ -244,7 +244,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 		_ = bar.Finish()
 	}
 	if err != nil {
-		return err
+		return oomHint(err, f.scheduler)
 	}
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
 		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, IterationMsMedian: sum.IterationMsMedian, PlannedOn: plannedOn, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,

@@ -815,8 +815,8 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 	if cs[0].memUneven {
 		uneven = fmt.Sprintf("; the partitioners hold every device to the smallest one's memory, %s's: give the devices equal memory or leave %s out", cs[0].memDev, cs[0].memDev)
 	}
-	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s is about %s%s (raise the devices' memory or add devices%s)",
-		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, core.FormatBytes(core.RoundUpShownBytes(need)), at, uneven)
+	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s%s is about %s (raise the devices' memory or add devices%s)",
+		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, at, core.FormatBytes(core.RoundUpShownBytes(need)), uneven)
 }
 
 // maxDeviceMemory is the most memory a device may have (a cluster file's

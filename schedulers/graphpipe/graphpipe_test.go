@@ -642,7 +642,6 @@ func TestNoFitFigureFits(t *testing.T) {
 					msg := fmt.Sprint(err)
 					_, figure, ok := strings.Cut(msg, "is about ")
 					figure, _, _ = strings.Cut(figure, " (")
-					figure, _, _ = strings.Cut(figure, " at m = ")
 					need, perr := core.ParseBytes(strings.ReplaceAll(figure, " ", ""))
 					if !errors.Is(err, graphpipe.ErrNoFit) || !ok || perr != nil {
 						t.Fatalf("%s at 1 KiB: %v", name, err)
