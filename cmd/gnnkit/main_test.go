@@ -101,6 +101,8 @@ func TestTrainBadInput(t *testing.T) {
 		{[]string{"--epochs", "0"}, "epochs"},
 		{[]string{"--dropout", "1.5"}, "dropout"},
 		{[]string{"--feature-norm", "zscore"}, "feature-norm"},
+		{[]string{"--trace", "/nonexistent/dir/t.json"}, "--trace: cannot write /nonexistent/dir/t.json: folder /nonexistent/dir does not exist"},
+		{[]string{"--trace", os.TempDir()}, "it is a folder"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := run(t, append([]string{"train", "-q", "--epochs", "1"}, c.args...)...)
@@ -120,6 +122,10 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--speedup", "Inf"}, "--speedup +Inf"},
 		{[]string{"--speedup", "1e-300"}, "--speedup 1e-300"},
 		{[]string{"--speedup", "-2"}, "--speedup -2"},
+		{[]string{"--trace", "/nonexistent/t.json"}, "--trace: cannot write /nonexistent/t.json: folder /nonexistent does not exist"},
+		{[]string{"--dot", "/nonexistent/s.dot"}, "--dot: cannot write"},
+		{[]string{"--write-cluster", "/nonexistent/c.json"}, "--write-cluster: cannot write"},
+		{[]string{"--measure", "--profile", "/nonexistent/p.json"}, "--profile: cannot write"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := run(t, append([]string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "2", "--simulate"}, c.args...)...)
@@ -163,6 +169,22 @@ func TestTrainPipelineOOMHint(t *testing.T) {
 		"--devices", "cpu:0,cpu:1", "--device-mem", "40MiB", "--sched-opt", "m=1", "--measure=false")
 	if !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), "more micro-batches (--sched-opt m=N)") || strings.Contains(err.Error(), "cherry") {
 		t.Errorf("err = %v; want an out-of-memory error pointing at --sched-opt m=N", err)
+	}
+}
+
+// TestPlanMicroBatchesOverTargets: more micro-batches than the batch has
+// targets plan one target each, and the plan says so.
+func TestPlanMicroBatchesOverTargets(t *testing.T) {
+	out, err := run(t, "plan", "--scheduler", "1f1b", "--model", "uno", "--devices", "2", "--sched-opt", "m=1000", "--json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r struct{ Notes []string }
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatal(err)
+	}
+	if len(r.Notes) == 0 || !strings.Contains(r.Notes[len(r.Notes)-1], "m = 1000 asked for, but the batch has 140 targets: 140 micro-batches") {
+		t.Errorf("notes %q, want one saying m = 1000 became 140", r.Notes)
 	}
 }
 

@@ -190,6 +190,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if f.trace != "" && !f.simulate {
 		return fmt.Errorf("--trace needs --simulate")
 	}
+	written := f.profile
+	if !f.measure {
+		written = "" // read, not written
+	}
+	if err := checkOutputs([2]string{"trace", f.trace}, [2]string{"dot", f.dot}, [2]string{"write-cluster", f.writeCluster}, [2]string{"profile", written}); err != nil {
+		return err
+	}
 	fl := cmd.Flags()
 	if f.batchSize < 0 {
 		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
@@ -402,6 +409,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	}
 	if gp, ok := sched.(*graphpipe.Scheduler); ok && gp.Profile != nil {
 		rep.Notes = speedupNote(gp.Profile, cl)
+	}
+	if asked := plan.Metrics["micro_batches_asked"]; asked > 0 {
+		rep.Notes = append(rep.Notes, fmt.Sprintf("m = %.0f asked for, but the batch has %d targets: %.0f micro-batches of one target each", asked, len(w.Batch), plan.Metrics["micro_batches"]))
 	}
 	dag, dagErr := plan.StageGraph(w)
 	if f.dot != "" {

@@ -151,6 +151,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if f.evalEvery < 0 {
 		return fmt.Errorf("--eval-every must not be negative, got %d (0: evaluate after the last epoch only)", f.evalEvery)
 	}
+	if err := checkOutputs([2]string{"trace", f.trace}); err != nil {
+		return err
+	}
 	evalEvery := f.evalEvery
 	if evalEvery == 0 {
 		evalEvery = f.epochs // the last epoch only

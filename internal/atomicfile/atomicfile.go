@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -18,6 +19,9 @@ import (
 // error, including one that write returns or a panic in write, path is
 // left as it was and the temporary file is removed.
 func Write(path string, write func(io.Writer) error) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	}
 	tmp, err := create(path)
 	if err != nil {
 		return err
@@ -70,6 +74,21 @@ func WriteBytes(path string, b []byte) error {
 	})
 }
 
+// Check reports, before a long run, whether Write could write path
+// later: path is not a folder, its folder exists and takes new files. It
+// creates a temporary file there and removes it; path is not touched.
+func Check(path string) error {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	}
+	f, err := create(path)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
 // create opens a new temporary file beside path (a dot file, so a listing
 // hides it) with mode 0644 less the umask.
 func create(path string) (*os.File, error) {
@@ -77,10 +96,27 @@ func create(path string) (*os.File, error) {
 	for range 100 {
 		name := filepath.Join(dir, "."+base+".tmp"+strconv.FormatUint(rand.Uint64(), 36))
 		f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, os.ErrExist) {
+		switch {
+		case errors.Is(err, os.ErrExist):
 			continue
+		case errors.Is(err, fs.ErrNotExist):
+			return nil, &pathError{fmt.Sprintf("cannot write %s: folder %s does not exist; create it or name another file", path, filepath.Dir(path)), err}
+		case errors.Is(err, fs.ErrPermission):
+			return nil, &pathError{fmt.Sprintf("cannot write %s: no permission to create files in folder %s", path, filepath.Dir(path)), err}
+		case err != nil:
+			return nil, fmt.Errorf("cannot write %s: %w", path, err)
 		}
-		return f, err
+		return f, nil
 	}
 	return nil, fmt.Errorf("write %s: no free temporary name beside it", path)
 }
+
+// pathError says what went wrong with the user's path, not the temporary
+// file's, and wraps the error (errors.Is(err, fs.ErrNotExist) holds).
+type pathError struct {
+	msg string
+	err error
+}
+
+func (e *pathError) Error() string { return e.msg }
+func (e *pathError) Unwrap() error { return e.err }

@@ -135,3 +135,33 @@ func TestWriteTo(t *testing.T) {
 		t.Errorf("file holds %q", b)
 	}
 }
+
+// TestBadPath: a missing folder or a folder given as the file is named in
+// the error (not the temporary file), by Check before a run and by Write,
+// and nothing is left behind.
+func TestBadPath(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		path, want string
+		notExist   bool
+	}{
+		{filepath.Join(dir, "missing", "out.json"), "cannot write " + filepath.Join(dir, "missing", "out.json") + ": folder " + filepath.Join(dir, "missing") + " does not exist", true},
+		{dir, "cannot write " + dir + ": it is a folder; name a file", false},
+	} {
+		for name, f := range map[string]func(string) error{"Check": Check, "Write": func(p string) error { return WriteBytes(p, []byte("x")) }} {
+			err := f(c.path)
+			if err == nil || err.Error() != c.want && !strings.HasPrefix(err.Error(), c.want) {
+				t.Errorf("%s(%s) = %v, want %q", name, c.path, err, c.want)
+			}
+			if errors.Is(err, os.ErrNotExist) != c.notExist {
+				t.Errorf("%s(%s): errors.Is(err, os.ErrNotExist) = %v", name, c.path, !c.notExist)
+			}
+		}
+	}
+	if err := Check(filepath.Join(dir, "ok.json")); err != nil {
+		t.Errorf("Check of a writable path: %v", err)
+	}
+	if left, _ := os.ReadDir(dir); len(left) != 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}

@@ -908,6 +908,10 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	p := best.plan
 	p.Metrics["candidates"] = float64(total)
+	if s.MicroBatches > len(w.Batch) {
+		// More micro-batches asked for than the batch has targets: one each.
+		p.Metrics["micro_batches_asked"] = float64(s.MicroBatches)
+	}
 	p.Metrics["simulated_candidates"] = float64(len(sims))
 	p.Metrics["micro_batch_counts_tried"] = float64(len(evals))
 	p.Metrics["predicted_iteration_ms"] = best.pred.iter * 1e3
