@@ -203,7 +203,7 @@ func parseLabels(r io.Reader, file string, nodes, classes int) ([]int32, error) 
 		return nil, err
 	}
 	if len(labels) != nodes {
-		return nil, mismatch(file, "%d lines, expected one label per node: meta.json nodes = %d", len(labels), nodes)
+		return nil, mismatch(file, "%d lines, but meta.json says nodes = %d; the layout has one label per node (line i = node i): correct nodes or the file", len(labels), nodes)
 	}
 	return labels, nil
 }
@@ -287,7 +287,7 @@ func parseNodeIDs(r io.Reader, file string, nodes int) ([]int64, error) {
 		return nil, err
 	}
 	if len(ids) != nodes {
-		return nil, mismatch(file, "%d lines, expected one id per node: meta.json nodes = %d", len(ids), nodes)
+		return nil, mismatch(file, "%d lines, but meta.json says nodes = %d; the layout has one original id per node (line i = node i): correct nodes or the file", len(ids), nodes)
 	}
 	return ids, nil
 }
