@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,5 +44,65 @@ func TestEdgeListIDErrors(t *testing.T) {
 				t.Errorf("%s: %v: %q; want %q and a hint to renumber, no Go option names", c.name, args, msg, c.want)
 			}
 		}
+	}
+}
+
+// sharedData is the repository's shared dataset folder, "" when absent.
+func sharedData(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join("..", "..", "..", "shared", "data", name)
+	if _, err := os.Stat(filepath.Join(dir, "meta.json")); err != nil {
+		return ""
+	}
+	return dir
+}
+
+// TestDataInfoDynamicSynthetic: data info takes the synthetic dynamic
+// spec that train-dynamic takes (it said: unknown kind "dsbm").
+func TestDataInfoDynamicSynthetic(t *testing.T) {
+	out, err := run(t, "data", "info", "--json", "synthetic:dsbm,nodes=300,snapshots=12,edges=40")
+	if err != nil {
+		t.Fatalf("data info: %v\n%s", err, out)
+	}
+	var in struct {
+		Kind       string `json:"kind"`
+		Nodes      int    `json:"nodes"`
+		Edges      int    `json:"edges"`
+		CSREntries int    `json:"csr_entries"`
+		Snapshots  int    `json:"snapshots"`
+	}
+	if err := json.Unmarshal([]byte(out), &in); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if in.Kind != "dynamic" || in.Nodes != 300 || in.Edges == 0 || in.CSREntries == 0 || in.CSREntries > in.Edges || in.Snapshots != 12 {
+		t.Errorf("info %+v", in)
+	}
+	if out, err := run(t, "data", "info", "dsbm"); err != nil || !strings.Contains(out, "dynamic") {
+		t.Errorf("data info dsbm: %v\n%s", err, out)
+	}
+	if _, err := run(t, "data", "info", "synthetic:dsbm,color=red"); err == nil || !strings.Contains(err.Error(), `unknown key "color"`) {
+		t.Errorf("bad dsbm spec: %v", err)
+	}
+}
+
+// TestDataExportDynamic: data export refuses a dynamic dataset saying so,
+// and what reads it instead (it said the dataset "has no graph, features
+// or labels", though it has a graph); a static one lacking features or
+// labels is told which it lacks.
+func TestDataExportDynamic(t *testing.T) {
+	specs := []string{"synthetic:dsbm,nodes=300,snapshots=12,edges=40"}
+	if dir := sharedData(t, "bitcoin_alpha"); dir != "" {
+		specs = append(specs, dir)
+	}
+	for _, spec := range specs {
+		_, err := run(t, "data", "export", spec, filepath.Join(t.TempDir(), "out"))
+		if err == nil || !strings.Contains(err.Error(), "is a dynamic dataset") || !strings.Contains(err.Error(), "gnnkit train-dynamic --data "+spec) ||
+			strings.Contains(err.Error(), "no graph") {
+			t.Errorf("export %s: %v", spec, err)
+		}
+	}
+	_, err := run(t, "data", "export", "synthetic:rmat,nodes=100,edges=300,feat=0", filepath.Join(t.TempDir(), "out"))
+	if err == nil || !strings.Contains(err.Error(), "has no node features;") {
+		t.Errorf("export without features: %v", err)
 	}
 }

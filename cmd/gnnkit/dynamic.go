@@ -5,7 +5,6 @@ import (
 	"os"
 	"runtime/pprof"
 	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -83,17 +82,8 @@ Examples:
 }
 
 func loadDynamic(spec string, seconds int64) ([]data.Snapshot, int, []float32, int, error) {
-	var d *data.Dataset
-	var err error
-	if strings.HasPrefix(spec, "synthetic:dsbm") || spec == "dsbm" {
-		s, err := dynamic.ParseDSBM(spec)
-		if err != nil {
-			return nil, 0, nil, 0, err
-		}
-		if d, err = dynamic.DSBM(s); err != nil {
-			return nil, 0, nil, 0, err
-		}
-	} else if d, err = data.Open(spec); err != nil {
+	d, err := openDataset(spec)
+	if err != nil {
 		return nil, 0, nil, 0, err
 	}
 	if d.Kind != data.KindDynamic {
