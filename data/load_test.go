@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -302,6 +303,16 @@ func TestLoadErrors(t *testing.T) {
 			m["nodes"] = 2000000000
 			delete(m, "node_id_file")
 		}, want: ErrMismatch, msg: "tinydyn/meta.json: nodes = 2000000000, but tinydyn/edges.tsv has only 4 edges (largest node id 3)"},
+		{name: "node ids repeat", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) { f["node_ids.txt"] = []byte("10\n20\n20\n10\n") },
+			want: ErrMalformed, msg: "tinydyn/node_ids.txt:3: original id 20 repeats line 2; each node has its own original id"},
+		{name: "weight 0", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
+			f["edges.tsv"] = []byte("0\t1\t5\t100\n1\t2\t0\t100\n2\t3\t1\t150\n3\t0\t2\t260\n")
+			delete(m, "positive_edges") // without the sign counts weight 0 was accepted
+			delete(m, "negative_edges")
+		}, want: ErrMalformed, msg: "tinydyn/edges.tsv:2: weight 0; a dynamic edge's weight is never 0"},
+		{name: "weight -0", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
+			f["edges.tsv"] = []byte("0\t1\t-0.0\t100\n")
+		}, want: ErrMalformed, msg: "tinydyn/edges.tsv:1: weight 0"},
 		{name: "dynamic without time column", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
 			m["edge_columns"] = []string{"src", "dst", "weight", "weight2"}
 		}, want: ErrMalformed, msg: `edge column "weight2"`},
@@ -333,6 +344,44 @@ func TestLoadErrors(t *testing.T) {
 			t.Log(err)
 			checkErr(t, err, c.want, c.msg)
 		})
+	}
+}
+
+// A UTF-8 byte-order mark, as some editors write, at the start of
+// meta.json or of a text file is dropped (meta.json failed with "invalid
+// character 'ï'"); the checksums stay those of the files as they are.
+func TestLoadBOM(t *testing.T) {
+	bom := "\xef\xbb\xbf"
+	for _, dynamic := range []bool{false, true} {
+		mk, name, texts := tinyStatic, "tiny", []string{"edges.tsv", "labels.txt", "train.txt", "val.txt", "test.txt"}
+		if dynamic {
+			mk, name, texts = tinyDynamic, "tinydyn", []string{"edges.tsv", "node_ids.txt"}
+		}
+		files, meta := mk()
+		want, err := Load(writeDataset(t, name, files, meta, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, meta = mk()
+		for _, f := range texts {
+			files[f] = append([]byte(bom), files[f]...)
+		}
+		dir := writeDataset(t, name, files, meta, files)
+		mb, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "meta.json"), append([]byte(bom), mb...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(dir)
+		if err != nil {
+			t.Fatalf("%s with BOMs: %v", name, err)
+		}
+		if got.Info().Edges != want.Info().Edges || !slices.Equal(got.Labels, want.Labels) || !slices.Equal(got.Train, want.Train) ||
+			!slices.Equal(got.NodeIDs, want.NodeIDs) || !slices.Equal(got.Events, want.Events) {
+			t.Errorf("%s with BOMs loads differently", name)
+		}
 	}
 }
 

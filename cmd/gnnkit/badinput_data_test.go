@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -104,5 +105,104 @@ func TestDataExportDynamic(t *testing.T) {
 	_, err := run(t, "data", "export", "synthetic:rmat,nodes=100,edges=300,feat=0", filepath.Join(t.TempDir(), "out"))
 	if err == nil || !strings.Contains(err.Error(), "has no node features;") {
 		t.Errorf("export without features: %v", err)
+	}
+}
+
+// writeFolder writes a dataset folder (meta.json among the files) and
+// returns its path.
+func writeFolder(t *testing.T, name string, files map[string]string) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for f, b := range files {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// tinyDynamicFolder is a dynamic dataset in the shared layout: 4 nodes, 3
+// events; meta.json gives no positive/negative edge counts.
+func tinyDynamicFolder(t *testing.T, edges, nodeIDs string, nodes int) string {
+	return writeFolder(t, "dyn", map[string]string{
+		"meta.json": `{"name": "dyn", "kind": "dynamic", "nodes": ` + strconv.Itoa(nodes) + `, "edges": 3, "directed": true,
+			"edge_columns": ["src", "dst", "weight", "time"], "node_id_file": "node_ids.txt", "feature_dim": 0, "classes": 0}`,
+		"edges.tsv":    edges,
+		"node_ids.txt": nodeIDs,
+	})
+}
+
+// TestDataFolderBadInput: data info and train-dynamic on a dataset folder
+// in the shared layout whose files are wrong in ways that used to pass or
+// crash.
+func TestDataFolderBadInput(t *testing.T) {
+	const edges = "0\t1\t5\t100\n1\t2\t-3\t100\n2\t3\t1\t150\n"
+	for _, c := range []struct {
+		name string
+		dir  func(t *testing.T) string
+		want string
+	}{
+		// A made-up node count ran out of memory allocating the graph.
+		{"nodes huge", func(t *testing.T) string { return tinyDynamicFolder(t, edges, "10\n20\n30\n40\n", 2000000000) },
+			"dyn/node_ids.txt: 4 lines, but meta.json says nodes = 2000000000"},
+		{"node ids repeat", func(t *testing.T) string { return tinyDynamicFolder(t, edges, "10\n20\n30\n20\n", 4) },
+			"dyn/node_ids.txt:4: original id 20 repeats line 2"},
+		{"weight 0", func(t *testing.T) string {
+			return tinyDynamicFolder(t, "0\t1\t5\t100\n1\t2\t0\t100\n2\t3\t1\t150\n", "10\n20\n30\n40\n", 4)
+		}, "dyn/edges.tsv:2: weight 0"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := c.dir(t)
+			for _, args := range [][]string{{"data", "info", dir}, {"train-dynamic", "--data", dir, "--snapshot-seconds", "50", "--epochs", "1"}} {
+				_, err := run(t, args...)
+				if err == nil || !strings.Contains(err.Error(), c.want) {
+					t.Errorf("%v: %v, want %q", args[0], err, c.want)
+				}
+			}
+		})
+	}
+}
+
+// TestDataFolderBOM: a UTF-8 byte-order mark at the start of meta.json and
+// of the text files is ignored (meta.json failed: invalid character 'ï').
+func TestDataFolderBOM(t *testing.T) {
+	const bom = "\xef\xbb\xbf"
+	dir := tinyDynamicFolder(t, bom+"0\t1\t5\t100\n1\t2\t-3\t100\n2\t3\t1\t150\n", bom+"10\n20\n30\n40\n", 4)
+	meta := filepath.Join(dir, "meta.json")
+	b, err := os.ReadFile(meta)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(meta, append([]byte(bom), b...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := run(t, "data", "info", dir)
+	if err != nil || !strings.Contains(out, "dynamic") {
+		t.Fatalf("data info: %v\n%s", err, out)
+	}
+	if cora := sharedData(t, "cora"); cora != "" {
+		cp := t.TempDir()
+		for _, f := range []string{"edges.tsv", "features.f32", "labels.txt", "train.txt", "val.txt", "test.txt", "README.md"} {
+			b, err := os.ReadFile(filepath.Join(cora, f))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(cp, f), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		b, err := os.ReadFile(filepath.Join(cora, "meta.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cp, "meta.json"), append([]byte(bom), b...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := run(t, "data", "info", cp); err != nil || !strings.Contains(out, "2708") {
+			t.Errorf("cora with a BOM in meta.json: %v\n%s", err, out)
+		}
 	}
 }
