@@ -2,6 +2,7 @@ package data
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -175,8 +176,14 @@ func (d *Dataset) Validate() error {
 }
 
 // RowNormalizedFeatures returns a copy of the features with each row
-// divided by its sum, as Kipf & Welling's GCN preprocesses Cora; rows that
-// sum to 0 stay 0. The arithmetic is float32, as numpy does it on float32
+// divided by its L1 norm, the sum of its absolute values (rows of zeros
+// stay 0), as scikit-learn's normalize(norm="l1") does. On non-negative
+// features, such as Cora's 0/1 bag of words, that is each row divided by
+// its sum: Kipf & Welling's GCN preprocessing. On signed features
+// (synthetic:sbm) dividing by the plain sum was wrong: rows summing to
+// nearly 0 were scaled up thousands of times and rows with a negative sum
+// had their signs flipped; with the L1 norm signs are kept and each row's
+// absolute values sum to 1. The arithmetic is float32, as numpy does it on float32
 // data. Nil when there are no features.
 func (d *Dataset) RowNormalizedFeatures() []float32 {
 	if d.FeatureDim == 0 || d.Features == nil {
@@ -188,7 +195,7 @@ func (d *Dataset) RowNormalizedFeatures() []float32 {
 		row := d.Features[i : i+f]
 		var s float64
 		for _, v := range row {
-			s += float64(v)
+			s += math.Abs(float64(v))
 		}
 		sum := float32(s)
 		if sum == 0 {

@@ -2,6 +2,7 @@ package data
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -111,6 +112,46 @@ func TestBuildCSRMatchesCore(t *testing.T) {
 		gotD, _, _ := buildCSR(n, src, dst, false, false, false)
 		if !slices.Equal(gotD.Offsets, wantD.Offsets) || !slices.Equal(gotD.Indices, wantD.Indices) {
 			t.Fatalf("trial %d: directed buildCSR differs from core.FromEdges", trial)
+		}
+	}
+}
+
+// Signed features are divided by each row's L1 norm: signs stay, values
+// stay in [-1, 1]. Divided by the plain sum, row 1 (sum 0.001) was scaled
+// up 1000 times and row 2 (sum -2) had its signs flipped.
+func TestRowNormalizedFeaturesSigned(t *testing.T) {
+	for _, c := range []struct {
+		name      string
+		row, want []float32
+	}{
+		{"mixed signs", []float32{1, -3, 0, 0}, []float32{0.25, -0.75, 0, 0}},
+		{"sum nearly 0", []float32{1, -0.999, 0.5, -0.5}, []float32{1 / 2.999, -0.999 / 2.999, 0.5 / 2.999, -0.5 / 2.999}},
+		{"negative sum", []float32{-1, -1, 0, 0}, []float32{-0.5, -0.5, 0, 0}},
+		{"sum exactly 0", []float32{2, -2, 0, 0}, []float32{0.5, -0.5, 0, 0}},
+		{"all zero", []float32{0, 0, 0, 0}, []float32{0, 0, 0, 0}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			d := &Dataset{NumNodes: 1, FeatureDim: 4, Features: c.row}
+			got := d.RowNormalizedFeatures()
+			for j := range got {
+				if math.Abs(float64(got[j]-c.want[j])) > 1e-6 {
+					t.Fatalf("got %v, want %v", got, c.want)
+				}
+			}
+		})
+	}
+	ss, err := ParseSynthetic("synthetic:sbm,nodes=300,classes=4,feat=16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ds, err := Generate(ss)
+	if err != nil {
+		t.Fatal(err)
+	}
+	x := ds.RowNormalizedFeatures()
+	for i, v := range x {
+		if raw := ds.Features[i]; v > 1+1e-6 || v < -1-1e-6 || (raw > 0) != (v > 0) || (raw < 0) != (v < 0) {
+			t.Fatalf("sbm feature %d: %g normalised to %g", i, raw, v)
 		}
 	}
 }

@@ -16,7 +16,10 @@
 //   - A folder in the shared layout (Load; shared/data/README.md): meta.json,
 //     edges.tsv, features.f32, labels.txt, train/val/test.txt,
 //     node_ids.txt. Everything is checked against meta.json, including the
-//     sha256 of every file listed under "files".
+//     sha256 of every file listed under "files", and meta.json's node
+//     count is confirmed by the per-node files before the graph is built.
+//     A UTF-8 byte-order mark at the start of meta.json or of a text file
+//     is ignored.
 //   - A plain edge list (LoadEdgeList): lines "src dst", "src dst weight"
 //     or "src dst weight time", with optional remapping of arbitrary ids.
 //   - A synthetic graph (ParseSynthetic and Generate): a labelled

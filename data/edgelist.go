@@ -25,6 +25,21 @@ type EdgeListOptions struct {
 	NumNodes int
 	// Name names the dataset; by default the file name without extension.
 	Name string
+
+	// cli is set when the list comes through Open, as a command-line
+	// --data value: its errors then say what a user of the command can do
+	// (renumber the ids) instead of naming Remap and NumNodes.
+	cli bool
+}
+
+// denseIDsHint says, in an error about node ids too large or too sparse to
+// use as node numbers, what the reader of the message can do about it.
+func denseIDsHint(opt EdgeListOptions) string {
+	if opt.cli {
+		return "edge-list ids are used as node numbers, so renumber them densely from 0 to n-1 " +
+			"(a dataset folder in the shared layout can keep the original ids in node_ids.txt; see shared/data/README.md)"
+	}
+	return "use Remap (or set NumNodes)"
 }
 
 // LoadEdgeList reads a plain edge-list file: one edge a line, "src dst",
@@ -105,6 +120,9 @@ func ParseEdgeList(r io.Reader, file string, opt EdgeListOptions) (*Dataset, err
 				if opt.NumNodes > 0 {
 					return nil, l.errf("%s node id %d outside [0,%d) (NumNodes)", name, v, limit)
 				}
+				if opt.cli {
+					return nil, l.errf("%s node id %d is too large: node ids must be below %d; %s", name, v, limit, denseIDsHint(opt))
+				}
 				return nil, l.errf("%s node id %d outside [0,%d); ids must fit int32, or use Remap", name, v, limit)
 			}
 			maxID = max(maxID, v)
@@ -155,7 +173,7 @@ func ParseEdgeList(r io.Reader, file string, opt EdgeListOptions) (*Dataset, err
 	case n == 0:
 		n = int(maxID + 1)
 		if edges := len(src); n > 1<<24 && n/16 > edges {
-			return nil, malformed(file, 0, "largest node id %d for only %d edges would make %d mostly isolated nodes; use Remap (or set NumNodes)", maxID, edges, n)
+			return nil, malformed(file, 0, "largest node id %d for only %d edges would make %d mostly isolated nodes; %s", maxID, edges, n, denseIDsHint(opt))
 		}
 	}
 	d.NumNodes = n

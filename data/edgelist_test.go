@@ -139,3 +139,29 @@ func TestLoadEdgeListFile(t *testing.T) {
 		t.Errorf("Open(%s): %v", p, err)
 	}
 }
+
+// An edge list opened as a --data value (Open) gets errors that say what a
+// command-line user can do about ids too large or too sparse to be node
+// numbers; the Go API (ParseEdgeList, LoadEdgeList) names its options.
+func TestOpenEdgeListIDHints(t *testing.T) {
+	for _, c := range []struct {
+		name, in, msg string
+	}{
+		{"beyond int32", "0\t99999999999\n", "g.txt:1: dst node id 99999999999 is too large: node ids must be below 2147483647; edge-list ids are used as node numbers, so renumber them densely from 0 to n-1"},
+		{"sparse ids", "0\t2000000000\n", "largest node id 2000000000 for only 1 edges would make 2000000001 mostly isolated nodes; edge-list ids are used as node numbers, so renumber them densely from 0 to n-1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			p := filepath.Join(t.TempDir(), "g.txt")
+			if err := os.WriteFile(p, []byte(c.in), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := Open(p)
+			checkErr(t, err, ErrMalformed, c.msg)
+			if strings.Contains(err.Error(), "Remap") || strings.Contains(err.Error(), "NumNodes") {
+				t.Errorf("error %q names Go options a command-line user cannot set", err)
+			}
+			_, err = LoadEdgeList(p, EdgeListOptions{})
+			checkErr(t, err, ErrMalformed, "use Remap")
+		})
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -26,6 +27,8 @@ func FuzzParseEdges(f *testing.F) {
 	f.Add([]byte("0\t1\t5\t100\n1\t2\t-3\t100\n2\t3\t1\t150\n"), uint16(4), true, true)
 	f.Add([]byte("0\t1\t1e3\t-9223372036854775808\n"), uint16(2), true, true)
 	f.Add([]byte("0\t1\n\n"), uint16(2), false, false)
+	f.Add([]byte("0\t1\t0\t100\n"), uint16(2), true, true)       // weight 0
+	f.Add([]byte("\xef\xbb\xbf0\t1\n"), uint16(2), false, false) // BOM
 	f.Fuzz(func(t *testing.T, b []byte, nodes uint16, dynamic, directed bool) {
 		cols, kind := staticCols, KindStatic
 		if dynamic {
@@ -54,6 +57,8 @@ func FuzzParseEdges(f *testing.F) {
 				seen[[2]int32{s, d}] = true
 			} else if k > 0 && ed.events[k].Time < ed.events[k-1].Time {
 				t.Fatal("accepted unsorted events")
+			} else if ed.events[k].Weight == 0 {
+				t.Fatal("accepted weight 0")
 			}
 		}
 	})
@@ -63,6 +68,7 @@ func FuzzParseLabels(f *testing.F) {
 	f.Add([]byte("0\n1\n-1\n"), uint16(3), uint8(2))
 	f.Add([]byte("3\n"), uint16(1), uint8(3))
 	f.Add([]byte("+1\r\n-0\n"), uint16(2), uint8(2))
+	f.Add([]byte("\xef\xbb\xbf1\n0\n"), uint16(2), uint8(2)) // BOM
 	f.Fuzz(func(t *testing.T, b []byte, nodes uint16, classes uint8) {
 		labels, err := parseLabels(bytes.NewReader(b), "l.txt", int(nodes), int(classes))
 		if err != nil {
@@ -137,6 +143,7 @@ func FuzzParseMeta(f *testing.F) {
 	f.Add([]byte(`{"kind":"static","nodes":1,"edges":0,"directed":false}`))
 	f.Add([]byte(`{"kind":"static","nodes":1,"edges":0,"directed":false,"files":{"../x":{"bytes":1}}}`))
 	f.Add([]byte(`{"kind":"static"} {}`))
+	f.Add([]byte("\xef\xbb\xbf{\"kind\":\"static\",\"nodes\":1,\"edges\":0,\"directed\":false}")) // BOM
 	f.Fuzz(func(t *testing.T, b []byte) {
 		m, err := parseMeta(bytes.NewReader(b), "meta.json")
 		if err != nil {
@@ -259,10 +266,18 @@ func FuzzDecodePack(f *testing.F) {
 func FuzzParseNodeIDs(f *testing.F) {
 	f.Add([]byte("10\n20\n-3\n"), uint16(3))
 	f.Add([]byte("1\n"), uint16(2))
+	f.Add([]byte("7\n8\n7\n"), uint16(3))          // repeated id
+	f.Add([]byte("\xef\xbb\xbf7\n8\n"), uint16(2)) // BOM
 	f.Fuzz(func(t *testing.T, b []byte, nodes uint16) {
 		ids, err := parseNodeIDs(bytes.NewReader(b), "n.txt", int(nodes))
-		if err == nil && len(ids) != int(nodes) {
+		if err != nil {
+			return
+		}
+		if len(ids) != int(nodes) {
 			t.Fatalf("%d ids for %d nodes", len(ids), nodes)
+		}
+		if len(slices.Compact(slices.Sorted(slices.Values(ids)))) != len(ids) {
+			t.Fatalf("accepted repeated ids %v", ids)
 		}
 	})
 }

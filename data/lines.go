@@ -2,6 +2,7 @@ package data
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
 	"io"
 	"math"
@@ -11,8 +12,13 @@ import (
 // maxLine is the longest line any text parser accepts.
 const maxLine = 1 << 20
 
+// utf8BOM is the byte-order mark some editors put at the start of a UTF-8
+// file. The readers drop it there: it is no part of the data.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // lines reads a text file line by line, counting lines for messages. A
-// trailing "\r" is dropped, so CRLF files read like LF files.
+// trailing "\r" is dropped, so CRLF files read like LF files, and so is a
+// UTF-8 byte-order mark at the start of the file.
 type lines struct {
 	sc   *bufio.Scanner
 	file string
@@ -40,7 +46,11 @@ func (l *lines) next() ([]byte, bool) {
 		return nil, false
 	}
 	l.n++
-	return l.sc.Bytes(), true
+	b := l.sc.Bytes()
+	if l.n == 1 {
+		b = bytes.TrimPrefix(b, utf8BOM)
+	}
+	return b, true
 }
 
 // Err is the error that stopped next, or nil at a clean end.

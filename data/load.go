@@ -152,23 +152,9 @@ func (ld *loader) load() (*Dataset, error) {
 	if int64(len(ed.src)) != *m.Edges {
 		return nil, mismatch(ld.show(m.EdgeFile), "%d edge lines, but meta.json edges = %d", len(ed.src), *m.Edges)
 	}
-	if m.kind == KindStatic {
-		d.Directed = directed
-		if directed {
-			d.Graph, err = core.FromEdges(n, n, ed.src, ed.dst)
-		} else {
-			d.Graph, err = core.Undirected(n, ed.src, ed.dst)
-		}
-		if err != nil {
-			return nil, &Error{File: ld.show(m.EdgeFile), Msg: "building the graph", Kind: ErrMalformed, Err: err}
-		}
-	} else {
+	if m.kind == KindDynamic {
 		d.Directed = true
 		d.Events = ed.events
-		d.Graph, _, err = buildCSR(n, ed.src, ed.dst, false, true, false)
-		if err != nil {
-			return nil, err
-		}
 		if err := ld.checkDynamic(d); err != nil {
 			return nil, err
 		}
@@ -238,6 +224,29 @@ func (ld *loader) load() (*Dataset, error) {
 		}
 	}
 
+	// The graph, built only now: the files read above hold one entry per
+	// node, so they have confirmed meta.json nodes before a CSR of that
+	// many rows is allocated.
+	if err := ld.checkNodeCount(n, ed); err != nil {
+		return nil, err
+	}
+	if m.kind == KindStatic {
+		d.Directed = directed
+		if directed {
+			d.Graph, err = core.FromEdges(n, n, ed.src, ed.dst)
+		} else {
+			d.Graph, err = core.Undirected(n, ed.src, ed.dst)
+		}
+		if err != nil {
+			return nil, &Error{File: ld.show(m.EdgeFile), Msg: "building the graph", Kind: ErrMalformed, Err: err}
+		}
+	} else {
+		d.Graph, _, err = buildCSR(n, ed.src, ed.dst, false, true, false)
+		if err != nil {
+			return nil, err
+		}
+	}
+
 	if m.Isolated != nil {
 		if got := isolated(d.Graph); int64(got) != *m.Isolated {
 			return nil, mismatch(ld.show(m.EdgeFile), "%d isolated nodes, but meta.json isolated_nodes = %d", got, *m.Isolated)
@@ -265,6 +274,37 @@ func (ld *loader) load() (*Dataset, error) {
 		return nil, err
 	}
 	return d, nil
+}
+
+// sparseNodes is the node count above which a dataset whose files do not
+// confirm it (no features, labels or node ids) must have at least one edge
+// per 16 nodes: below it a graph costs at most a few hundred MB, above it
+// a made-up count could exhaust memory (the CSR takes 20 bytes a node
+// while it is built).
+const sparseNodes = 1 << 24
+
+// checkNodeCount is called before the graph is allocated. The features,
+// labels and node ids, when the dataset has them, were read with one entry
+// per node, so they have confirmed meta.json nodes. Without any of them
+// the layout bounds nodes only from below (ids in the edge file < nodes;
+// isolated nodes are allowed), so a count far beyond what the edges touch
+// is refused rather than allocated.
+func (ld *loader) checkNodeCount(n int, ed *edgeData) error {
+	m := ld.m
+	if m.FeatureDim > 0 || m.Classes > 0 || m.NodeIDFile != "" || n <= sparseNodes {
+		return nil
+	}
+	edges := len(ed.src)
+	if n/16 <= edges {
+		return nil
+	}
+	maxID := int32(-1)
+	for k := range ed.src {
+		maxID = max(maxID, ed.src[k], ed.dst[k])
+	}
+	return mismatch(ld.show("meta.json"), "nodes = %d, but %s has only %d edges (largest node id %d) and no features, labels or node ids confirm the count; "+
+		"set nodes to the real number of nodes (over %d nodes, a dataset without per-node files needs at least one edge per 16 nodes)",
+		n, ld.show(m.EdgeFile), edges, maxID, sparseNodes)
 }
 
 // checkDynamic compares the events with meta.json's time range, sign

@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -196,11 +197,26 @@ func TestLoadErrors(t *testing.T) {
 		{name: "label not integer", mutate: func(f map[string][]byte, m map[string]any) { f["labels.txt"] = []byte("0\n1.0\n") },
 			want: ErrMalformed, msg: `tiny/labels.txt:2: "1.0" is not an integer class id`},
 		{name: "labels too few (nodes count)", mutate: func(f map[string][]byte, m map[string]any) { f["labels.txt"] = []byte("0\n1\n0\n1\n2\n") },
-			want: ErrMismatch, msg: "tiny/labels.txt: 5 lines, expected one label per node: meta.json nodes = 6"},
+			want: ErrMismatch, msg: "tiny/labels.txt: 5 lines, but meta.json says nodes = 6; the layout has one label per node"},
 		{name: "labels too many", mutate: func(f map[string][]byte, m map[string]any) { f["labels.txt"] = append(f["labels.txt"], "1\n"...) },
 			want: ErrMalformed, msg: "tiny/labels.txt:7: more than 6 lines"},
 		{name: "nodes disagrees", mutate: func(f map[string][]byte, m map[string]any) { m["nodes"] = 7; m["feature_shape"] = []int{7, 3} },
 			want: ErrMismatch, msg: "truncated: 72 bytes, expected 84"},
+		// A made-up node count is refused before the graph is allocated
+		// (it ran out of memory building a CSR of 2^31 rows).
+		{name: "nodes huge, labels", mutate: func(f map[string][]byte, m map[string]any) {
+			noFeatures(f, m)
+			m["nodes"] = math.MaxInt32
+		}, want: ErrMismatch, msg: "tiny/labels.txt: 6 lines, but meta.json says nodes = 2147483647"},
+		{name: "nodes huge, features", mutate: func(f map[string][]byte, m map[string]any) {
+			m["nodes"] = 2000000000
+			delete(m, "feature_shape")
+		}, want: ErrMismatch, msg: "tiny/features.f32: truncated: 72 bytes, expected 24000000000 (2000000000 nodes x 3 features"},
+		{name: "nodes huge, no per-node files", mutate: func(f map[string][]byte, m map[string]any) {
+			noFeatures(f, m)
+			noLabels(f, m)
+			m["nodes"] = 2000000000
+		}, want: ErrMismatch, msg: "tiny/meta.json: nodes = 2000000000, but tiny/edges.tsv has only 5 edges (largest node id 5) and no features, labels or node ids confirm the count; set nodes"},
 		{name: "class counts", mutate: func(f map[string][]byte, m map[string]any) {
 			m["class_counts"] = map[string]int{"0": 3, "1": 1, "2": 2}
 		},
@@ -280,7 +296,23 @@ func TestLoadErrors(t *testing.T) {
 			m["snapshot_convention"] = map[string]any{"seconds_per_snapshot": 100, "snapshots": 2, "edges_per_snapshot": []int{2, 2}}
 		}, want: ErrMismatch, msg: "snapshot 0 has 3 events, but meta.json snapshot_convention.edges_per_snapshot[0] = 2"},
 		{name: "node ids count", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) { f["node_ids.txt"] = []byte("10\n20\n") },
-			want: ErrMismatch, msg: "tinydyn/node_ids.txt: 2 lines, expected one id per node: meta.json nodes = 4"},
+			want: ErrMismatch, msg: "tinydyn/node_ids.txt: 2 lines, but meta.json says nodes = 4; the layout has one original id per node"},
+		{name: "nodes huge, node ids", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) { m["nodes"] = 2000000000 },
+			want: ErrMismatch, msg: "tinydyn/node_ids.txt: 4 lines, but meta.json says nodes = 2000000000"},
+		{name: "nodes huge, dynamic without node ids", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
+			m["nodes"] = 2000000000
+			delete(m, "node_id_file")
+		}, want: ErrMismatch, msg: "tinydyn/meta.json: nodes = 2000000000, but tinydyn/edges.tsv has only 4 edges (largest node id 3)"},
+		{name: "node ids repeat", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) { f["node_ids.txt"] = []byte("10\n20\n20\n10\n") },
+			want: ErrMalformed, msg: "tinydyn/node_ids.txt:3: original id 20 repeats line 2; each node has its own original id"},
+		{name: "weight 0", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
+			f["edges.tsv"] = []byte("0\t1\t5\t100\n1\t2\t0\t100\n2\t3\t1\t150\n3\t0\t2\t260\n")
+			delete(m, "positive_edges") // without the sign counts weight 0 was accepted
+			delete(m, "negative_edges")
+		}, want: ErrMalformed, msg: "tinydyn/edges.tsv:2: weight 0; a dynamic edge's weight is never 0"},
+		{name: "weight -0", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
+			f["edges.tsv"] = []byte("0\t1\t-0.0\t100\n")
+		}, want: ErrMalformed, msg: "tinydyn/edges.tsv:1: weight 0"},
 		{name: "dynamic without time column", dynamic: true, mutate: func(f map[string][]byte, m map[string]any) {
 			m["edge_columns"] = []string{"src", "dst", "weight", "weight2"}
 		}, want: ErrMalformed, msg: `edge column "weight2"`},
@@ -312,6 +344,79 @@ func TestLoadErrors(t *testing.T) {
 			t.Log(err)
 			checkErr(t, err, c.want, c.msg)
 		})
+	}
+}
+
+// A UTF-8 byte-order mark, as some editors write, at the start of
+// meta.json or of a text file is dropped (meta.json failed with "invalid
+// character 'ï'"); the checksums stay those of the files as they are.
+func TestLoadBOM(t *testing.T) {
+	bom := "\xef\xbb\xbf"
+	for _, dynamic := range []bool{false, true} {
+		mk, name, texts := tinyStatic, "tiny", []string{"edges.tsv", "labels.txt", "train.txt", "val.txt", "test.txt"}
+		if dynamic {
+			mk, name, texts = tinyDynamic, "tinydyn", []string{"edges.tsv", "node_ids.txt"}
+		}
+		files, meta := mk()
+		want, err := Load(writeDataset(t, name, files, meta, files))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files, meta = mk()
+		for _, f := range texts {
+			files[f] = append([]byte(bom), files[f]...)
+		}
+		dir := writeDataset(t, name, files, meta, files)
+		mb, err := os.ReadFile(filepath.Join(dir, "meta.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "meta.json"), append([]byte(bom), mb...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, err := Load(dir)
+		if err != nil {
+			t.Fatalf("%s with BOMs: %v", name, err)
+		}
+		if got.Info().Edges != want.Info().Edges || !slices.Equal(got.Labels, want.Labels) || !slices.Equal(got.Train, want.Train) ||
+			!slices.Equal(got.NodeIDs, want.NodeIDs) || !slices.Equal(got.Events, want.Events) {
+			t.Errorf("%s with BOMs loads differently", name)
+		}
+	}
+}
+
+// noFeatures drops the features of tinyStatic.
+func noFeatures(f map[string][]byte, m map[string]any) {
+	delete(f, "features.f32")
+	m["feature_dim"] = 0
+	m["feature_file"] = nil
+	delete(m, "feature_shape")
+}
+
+// noLabels drops the labels and the split of tinyStatic.
+func noLabels(f map[string][]byte, m map[string]any) {
+	for _, name := range []string{"labels.txt", "train.txt", "val.txt", "test.txt"} {
+		delete(f, name)
+	}
+	m["classes"] = 0
+	delete(m, "class_counts")
+	delete(m, "split")
+}
+
+// Isolated nodes are allowed: a dataset without per-node files may have
+// more nodes than its edges touch, as long as the count is not absurd.
+func TestLoadIsolatedNodesWithoutPerNodeFiles(t *testing.T) {
+	files, meta := tinyStatic()
+	noFeatures(files, meta)
+	noLabels(files, meta)
+	meta["nodes"] = 100
+	meta["isolated_nodes"] = 94
+	d, err := Load(writeDataset(t, "tiny", files, meta, files))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.NumNodes != 100 || d.Graph.NumDst != 100 || d.NumEdges() != 5 {
+		t.Errorf("got %+v", d.Info())
 	}
 }
 

@@ -76,6 +76,7 @@ func parseMeta(r io.Reader, file string) (*meta, error) {
 	if err != nil {
 		return nil, &Error{File: file, Msg: "read failed", Kind: ErrMalformed, Err: err}
 	}
+	b = bytes.TrimPrefix(b, utf8BOM) // editors on Windows write one; JSON has no use for it
 	var m meta
 	dec := json.NewDecoder(bytes.NewReader(b))
 	if err := dec.Decode(&m); err != nil {

@@ -43,7 +43,7 @@ func Open(spec string) (*Dataset, error) {
 		if filepath.Base(path) == "meta.json" {
 			return Load(filepath.Dir(path))
 		}
-		return LoadEdgeList(path, EdgeListOptions{})
+		return LoadEdgeList(path, EdgeListOptions{cli: true})
 	}
 	if _, err := os.Stat(filepath.Join(path, "meta.json")); err != nil {
 		return nil, &Error{File: path, Msg: "a folder without meta.json; the shared layout (shared/data/README.md) describes a dataset in meta.json", Kind: ErrMissingFile, Err: err}

@@ -1,6 +1,7 @@
 package data
 
 import (
+	"cmp"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -56,6 +57,9 @@ func parseEdges(r io.Reader, file string, cols edgeCols, nodes int, kind string,
 			v, ok := parseFloat(f[cols.weight])
 			if !ok {
 				return nil, l.errf("weight %s is not a finite number", quote(f[cols.weight]))
+			}
+			if v == 0 && kind == KindDynamic {
+				return nil, l.errf("weight 0; a dynamic edge's weight is never 0 (its sign is the edge's sign): drop the line or give it a sign")
 			}
 			w = v
 		}
@@ -203,7 +207,7 @@ func parseLabels(r io.Reader, file string, nodes, classes int) ([]int32, error) 
 		return nil, err
 	}
 	if len(labels) != nodes {
-		return nil, mismatch(file, "%d lines, expected one label per node: meta.json nodes = %d", len(labels), nodes)
+		return nil, mismatch(file, "%d lines, but meta.json says nodes = %d; the layout has one label per node (line i = node i): correct nodes or the file", len(labels), nodes)
 	}
 	return labels, nil
 }
@@ -287,9 +291,39 @@ func parseNodeIDs(r io.Reader, file string, nodes int) ([]int64, error) {
 		return nil, err
 	}
 	if len(ids) != nodes {
-		return nil, mismatch(file, "%d lines, expected one id per node: meta.json nodes = %d", len(ids), nodes)
+		return nil, mismatch(file, "%d lines, but meta.json says nodes = %d; the layout has one original id per node (line i = node i): correct nodes or the file", len(ids), nodes)
+	}
+	if k, j, ok := firstRepeat(ids); ok {
+		return nil, malformed(file, k+1, "original id %d repeats line %d; each node has its own original id", ids[k], j+1)
 	}
 	return ids, nil
+}
+
+// firstRepeat finds the earliest position k whose value equals an earlier
+// one, and the first position j holding that value.
+func firstRepeat(v []int64) (k, j int, found bool) {
+	ord := make([]int32, len(v))
+	for i := range ord {
+		ord[i] = int32(i)
+	}
+	slices.SortStableFunc(ord, func(a, b int32) int { return cmp.Compare(v[a], v[b]) })
+	k = -1
+	for i := 1; i < len(ord); i++ {
+		if v[ord[i]] == v[ord[i-1]] && (k < 0 || int(ord[i]) < k) {
+			k = int(ord[i])
+		}
+	}
+	if k < 0 {
+		return 0, 0, false
+	}
+	j = k
+	for _, i := range ord { // stable: the first index with the value comes first
+		if v[i] == v[k] {
+			j = int(i)
+			break
+		}
+	}
+	return k, j, true
 }
 
 // parseFeatures reads nodes*dim little-endian float32 values, all finite,

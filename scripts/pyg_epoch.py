@@ -66,7 +66,7 @@ def main():
     t0 = time.perf_counter()
     meta, n, classes, e, x, y, tr, va, te = load(args.data)
     x = x.astype(np.float32)
-    rs = x.sum(axis=1, keepdims=True)
+    rs = np.abs(x).sum(axis=1, keepdims=True)  # the L1 norm; the row sum when x >= 0
     np.divide(x, rs, out=x, where=rs != 0)
     edge_index = torch.from_numpy(e.T.copy())
     if not meta.get("directed", False):

@@ -11,6 +11,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/data/dynamic"
 )
 
 func newDataCmd() *cobra.Command {
@@ -19,9 +20,12 @@ func newDataCmd() *cobra.Command {
 	info := &cobra.Command{
 		Use:   "info PATH|cora|synthetic:SPEC",
 		Short: "Check a dataset (counts, ranges, checksums) and print its summary",
-		Args:  cobra.ExactArgs(1),
+		Long: `Check a dataset (counts, ranges, checksums) and print its summary. The
+dataset is what --data of train (PATH, cora, synthetic:sbm,..., synthetic:rmat,...)
+or of train-dynamic (PATH, synthetic:dsbm,...) takes.`,
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ds, err := data.Open(args[0])
+			ds, err := openDataset(args[0])
 			if err != nil {
 				return err
 			}
@@ -39,6 +43,20 @@ func newDataCmd() *cobra.Command {
 	info.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.AddCommand(info, newDataExportCmd())
 	return cmd
+}
+
+// openDataset opens a --data value as data.Open does, and also the
+// synthetic dynamic generator that train-dynamic takes (synthetic:dsbm
+// [,key=value...], or dsbm), which lives in package data/dynamic.
+func openDataset(spec string) (*data.Dataset, error) {
+	if strings.HasPrefix(spec, "synthetic:dsbm") || spec == "dsbm" {
+		s, err := dynamic.ParseDSBM(spec)
+		if err != nil {
+			return nil, err
+		}
+		return dynamic.DSBM(s)
+	}
+	return data.Open(spec)
 }
 
 func printInfo(w io.Writer, in data.Info) {
@@ -61,7 +79,11 @@ func printInfo(w io.Writer, in data.Info) {
 		row("split train / val / test", fmt.Sprintf("%d / %d / %d", in.Train, in.Val, in.Test))
 	}
 	if in.TimeMax > 0 {
-		row("time range", fmt.Sprintf("%s .. %s", time.Unix(in.TimeMin, 0).UTC().Format(time.DateOnly), time.Unix(in.TimeMax, 0).UTC().Format(time.DateOnly)))
+		tr := fmt.Sprintf("%d .. %d", in.TimeMin, in.TimeMax)
+		if in.TimeMax-in.TimeMin >= 24*3600 { // real timestamps, not snapshot numbers (synthetic:dsbm)
+			tr += fmt.Sprintf(" (%s .. %s as Unix seconds)", time.Unix(in.TimeMin, 0).UTC().Format(time.DateOnly), time.Unix(in.TimeMax, 0).UTC().Format(time.DateOnly))
+		}
+		row("time range", tr)
 		if in.SnapshotSeconds > 0 {
 			row("snapshots", fmt.Sprintf("%d of %d s", in.Snapshots, in.SnapshotSeconds))
 		}

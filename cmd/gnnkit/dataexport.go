@@ -10,6 +10,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -35,12 +36,27 @@ out byte for byte as shared/data/cora.`,
 }
 
 func exportDataset(out io.Writer, spec, dir string) error {
-	ds, err := data.Open(spec)
+	ds, err := openDataset(spec)
 	if err != nil {
 		return err
 	}
-	if ds.Graph == nil || ds.FeatureDim == 0 || ds.Labels == nil {
-		return fmt.Errorf("%s has no graph, features or labels", spec)
+	if ds.Kind == data.KindDynamic {
+		return fmt.Errorf("%s is a dynamic dataset (timestamped edge events); data export writes static node-classification datasets only "+
+			"(a graph, node features, labels and a split); train-dynamic reads it as it is: gnnkit train-dynamic --data %s", spec, spec)
+	}
+	var missing []string
+	if ds.Graph == nil {
+		missing = append(missing, "graph")
+	}
+	if ds.FeatureDim == 0 {
+		missing = append(missing, "node features")
+	}
+	if ds.Labels == nil {
+		missing = append(missing, "labels")
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%s has no %s; data export writes node-classification datasets, which need a graph, node features and labels",
+			spec, strings.Join(missing, " or "))
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err

@@ -136,17 +136,8 @@ func checkDynamicModel(name string) error {
 }
 
 func loadDynamic(spec string, seconds int64) ([]data.Snapshot, int, []float32, int, error) {
-	var d *data.Dataset
-	var err error
-	if strings.HasPrefix(spec, "synthetic:dsbm") || spec == "dsbm" {
-		s, err := dynamic.ParseDSBM(spec)
-		if err != nil {
-			return nil, 0, nil, 0, err
-		}
-		if d, err = dynamic.DSBM(s); err != nil {
-			return nil, 0, nil, 0, err
-		}
-	} else if d, err = data.Open(spec); err != nil {
+	d, err := openDataset(spec)
+	if err != nil {
 		return nil, 0, nil, 0, err
 	}
 	if d.Kind != data.KindDynamic {

@@ -78,7 +78,7 @@ func newTrainCmd() *cobra.Command {
 	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d)", models.DefaultTableRows))
 	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
 	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
-	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by its sum, as Kipf & Welling) or none")
+	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by the sum of its absolute values: Kipf & Welling's row sum on non-negative features; signs kept) or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, dropout, synthetic data)")
 	fl.StringVar(&f.trace, "trace", "", "write a Chrome/Perfetto trace of the run to FILE")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object with the result (and no progress bar)")

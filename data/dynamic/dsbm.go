@@ -4,9 +4,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 )
 
@@ -216,7 +218,8 @@ func (s DSBMSpec) validate() error {
 }
 
 // DSBM generates the dataset: a dynamic data.Dataset with one second per
-// snapshot (cut it with Snapshots(1)).
+// snapshot (cut it with Snapshots(1)); its Graph is the union of the
+// events, each distinct src -> dst pair once.
 func DSBM(s DSBMSpec) (*data.Dataset, error) {
 	if err := s.validate(); err != nil {
 		return nil, err
@@ -272,7 +275,27 @@ func DSBM(s DSBMSpec) (*data.Dataset, error) {
 		}
 		x[i*fd+comm[i]] += 1.5
 	}
-	return &data.Dataset{Name: s.String(), Kind: data.KindDynamic, NumNodes: s.Nodes, Directed: true,
+	g, err := unionGraph(s.Nodes, ev)
+	if err != nil {
+		return nil, err
+	}
+	return &data.Dataset{Name: s.String(), Kind: data.KindDynamic, NumNodes: s.Nodes, Graph: g, Directed: true,
 		Features: x, FeatureDim: fd,
 		Events: ev, SnapshotSeconds: 1, Source: "synthetic:" + s.String()}, nil
+}
+
+// unionGraph is the directed graph src -> dst with each distinct pair of
+// the events once: data.Dataset.Graph of a dynamic dataset.
+func unionGraph(n int, ev []data.Event) (*core.Graph, error) {
+	keys := make([]uint64, len(ev))
+	for k, e := range ev {
+		keys[k] = uint64(uint32(e.Dst))<<32 | uint64(uint32(e.Src))
+	}
+	slices.Sort(keys)
+	keys = slices.Compact(keys)
+	src, dst := make([]int32, len(keys)), make([]int32, len(keys))
+	for k, key := range keys {
+		dst[k], src[k] = int32(key>>32), int32(uint32(key))
+	}
+	return core.FromEdges(n, n, src, dst)
 }

@@ -226,3 +226,36 @@ func TestDSBMTrend(t *testing.T) {
 		t.Errorf("trend=up: %v", err)
 	}
 }
+
+// TestDSBMGraph: the generated dataset carries its Graph, the union of the
+// events with each distinct pair once, as data.Dataset documents for
+// dynamic datasets, and so passes Validate (it had no graph, so `gnnkit
+// data info` could not summarise it).
+func TestDSBMGraph(t *testing.T) {
+	s, err := dynamic.ParseDSBM("dsbm,nodes=200,snapshots=5,edges=30,skew=4")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := dynamic.DSBM(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := d.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	pairs := map[[2]int32]bool{}
+	for _, e := range d.Events {
+		pairs[[2]int32{e.Src, e.Dst}] = true
+	}
+	g := d.Graph
+	if g.NumEdges() != len(pairs) {
+		t.Fatalf("graph has %d entries, the events %d distinct pairs", g.NumEdges(), len(pairs))
+	}
+	for v := 0; v < g.NumDst; v++ {
+		for _, u := range g.Indices[g.Offsets[v]:g.Offsets[v+1]] {
+			if !pairs[[2]int32{u, int32(v)}] {
+				t.Fatalf("graph entry %d -> %d is no event", u, v)
+			}
+		}
+	}
+}
