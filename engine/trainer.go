@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -41,8 +42,11 @@ func (o *Optimizer) defaults() error {
 	if o.Kind != "adam" && o.Kind != "sgd" {
 		return fmt.Errorf("engine: unknown optimizer %q (want adam or sgd)", o.Kind)
 	}
-	if o.LR < 0 || o.WeightDecay < 0 || o.Momentum < 0 {
-		return fmt.Errorf("engine: optimizer settings must be non-negative (lr %g, weight decay %g, momentum %g)", o.LR, o.WeightDecay, o.Momentum)
+	for _, v := range []float32{o.LR, o.WeightDecay, o.Momentum, o.Beta1, o.Beta2, o.Eps} {
+		// NaN fails every comparison: it would train to a NaN loss.
+		if !(v >= 0) || math.IsInf(float64(v), 0) {
+			return fmt.Errorf("engine: optimizer settings must be finite and non-negative (lr %g, weight decay %g, momentum %g, beta1 %g, beta2 %g, eps %g)", o.LR, o.WeightDecay, o.Momentum, o.Beta1, o.Beta2, o.Eps)
+		}
 	}
 	return nil
 }

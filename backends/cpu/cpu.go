@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"os"
 	"runtime"
@@ -43,8 +44,16 @@ func init() {
 // machine can stand in for several devices under a multi-device scheduler.
 type Backend struct {
 	devs      []*Device
+	host      *core.MemAccountant // the devices' allocations together, against the machine's memory
 	closeOnce sync.Once
 }
+
+// MaxDevices is the most logical devices a backend opens: cpu:0 to
+// cpu:63. They share one machine's cores and memory, each with a worker
+// pool and a buffer cache of its own; past this many a device gets a
+// sliver of a core, and a mistyped index (cpu:999, cpu:99999999999) would
+// open that many pools instead of failing.
+const MaxDevices = 64
 
 // PinEnvVar turns on thread pinning for backends opened with New (and so
 // through the registry): GNN_CPU_PIN=1.
@@ -67,11 +76,14 @@ type Config struct {
 	Pin bool
 }
 
-// New opens a CPU backend with opts.Devices logical devices (default 1),
-// each with opts.Threads workers (default max(1, NumCPU/Devices)) and a
-// memory cap of opts.MemCap bytes (0: unlimited), using the kernel
-// variant Select picks (GNN_CPU, else the best for this CPU) and pinning
-// threads if GNN_CPU_PIN=1.
+// New opens a CPU backend with opts.Devices logical devices (default 1,
+// at most MaxDevices), each with opts.Threads workers (default max(1,
+// NumCPU/Devices)) and a memory cap of opts.MemCap bytes (0: none of its
+// own), using the kernel variant Select picks (GNN_CPU, else the best for
+// this CPU) and pinning threads if GNN_CPU_PIN=1. Whatever the caps, the
+// devices together allocate at most the memory the machine had available
+// when the backend opened (HostMemory): past it Alloc fails with an
+// error wrapping *core.OOMError instead of the Go runtime dying.
 func New(opts core.BackendOptions) (*Backend, error) {
 	pin, _ := strconv.ParseBool(os.Getenv(PinEnvVar))
 	return NewConfig(Config{BackendOptions: opts, Pin: pin})
@@ -95,6 +107,9 @@ func NewConfig(cfg Config) (*Backend, error) {
 	opts := cfg.BackendOptions
 	if opts.Devices < 0 || opts.Threads < 0 || opts.MemCap < 0 {
 		return nil, fmt.Errorf("cpu: negative option (devices %d, threads %d, mem cap %d)", opts.Devices, opts.Threads, opts.MemCap)
+	}
+	if opts.Devices > MaxDevices {
+		return nil, fmt.Errorf("cpu: %d logical devices asked for; the cpu backend has at most %d (cpu:0 to cpu:%d)", opts.Devices, MaxDevices, MaxDevices-1)
 	}
 	n := opts.Devices
 	if n == 0 {
@@ -122,7 +137,7 @@ func NewConfig(cfg Config) (*Backend, error) {
 			return nil, errors.New("cpu: cannot pin threads: no CPU list")
 		}
 	}
-	b := &Backend{}
+	b := &Backend{host: core.NewMemAccountant(Name, hostMemory())}
 	for i := range n {
 		id := core.DeviceID(Name + ":" + strconv.Itoa(i))
 		var mine []int
@@ -139,6 +154,7 @@ func NewConfig(cfg Config) (*Backend, error) {
 			id:      id,
 			threads: threads,
 			mem:     core.NewMemAccountant(id, opts.MemCap),
+			host:    b.host,
 			pool:    newPool(threads, mine),
 			live:    map[*core.HostMem]int64{},
 			kernWhy: kw,
@@ -192,6 +208,7 @@ type Device struct {
 	id      core.DeviceID
 	threads int
 	mem     *core.MemAccountant
+	host    *core.MemAccountant // shared by the backend's devices
 	pool    *pool
 	k       *Kernels
 	kernWhy string
@@ -247,9 +264,23 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 			return nil, fmt.Errorf("%w: cpu: alloc on %s: negative dimension in %v", core.ErrShape, d.id, shape)
 		}
 	}
-	n := core.NumElems(shape)
+	n, ok := elems(shape)
+	if !ok {
+		return nil, fmt.Errorf("cpu: alloc %v on %s: %w: the tensor's size overflows a 64-bit byte count, more than any machine holds; use a smaller model (--hidden, --layers, --branches) or dataset", shape, d.id, core.ErrOutOfMemory)
+	}
 	bytes := int64(n) * int64(core.Float32.Size())
+	// The machine's memory first, so that a tensor it cannot hold leaves
+	// the device's peak as it was.
+	if err := d.host.Reserve(bytes, ""); err != nil {
+		var oom *core.OOMError
+		if errors.As(err, &oom) {
+			oom.Device, oom.What = d.id, fmt.Sprintf("tensor %v", shape)
+			err = &hostOOMError{oom}
+		}
+		return nil, fmt.Errorf("cpu: alloc %v: %w", shape, err)
+	}
 	if err := d.mem.ReserveTensor(bytes, shape); err != nil {
+		d.host.Release(bytes)
 		return nil, fmt.Errorf("cpu: alloc %v: %w", shape, err)
 	}
 	data := d.cache.take(n)
@@ -270,6 +301,20 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 	return &core.Tensor{Shape: append([]int(nil), shape...), DType: core.Float32, Buf: h}, nil
 }
 
+// elems is the element count of shape, false when its byte size (4 per
+// element) would overflow an int64.
+func elems(shape []int) (int, bool) {
+	const most = math.MaxInt64 / 4
+	n := 1
+	for _, s := range shape {
+		if s != 0 && n > most/s {
+			return 0, false
+		}
+		n *= s
+	}
+	return n, true
+}
+
 // Free returns t's bytes to the accountant. Freeing nil, a tensor of
 // another device or a tensor already freed is a no-op.
 func (d *Device) Free(t *core.Tensor) {
@@ -286,6 +331,7 @@ func (d *Device) Free(t *core.Tensor) {
 	d.mu.Unlock()
 	if ok {
 		d.mem.Release(bytes)
+		d.host.Release(bytes)
 		// The buffer may now back another tensor: a use of t after
 		// Free fails loudly (an empty buffer) instead of aliasing.
 		d.cache.put(h.Data)
@@ -421,6 +467,11 @@ func (d *Device) NewStream() core.Stream { return &Stream{} }
 // Mem returns the device's memory accountant.
 func (d *Device) Mem() *core.MemAccountant { return d.mem }
 
+// HostMem returns the accountant the backend's devices share: every
+// allocation is charged to it as well as to the device's own, and its cap
+// is the machine's memory (HostMemory) when the backend opened.
+func (d *Device) HostMem() *core.MemAccountant { return d.host }
+
 // Stream is the CPU's in-order queue: work runs in the caller, so every
 // event has already passed when it is recorded.
 type Stream struct{}
@@ -434,6 +485,41 @@ func (*Stream) Wait(core.Event) {}
 // Sync returns nil.
 func (*Stream) Sync() error { return nil }
 
+// hostOOMError is an allocation past the memory the machine had for the
+// backend's devices together (HostMemory). It unwraps to the
+// *core.OOMError, whose Cap is that memory, so errors.Is(err,
+// core.ErrOutOfMemory) holds; its message does not suggest raising
+// --device-mem, which cannot help.
+type hostOOMError struct{ oom *core.OOMError }
+
+func (e *hostOOMError) Error() string {
+	o := e.oom
+	return fmt.Sprintf("%s: out of memory: allocating %s for %s, but the cpu devices share this machine's memory and only %s of the %s available to them is free (%s in use); "+
+		"use a smaller model (--hidden, --layers, --branches) or dataset, or train in micro-batches with --scheduler cherry",
+		o.Device, core.FormatBytes(o.Need), o.What, core.FormatBytes(o.Free), core.FormatBytes(o.Cap), core.FormatBytes(o.Used))
+}
+
+func (e *hostOOMError) Unwrap() error { return e.oom }
+
+// HostMemory is the most memory a backend opened now lets its devices
+// allocate together: MemAvailable from /proc/meminfo (the memory the
+// kernel can hand out without swapping, page cache included), else
+// MemTotal, else 0 (no limit: the figure is unknown off Linux).
+//
+// MemAvailable rather than MemTotal: a machine is shared (with the OS,
+// other jobs, this process's dataset), and an allocation past what is
+// available does not fail in Go: it pages the machine to a halt or gets
+// a process OOM-killed. The figure is taken once, when the backend opens.
+func HostMemory() int64 { return hostMemory() }
+
+// hostMemory is HostMemory; tests replace it.
+var hostMemory = func() int64 {
+	if n := meminfo("MemAvailable:"); n > 0 {
+		return n
+	}
+	return memTotal()
+}
+
 var (
 	memTotalOnce sync.Once
 	memTotalVal  int64
@@ -441,30 +527,35 @@ var (
 
 // memTotal reads MemTotal from /proc/meminfo (0 when unknown).
 func memTotal() int64 {
-	memTotalOnce.Do(func() {
-		f, err := os.Open("/proc/meminfo")
-		if err != nil {
-			return
-		}
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:")
-			if !ok {
-				continue
-			}
-			fields := strings.Fields(rest)
-			if len(fields) == 0 {
-				return
-			}
-			kb, err := strconv.ParseInt(fields[0], 10, 64)
-			if err == nil {
-				memTotalVal = kb * 1024
-			}
-			return
-		}
-	})
+	memTotalOnce.Do(func() { memTotalVal = meminfo("MemTotal:") })
 	return memTotalVal
+}
+
+// meminfo reads the line key (e.g. "MemTotal:") of /proc/meminfo in
+// bytes (0 when unknown).
+func meminfo(key string) int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		rest, ok := strings.CutPrefix(sc.Text(), key)
+		if !ok {
+			continue
+		}
+		fields := strings.Fields(rest)
+		if len(fields) == 0 {
+			return 0
+		}
+		kb, err := strconv.ParseInt(fields[0], 10, 64)
+		if err != nil {
+			return 0
+		}
+		return kb * 1024
+	}
+	return 0
 }
 
 // hostData returns t's elements, checking that t is host resident and

@@ -7,8 +7,13 @@
 // New exposes BackendOptions.Devices logical devices, cpu:0, cpu:1, …,
 // on the one machine. Each has its own thread budget (Threads, default
 // max(1, NumCPU/Devices)) served by its own worker pool, and its own
-// memory cap (MemCap, 0 = unlimited) enforced by a core.MemAccountant,
-// so multi-device schedulers can be exercised on a laptop. Tensors live
+// memory cap (MemCap, 0 = none) enforced by a core.MemAccountant,
+// so multi-device schedulers can be exercised on a laptop. There are at
+// most MaxDevices (64) of them. Whatever their caps, they share one more
+// accountant (Device.HostMem) holding them together to the memory the
+// machine had available when the backend opened (HostMemory): an
+// allocation past it fails with an error wrapping *core.OOMError instead
+// of the Go runtime's fatal "out of memory". Tensors live
 // in Go memory (*core.HostMem with Dev set to the device id); streams run
 // work synchronously in the caller. Freed buffers of 32 KiB or more are
 // kept by size and reused by Alloc, cleared over the device's threads

@@ -87,7 +87,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
 	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
 	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
-	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4; at most 1024, mbgnn 64)")
 	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d; GraphPipe's DLRM has 1000000, with --hidden 64)", models.DefaultTableRows))
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
@@ -833,8 +833,27 @@ func branchesFlag(model string, n int, set, layersSet bool) (int, error) {
 	if n < 1 {
 		return 0, fmt.Errorf("--branches must be positive, got %d", n)
 	}
+	most := maxBranches
+	if model == "mbgnn" {
+		most = maxTowers
+	}
+	if n > most {
+		if model == "mbgnn" {
+			return 0, fmt.Errorf("--branches %d: mbgnn takes at most %d towers (tower b is b hops deep, so B towers are B(B+1)/2 rounds of aggregation: %d at %d)", n, most, most*(most+1)/2, most)
+		}
+		return 0, fmt.Errorf("--branches %d: %s takes at most %d branches (each has parameters of its own, trained with their gradients and optimizer state: uno on Cora holds about 1.6 MB per branch)", n, model, most)
+	}
 	return n, nil
 }
+
+// maxBranches bounds --branches for uno and dlrm, and maxTowers for mbgnn,
+// whose towers grow quadratically: past them the model is built op by op
+// on the host (uno with 100000 branches held about 1.8 MB per branch until
+// the machine's memory ran out), so a typo fails here instead.
+const (
+	maxBranches = 1024
+	maxTowers   = 64
+)
 
 // tableRowsFlag checks --table-rows: only dlrm takes it, and it must be
 // positive when given.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
+	"math"
 	"os"
 	"sort"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/spf13/cobra"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
@@ -56,28 +58,28 @@ func newTrainCmd() *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error { return runTrain(cmd, f) },
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(core.Models(), ", "))
+	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(trainModels(), ", ")+" (tgcn and evolvegcn: gnnkit train-dynamic)")
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", ")+", or plugin:PATH|NAME (see gnnkit plugins list)")
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(backendNames(), ", "))
-	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0 (default: the backend's first device)")
-	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap)")
+	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0, naming their backend (default: --backend's first device); cpu:i opens the logical devices cpu:0 to cpu:i, at most cpu:63")
+	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap; the cpu devices together never take more than the memory the machine had available)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
 	fl.IntVar(&f.evalEvery, "eval-every", 1, "evaluate train and validation accuracy after every N-th epoch and the last (0: the last only, as train-dynamic's 0); evaluation runs the whole graph")
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
-	fl.Float64Var(&f.lr, "lr", 0, "learning rate (default: per model)")
-	fl.Float64Var(&f.wd, "weight-decay", -1, "L2 weight decay (default: per model)")
+	fl.Float64Var(&f.lr, "lr", 0, "learning rate, positive (default: per model: 0.005 for gat, else 0.01)")
+	fl.Float64Var(&f.wd, "weight-decay", -1, "L2 weight decay, 0 or more (default: per model, 5e-4)")
 	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer: adam or sgd")
-	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head (default: per model)")
-	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat (default 8)")
-	fl.IntVar(&f.layers, "layers", 2, "message-passing layers")
-	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4)")
+	fl.IntVar(&f.hidden, "hidden", 0, "hidden width per head, positive (default: per model: 8 for gat, else 16)")
+	fl.IntVar(&f.heads, "heads", 0, "attention heads, gat, positive (default 8)")
+	fl.IntVar(&f.layers, "layers", 2, fmt.Sprintf("message-passing layers, 1 to %d", maxLayers))
+	fl.IntVar(&f.branches, "branches", 0, "branches of a multi-branch model: uno's MLP branches, mbgnn's towers (of 1..N hops: its depth), dlrm's embedding tables (default 4; at most 1024, mbgnn 64)")
 	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d)", models.DefaultTableRows))
-	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout (default: per model)")
-	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat (default: per model)")
+	fl.Float64Var(&f.dropout, "dropout", -1, "feature dropout, in [0, 1) (default: per model: 0.6 for gat, else 0.5)")
+	fl.Float64Var(&f.attnDropout, "attn-dropout", -1, "attention dropout, gat, in [0, 1) (default: per model, 0.6)")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row (divide each row by the sum of its absolute values: Kipf & Welling's row sum on non-negative features; signs kept) or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed (initialisation, dropout, synthetic data)")
 	fl.StringVar(&f.trace, "trace", "", "write a Chrome/Perfetto trace of the run to FILE")
@@ -114,15 +116,58 @@ type trainResult struct {
 	SchedMetrics  map[string]float64      `json:"scheduler_metrics,omitempty"`
 	Seed          uint64                  `json:"seed"`
 	Trace         string                  `json:"trace,omitempty"`
+	// noVal and noTest say the dataset has no validation or test nodes:
+	// that accuracy is absent (JSON null, "n/a" in the summary), not 0.
+	noVal, noTest bool
+}
+
+// MarshalJSON writes the result with an absent accuracy as null.
+func (r trainResult) MarshalJSON() ([]byte, error) {
+	type plain trainResult // without this method
+	if !r.noVal && !r.noTest {
+		return json.Marshal(plain(r))
+	}
+	acc := func(v float64, absent bool) *float64 {
+		if absent {
+			return nil
+		}
+		return &v
+	}
+	return json.Marshal(struct {
+		plain
+		ValAcc  *float64 `json:"val_acc"`
+		TestAcc *float64 `json:"test_acc"`
+	}{plain(r), acc(r.ValAcc, r.noVal), acc(r.TestAcc, r.noTest)})
+}
+
+// dynamicModels are the registered models that train on snapshots of a
+// dynamic graph (models/dynamic): gnnkit train-dynamic trains them.
+var dynamicModels = map[string]bool{"tgcn": true, "evolvegcn": true}
+
+// trainModels lists the models gnnkit train trains.
+func trainModels() []string {
+	var out []string
+	for _, m := range core.Models() {
+		if !dynamicModels[m] {
+			out = append(out, m)
+		}
+	}
+	return out
 }
 
 func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	ctx := cmd.Context()
+	if dynamicModels[f.model] {
+		return fmt.Errorf("--model %s: %s is a dynamic-graph model: use gnnkit train-dynamic (gnnkit train trains %s)", f.model, f.model, strings.Join(trainModels(), ", "))
+	}
 	def, ok := modelDefaults[f.model]
 	if !ok {
 		def = modelDefaults["gcn"]
 	}
 	fl := cmd.Flags()
+	if err := checkTrainNumbers(fl, f, def.hidden); err != nil {
+		return err
+	}
 	pick := func(name string, set, dflt float64) float64 {
 		if fl.Changed(name) {
 			return set
@@ -177,6 +222,11 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			return fmt.Errorf("--device-mem: %w", err)
 		}
 	}
+	if fl.Changed("backend") {
+		if err := checkBackendDevices(f.backend, f.devices); err != nil {
+			return err
+		}
+	}
 	td, err := openTrainDevices(ctx, f.backend, f.devices, f.threads, memCap)
 	if err != nil {
 		return err
@@ -200,6 +250,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
 		Layers: f.layers, Heads: heads, Dropout: float32(drop), AttnDropout: float32(attn), Branches: branches, TableRows: f.tableRows})
 	if err != nil {
+		return err
+	}
+	if err := paramsFit(m, f.optimizer, td.local[0]); err != nil {
 		return err
 	}
 	dat := engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}
@@ -235,7 +288,10 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			if bar != nil {
 				evaluated = evaluated || s.Evaluated
 				val := "–"
-				if evaluated {
+				switch {
+				case len(ds.Val) == 0:
+					val = "n/a"
+				case evaluated:
 					val = fmt.Sprintf("%.3f", s.ValAcc)
 				}
 				bar.Describe(fmt.Sprintf("%s on %s  loss %.4f  val %s", f.model, ds.Name, s.Loss, val))
@@ -252,7 +308,8 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
 		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, IterationMsMedian: sum.IterationMsMedian, PlannedOn: plannedOn, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
 		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
-		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics}
+		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics,
+		noVal: len(ds.Val) == 0, noTest: len(ds.Test) == 0}
 	if f.trace != "" {
 		if err := atomicfile.Write(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
 			return fmt.Errorf("writing trace: %w", err)
@@ -315,7 +372,13 @@ func printSummary(w io.Writer, r trainResult) {
 		row("peak memory "+d, v)
 	}
 	row("final loss", fmt.Sprintf("%.4f", r.FinalLoss))
-	row("accuracy train / val / test", fmt.Sprintf("%.3f / %.3f / %.3f", r.TrainAcc, r.ValAcc, r.TestAcc))
+	acc := func(v float64, absent bool) string {
+		if absent {
+			return "n/a"
+		}
+		return fmt.Sprintf("%.3f", v)
+	}
+	row("accuracy train / val / test", acc(r.TrainAcc, false)+" / "+acc(r.ValAcc, r.noVal)+" / "+acc(r.TestAcc, r.noTest))
 	if r.Trace != "" {
 		row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
 	}
@@ -422,4 +485,102 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 	}
 	c.use(gp)
 	return c.describe(), nil
+}
+
+// maxLayers bounds --layers: the model is built op by op on the host, so
+// a mistyped depth (--layers 100000000) would fill the machine's memory
+// before training starts.
+const maxLayers = 1024
+
+// checkTrainNumbers checks the numeric model and optimizer flags given
+// explicitly (a flag left out takes the model's default): the learning
+// rate and the widths must be positive, as --epochs, --branches and
+// --table-rows must (0 is not a stand-in for "the default"), and the
+// rates must be finite numbers in range, so that NaN or Inf is refused
+// here instead of ending training with a NaN loss. hidden is the model's
+// default width, for the message.
+func checkTrainNumbers(fl interface{ Changed(string) bool }, f *trainFlags, hidden int) error {
+	ints := []struct {
+		name     string
+		v, most  int
+		leaveOut string
+	}{
+		{"hidden", f.hidden, 0, fmt.Sprintf("%d for %s", hidden, f.model)},
+		{"heads", f.heads, 0, "8 for gat"},
+		{"layers", f.layers, maxLayers, "2"},
+	}
+	for _, c := range ints {
+		if !fl.Changed(c.name) {
+			continue
+		}
+		if c.v < 1 {
+			return fmt.Errorf("--%s must be positive, got %d (leave it out for the model's default, %s)", c.name, c.v, c.leaveOut)
+		}
+		if c.most > 0 && c.v > c.most {
+			return fmt.Errorf("--%s %d: at most %d", c.name, c.v, c.most)
+		}
+	}
+	floats := []struct {
+		name   string
+		v      float64
+		ok     func(float64) bool
+		should string
+	}{
+		{"lr", f.lr, func(x float64) bool { return x > 0 }, "a positive number, e.g. 0.01"},
+		{"weight-decay", f.wd, func(x float64) bool { return x >= 0 }, "a non-negative number, e.g. 5e-4 (0: none)"},
+		{"dropout", f.dropout, func(x float64) bool { return x >= 0 && x < 1 }, "in [0, 1)"},
+		{"attn-dropout", f.attnDropout, func(x float64) bool { return x >= 0 && x < 1 }, "in [0, 1)"},
+	}
+	for _, c := range floats {
+		if !fl.Changed(c.name) {
+			continue
+		}
+		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || !c.ok(c.v) {
+			return fmt.Errorf("--%s must be %s, got %g (leave it out for the model's default)", c.name, c.should, c.v)
+		}
+	}
+	return nil
+}
+
+// paramsFit refuses, before anything is allocated, a model whose
+// parameters with their gradients (and Adam's two moments) pass the
+// memory the cpu devices share (cpu.Device.HostMem): every run holds
+// them all on the host, and without this uno with --branches 100000
+// allocated about 1.6 MB per branch until that memory ran out. home is
+// the device holding the master parameters; off the cpu backend it
+// checks nothing.
+func paramsFit(m *core.Model, optimizer string, home core.Device) error {
+	cd, ok := home.(*cpu.Device)
+	if !ok {
+		return nil
+	}
+	limit := cd.HostMem().Stats().Cap
+	if limit <= 0 {
+		return nil
+	}
+	var params float64 // float64: a shape's byte count may overflow an int64
+	for _, p := range m.Params {
+		n := 4.0
+		for _, d := range p.Shape {
+			n *= float64(d)
+		}
+		params += n
+	}
+	copies, with := 2.0, "their gradients"
+	if optimizer == "adam" {
+		copies, with = 4, "their gradients and Adam's two moments"
+	}
+	if need := copies * params; need > float64(limit) {
+		return fmt.Errorf("model %s has %s of parameters, %s with %s: more than the %s of memory this machine has for the cpu devices; use a smaller --hidden, fewer --layers or --branches (or --optimizer sgd)",
+			m.Name, fmtBytesF(params), fmtBytesF(need), with, core.FormatBytes(limit))
+	}
+	return nil
+}
+
+// fmtBytesF is core.FormatBytes for a byte count that may pass an int64.
+func fmtBytesF(n float64) string {
+	if n >= math.MaxInt64 {
+		return fmt.Sprintf("%.3g EiB", n/(1<<60))
+	}
+	return core.FormatBytes(int64(n))
 }

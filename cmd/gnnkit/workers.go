@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/plugins/worker"
@@ -90,6 +92,30 @@ func (d *trainDevices) Close() {
 	}
 }
 
+// checkBackendDevices checks an explicit --backend against --devices,
+// which names the backends itself: --backend must be one of them (a
+// worker backend such as cuda may join a local one, --devices
+// cpu:0,cuda:0). Malformed --devices is left to openTrainDevices.
+func checkBackendDevices(backend, list string) error {
+	if strings.TrimSpace(list) == "" {
+		return nil
+	}
+	var names []string
+	for _, s := range strings.Split(list, ",") {
+		name, _, err := core.ParseDeviceID(s)
+		if err != nil {
+			return nil
+		}
+		if name == backend {
+			return nil
+		}
+		if !slices.Contains(names, name) {
+			names = append(names, name)
+		}
+	}
+	return fmt.Errorf("--backend %s, but --devices %s names devices of %s: leave out --backend (--devices names the backend) or give devices of %s (e.g. %s:0)", backend, list, strings.Join(names, " and "), backend, backend)
+}
+
 // openTrainDevices opens the devices of --backend/--devices. A worker
 // backend (cuda) may join one local backend (--devices cpu:0,cuda:0);
 // without a local one, a one-device CPU backend holds the master
@@ -115,6 +141,10 @@ func openTrainDevices(ctx context.Context, backend, list string, threads int, me
 				return nil, fmt.Errorf("--devices: %w", err)
 			}
 			id := core.DeviceID(fmt.Sprintf("%s:%d", name, i))
+			if name == cpu.Name && i >= cpu.MaxDevices {
+				// cpu:i opens the logical devices cpu:0 to cpu:i.
+				return nil, fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+			}
 			if seen[id] {
 				return nil, fmt.Errorf("--devices lists %s twice", id)
 			}
