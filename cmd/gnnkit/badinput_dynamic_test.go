@@ -118,3 +118,14 @@ func TestCPUProfileAtomic(t *testing.T) {
 		t.Errorf("FILE in a missing folder: err = %v, want one naming --cpuprofile and the missing folder", err)
 	}
 }
+
+// TestTrainDynamicDeviceIndex: a device index past the cpu backend's
+// logical devices is refused, naming --devices, not opened (cpu:999 would
+// open 1000 devices; a huge index hung).
+func TestTrainDynamicDeviceIndex(t *testing.T) {
+	_, err := run(t, "train-dynamic", "--data", "synthetic:dsbm,nodes=300,snapshots=12,edges=40", "--window", "3", "--hidden", "8",
+		"--epochs", "1", "--devices", "cpu:99999999999")
+	if err == nil || !strings.Contains(err.Error(), "--devices cpu:99999999999: the cpu backend has at most 64 logical devices") {
+		t.Errorf("err = %v", err)
+	}
+}

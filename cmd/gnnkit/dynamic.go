@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/data/dynamic"
@@ -178,7 +179,11 @@ func runDynamic(cmd *cobra.Command, f *dynamicFlags) error {
 	}
 	need := 1
 	for _, id := range ids {
-		_, i, _ := core.ParseDeviceID(string(id))
+		name, i, _ := core.ParseDeviceID(string(id))
+		if name == cpu.Name && i >= cpu.MaxDevices {
+			// cpu:i opens the logical devices cpu:0 to cpu:i.
+			return fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+		}
 		need = max(need, i+1)
 	}
 	be, err := core.OpenBackend(backendName, core.BackendOptions{Devices: need, Threads: f.threads})
