@@ -5,10 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"io"
 	"math"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -21,7 +21,9 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	"github.com/gnnkit/gnnkit/models"
+	mdyn "github.com/gnnkit/gnnkit/models/dynamic"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
 
@@ -140,15 +142,15 @@ func (r trainResult) MarshalJSON() ([]byte, error) {
 	}{plain(r), acc(r.ValAcc, r.noVal), acc(r.TestAcc, r.noTest)})
 }
 
-// dynamicModels are the registered models that train on snapshots of a
-// dynamic graph (models/dynamic): gnnkit train-dynamic trains them.
-var dynamicModels = map[string]bool{"tgcn": true, "evolvegcn": true}
+// isDynamic reports whether model trains on snapshots of a dynamic graph
+// (models/dynamic): gnnkit train-dynamic trains it.
+func isDynamic(model string) bool { return slices.Contains(mdyn.Models(), model) }
 
 // trainModels lists the models gnnkit train trains.
 func trainModels() []string {
 	var out []string
 	for _, m := range core.Models() {
-		if !dynamicModels[m] {
+		if !isDynamic(m) {
 			out = append(out, m)
 		}
 	}
@@ -157,7 +159,7 @@ func trainModels() []string {
 
 func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	ctx := cmd.Context()
-	if dynamicModels[f.model] {
+	if isDynamic(f.model) {
 		return fmt.Errorf("--model %s: %s is a dynamic-graph model: use gnnkit train-dynamic (gnnkit train trains %s)", f.model, f.model, strings.Join(trainModels(), ", "))
 	}
 	def, ok := modelDefaults[f.model]
