@@ -418,6 +418,11 @@ func testDropout(t *testing.T, b core.Backend) {
 								t.Errorf("dropped fraction %.3f, want about %v", frac, p)
 							}
 						}
+						// no mask: the same out
+						noMask := e.fill(float32(math.NaN()), rc.r, rc.c)
+						if mustCall(t, "Dropout without a mask", func() error { return e.k.Dropout(x, p, seed, rows, noMask, nil) }) {
+							check(t, "out without a mask", e.get(noMask), wantOut, absSlice(wantOut), 2)
+						}
 						// in place: out aliases x
 						if mustCall(t, "Dropout in place", func() error { return e.k.Dropout(x, p, seed, rows, x, mask) }) {
 							check(t, "in place", e.get(x), wantOut, absSlice(wantOut), 2)

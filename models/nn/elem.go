@@ -156,13 +156,10 @@ func (op *Dropout) Forward(env *core.Env) error {
 		env.SetValue(op.y, x)
 		return nil
 	}
-	mask, err := env.Alloc(x.Rows(), op.cols)
-	if err != nil {
-		return op.errf(err)
-	}
-	defer env.Free(mask)
+	// No mask tensor: backward draws the same mask again from the seed
+	// and the rows' ids.
 	return op.errf(output(env, op.y, x.Rows(), op.cols, func(y *core.Tensor) error {
-		return env.K.Dropout(x, op.p, op.seed(env), op.ids(env, x.Rows()), y, mask)
+		return env.K.Dropout(x, op.p, op.seed(env), op.ids(env, x.Rows()), y, nil)
 	}))
 }
 
@@ -175,13 +172,8 @@ func (op *Dropout) Backward(env *core.Env) error {
 	if !op.active(env) {
 		return op.errf(accumCopy(env, op.x, dy))
 	}
-	mask, err := env.Alloc(dy.Rows(), dy.Cols())
-	if err != nil {
-		return op.errf(err)
-	}
-	defer env.Free(mask)
 	return op.errf(accum(env, op.x, dy.Rows(), dy.Cols(), func(dx *core.Tensor) error {
-		return env.K.Dropout(dy, op.p, op.seed(env), op.ids(env, dy.Rows()), dx, mask)
+		return env.K.Dropout(dy, op.p, op.seed(env), op.ids(env, dy.Rows()), dx, nil)
 	}))
 }
 
