@@ -32,7 +32,8 @@ plugins/examples/examplesched for one to copy).
   --sched-opt KEY=VALUE            passed to the plugin as the argument KEY=VALUE
 
 The plugin folder is $GNNKIT_PLUGIN_DIR, by default gnnkit/plugins under the
-user's config folder. Each call to a plugin has a deadline of 30 s
+user's config folder; 'gnnkit plugins list' shows a file there that cannot
+start (not executable, a malformed NAME.sha256) with what is wrong. Each call to a plugin has a deadline of 30 s
 ($GNNKIT_PLUGIN_TIMEOUT, e.g. 2m); a plugin that passes it is killed.
 GNNKIT_PLUGIN_LOG=debug shows the plugins' logs.
 
@@ -130,6 +131,10 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 		return r
 	}
 	r.SHA256 = sum
+	if e.Err != nil { // not executable, a malformed pin: listed, not started
+		r.Error = strings.TrimPrefix(e.Err.Error(), "host: plugin "+e.Path+": ")
+		return r
+	}
 	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: 10 * time.Second, Timeout: 10 * time.Second})
 	if err != nil {
 		r.Error = strings.TrimPrefix(err.Error(), "host: plugin "+e.Path+": ")

@@ -97,6 +97,15 @@ func TestPluginsListAndNames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "broken"), []byte("#!/bin/sh\necho oops >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Two entries that cannot start: each is listed with its own error,
+	// and neither hides the others.
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badpin := servePlugin(t, dir, "badpin", "sequential")
+	if err := os.WriteFile(badpin+".sha256", []byte("xyz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err = run(t, "plugins", "list", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +117,18 @@ func TestPluginsListAndNames(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%q: %v", out, err)
 	}
-	if doc.Dir != dir || len(doc.Plugins) != 2 {
+	if doc.Dir != dir || len(doc.Plugins) != 4 {
 		t.Fatalf("list: %+v", doc)
 	}
-	b, s := doc.Plugins[0], doc.Plugins[1]
+	bp, b, ne, s := doc.Plugins[0], doc.Plugins[1], doc.Plugins[2], doc.Plugins[3]
 	if b.Name != "broken" || !strings.Contains(b.Error, "oops") {
 		t.Errorf("broken plugin: %+v", b)
+	}
+	if bp.Name != "badpin" || bp.Pinned || bp.SHA256 == "" || !strings.Contains(bp.Error, `pin file`) || !strings.Contains(bp.Error, "sha256sum badpin > badpin.sha256") {
+		t.Errorf("plugin with a malformed pin: %+v", bp)
+	}
+	if ne.Name != "noexec" || !strings.Contains(ne.Error, "not executable") || !strings.Contains(ne.Error, "chmod +x") {
+		t.Errorf("non-executable plugin: %+v", ne)
 	}
 	if s.Name != "seq" || s.Scheduler != "sequential" || s.Protocol != host.ProtocolVersion || s.SHA256 != sum || !s.Pinned || s.Error != "" {
 		t.Errorf("seq plugin: %+v", s)
@@ -123,11 +138,25 @@ func TestPluginsListAndNames(t *testing.T) {
 		t.Errorf("table: %q, %v", out, err)
 	}
 
+	out, err = run(t, "plugins", "list")
+	if err != nil || !strings.Contains(out, "error: not executable; make it so with chmod +x") || !strings.Contains(out, "error: pin file") {
+		t.Errorf("table: %q, %v", out, err)
+	}
+
 	// plugin:NAME finds it in the folder; its pin is checked.
 	trainJSON(t, "--epochs", "1", "--scheduler", "plugin:seq")
 	_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:nope")
-	if err == nil || !strings.Contains(err.Error(), `no plugin "nope"`) || !strings.Contains(err.Error(), "broken, seq") {
+	if err == nil || !strings.Contains(err.Error(), `no plugin "nope"`) || !strings.Contains(err.Error(), "badpin, broken, noexec, seq") {
 		t.Errorf("unknown name: %v", err)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"noexec", "not executable; make it so with chmod +x"},
+		{"badpin", `badpin.sha256: "xyz" is not a SHA-256`},
+	} {
+		_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:"+c.name)
+		if !errors.Is(err, host.ErrLaunch) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plugin:%s: %v, want host.ErrLaunch saying %q", c.name, err, c.want)
+		}
 	}
 	if err := os.WriteFile(seq+".sha256", []byte(strings.Repeat("0", 64)), 0o644); err != nil {
 		t.Fatal(err)

@@ -373,14 +373,13 @@ func TestDiscovery(t *testing.T) {
 	write("zeta", 0o755, "#!/bin/sh\n")
 	write("alpha", 0o755, "#!/bin/sh\n")
 	write("alpha.sha256", 0o644, strings.Repeat("ab", 32)+"  alpha\n")
-	write("README", 0o644, "not a plugin")
 	write(".hidden", 0o755, "")
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	es, err := host.Find(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 2 || es[0].Name != "alpha" || es[1].Name != "zeta" {
+	if len(es) != 2 || es[0].Name != "alpha" || es[1].Name != "zeta" || es[0].Err != nil || es[1].Err != nil {
 		t.Fatalf("Find = %+v", es)
 	}
 	if len(es[0].Pin) != 32 || es[0].Pin[0] != 0xab || es[1].Pin != nil {
@@ -396,9 +395,65 @@ func TestDiscovery(t *testing.T) {
 	if d, _ := host.Dir(); d != dir {
 		t.Errorf("Dir = %q with GNNKIT_PLUGIN_DIR set", d)
 	}
-	write("bad.sha256", 0o644, "xyz")
-	write("bad", 0o755, "")
-	if _, err := host.Find(dir); err == nil {
-		t.Error("a malformed pin file was accepted")
+}
+
+// TestDiscoveryBadEntries: a file that cannot be launched as it is gets
+// its own error; the folder's other plugins are still found.
+func TestDiscoveryBadEntries(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no executable bit on Windows")
+	}
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+		pin  string // NAME.sha256's content; "" writes none
+		want []string
+	}{
+		{name: "noexec", mode: 0o644, want: []string{"noexec: not executable", "chmod +x"}},
+		{name: "badpin", mode: 0o755, pin: "xyz", want: []string{"badpin.sha256", `"xyz" is not a SHA-256`, "sha256sum badpin > badpin.sha256", "or remove it"}},
+		{name: "emptypin", mode: 0o755, pin: " \n", want: []string{"emptypin.sha256 is empty", "sha256sum emptypin > emptypin.sha256"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range []struct {
+				name, body string
+				mode       os.FileMode
+			}{{"good", "#!/bin/sh\n", 0o755}, {c.name, "#!/bin/sh\n", c.mode}} {
+				if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.body), f.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.pin != "" {
+				if err := os.WriteFile(filepath.Join(dir, c.name+host.PinSuffix), []byte(c.pin), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			es, err := host.Find(dir)
+			if err != nil {
+				t.Fatalf("Find: %v; one bad entry must not fail the folder", err)
+			}
+			byName := map[string]host.Entry{}
+			for _, e := range es {
+				byName[e.Name] = e
+			}
+			if len(es) != 2 || byName["good"].Err != nil || byName[c.name].Err == nil || byName[c.name].Pin != nil {
+				t.Fatalf("Find = %+v; want good (no error) and %s (with its error, no pin)", es, c.name)
+			}
+			if e, err := host.Lookup(dir, "good"); err != nil || e.Name != "good" {
+				t.Errorf("Lookup(good) = %+v, %v", e, err)
+			}
+			_, err = host.Lookup(dir, c.name)
+			if !errors.Is(err, host.ErrLaunch) {
+				t.Errorf("Lookup(%s) = %v, want host.ErrLaunch", c.name, err)
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Lookup(%s) = %v, want %q in it", c.name, err, w)
+				}
+			}
+			if _, err := host.Lookup(dir, "nope"); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), "good") {
+				t.Errorf("Lookup(nope) = %v, want the folder's names", err)
+			}
+		})
 	}
 }
