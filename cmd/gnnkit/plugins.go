@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -33,8 +32,12 @@ plugins/examples/examplesched for one to copy).
 
 The plugin folder is $GNNKIT_PLUGIN_DIR, by default gnnkit/plugins under the
 user's config folder; 'gnnkit plugins list' shows a file there that cannot
-start (not executable, a malformed NAME.sha256) with what is wrong. Each call to a plugin has a deadline of 30 s
-($GNNKIT_PLUGIN_TIMEOUT, e.g. 2m); a plugin that passes it is killed.
+start (not executable, a malformed NAME.sha256) with what is wrong.
+
+Each call to a plugin has a deadline of 30 s ($GNNKIT_PLUGIN_TIMEOUT, e.g.
+2m, for train and bench run); a plugin that passes it is killed. A plugin
+has 20 s (fixed) to start, complete its handshake and say its name.
+Ctrl-C, SIGTERM or SIGHUP kills a running plugin with gnnkit's run.
 GNNKIT_PLUGIN_LOG=debug shows the plugins' logs.
 
 A built-in scheduler can run as a plugin too, e.g. to test the protocol:
@@ -208,13 +211,11 @@ func launchPlugin(ctx context.Context, spec string, opts map[string]string) (cor
 			o.SHA256 = e.Pin
 		}
 	}
-	if t := os.Getenv("GNNKIT_PLUGIN_TIMEOUT"); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 {
-			return nil, nil, fmt.Errorf("GNNKIT_PLUGIN_TIMEOUT=%q: want a duration such as 30s or 2m", t)
-		}
-		o.Timeout = d
+	d, err := host.EnvTimeout()
+	if err != nil {
+		return nil, nil, err
 	}
+	o.Timeout = d
 	keys := make([]string, 0, len(opts))
 	for k := range opts {
 		keys = append(keys, k)

@@ -10,11 +10,14 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gnnkit/gnnkit/bench"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/plugins/host"
 	"github.com/gnnkit/gnnkit/plugins/plugintest"
+	"github.com/gnnkit/gnnkit/plugins/sdk"
 )
 
 // TestHelperServe is not a test: run by a wrapper script with
@@ -25,6 +28,10 @@ func TestHelperServe(t *testing.T) {
 	name := os.Getenv("GNNKIT_TEST_SERVE")
 	if name == "" {
 		t.Skip("helper process for the plugin tests")
+	}
+	if name == "hang" { // a plugin whose Schedule never answers
+		sdk.Serve(hangScheduler{})
+		os.Exit(0)
 	}
 	args := []string{"plugins", "serve", name}
 	for i, a := range os.Args {
@@ -40,6 +47,15 @@ func TestHelperServe(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// hangScheduler never answers Schedule and ignores its context.
+type hangScheduler struct{}
+
+func (hangScheduler) Name() string { return "hang" }
+func (hangScheduler) Schedule(context.Context, *core.Workload) (*core.Plan, error) {
+	time.Sleep(time.Hour)
+	return nil, errors.New("unreachable")
 }
 
 // servePlugin writes a wrapper script into dir that serves the built-in
@@ -168,6 +184,57 @@ func TestPluginsListAndNames(t *testing.T) {
 	_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:"+seq+"@sha256:"+sum)
 	if err != nil {
 		t.Errorf("explicit pin: %v", err)
+	}
+}
+
+// TestPluginTimeoutEnv: train and bench run read $GNNKIT_PLUGIN_TIMEOUT
+// the same way: a bad value is an error in both, a good one bounds each
+// plugin call in both.
+func TestPluginTimeoutEnv(t *testing.T) {
+	dir := t.TempDir()
+	hang := servePlugin(t, dir, "hang", "hang")
+	suite := filepath.Join(dir, "hang.json")
+	sched, _ := json.Marshal("plugin:" + hang)
+	if err := os.WriteFile(suite, []byte(`{"name":"hang","version":1,"epochs":1,"warmup":0,"groups":[
+	 {"backends":["cpu"],"devices":[1],"schedulers":[`+string(sched)+`],"models":["gcn"],"datasets":["cora"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string][]string{
+		"train":     {"train", "--epochs", "1", "-q", "--scheduler", "plugin:" + hang},
+		"bench-run": {"bench", "run", "--suite", suite, "-q"},
+	}
+	for _, c := range []struct{ env, want string }{
+		{"soon", `GNNKIT_PLUGIN_TIMEOUT="soon": want a positive duration such as 30s or 2m`},
+		{"-1s", `GNNKIT_PLUGIN_TIMEOUT="-1s": want a positive duration`},
+		{"0", `GNNKIT_PLUGIN_TIMEOUT="0": want a positive duration`},
+		{"300ms", "Schedule did not answer within 300ms"},
+	} {
+		for _, name := range []string{"train", "bench-run"} {
+			t.Run("env="+c.env+"/cmd="+name, func(t *testing.T) {
+				t.Setenv("GNNKIT_PLUGIN_TIMEOUT", c.env)
+				out := filepath.Join(t.TempDir(), "r.json")
+				args := cmds[name]
+				if name == "bench-run" {
+					args = append(args, "--out", out)
+				}
+				start := time.Now()
+				got, err := run(t, args...)
+				msg := fmt.Sprint(err)
+				if name == "bench-run" && err != nil && strings.Contains(msg, "cell(s) failed") {
+					f, rerr := bench.ReadFile(out)
+					if rerr != nil || len(f.Cells) != 1 {
+						t.Fatalf("results: %v, %+v", rerr, f)
+					}
+					msg = f.Cells[0].Reason
+				}
+				if err == nil || !strings.Contains(msg, c.want) {
+					t.Errorf("%v: %s (output %q), want %q", args, msg, got, c.want)
+				}
+				if took := time.Since(start); took > 15*time.Second {
+					t.Errorf("took %v; the timeout was not applied", took)
+				}
+			})
+		}
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 )
 
 // PinSuffix names a plugin's pin file: NAME.sha256 next to NAME holds its
@@ -30,6 +31,26 @@ func Dir() (string, error) {
 		return "", fmt.Errorf("host: no plugin folder: set GNNKIT_PLUGIN_DIR (%w)", err)
 	}
 	return filepath.Join(cfg, "gnnkit", "plugins"), nil
+}
+
+// TimeoutEnv names the environment variable that sets each plugin call's
+// deadline (Options.Timeout), e.g. GNNKIT_PLUGIN_TIMEOUT=2m.
+const TimeoutEnv = "GNNKIT_PLUGIN_TIMEOUT"
+
+// EnvTimeout reads $GNNKIT_PLUGIN_TIMEOUT: 0 (use DefaultTimeout) when it
+// is unset or empty, an error when it is not a positive duration. Every
+// command that launches plugins reads it through this.
+func EnvTimeout() (time.Duration, error) {
+	v := os.Getenv(TimeoutEnv)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s or 2m (each plugin call's deadline; unset it for the default %v)",
+			TimeoutEnv, v, DefaultTimeout)
+	}
+	return d, nil
 }
 
 // Entry is a plugin binary found in a plugin folder.
