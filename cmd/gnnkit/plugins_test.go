@@ -18,6 +18,7 @@ import (
 	"github.com/gnnkit/gnnkit/plugins/host"
 	"github.com/gnnkit/gnnkit/plugins/plugintest"
 	"github.com/gnnkit/gnnkit/plugins/sdk"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
 )
 
 // TestHelperServe is not a test: run by a wrapper script with
@@ -29,8 +30,12 @@ func TestHelperServe(t *testing.T) {
 	if name == "" {
 		t.Skip("helper process for the plugin tests")
 	}
-	if name == "hang" { // a plugin whose Schedule never answers
+	switch name {
+	case "hang": // a plugin whose Schedule never answers
 		sdk.Serve(hangScheduler{})
+		os.Exit(0)
+	case "move-home": // a plugin whose Observe moves the home device
+		sdk.Serve(&moveHome{})
 		os.Exit(0)
 	}
 	args := []string{"plugins", "serve", name}
@@ -56,6 +61,16 @@ func (hangScheduler) Name() string { return "hang" }
 func (hangScheduler) Schedule(context.Context, *core.Workload) (*core.Plan, error) {
 	time.Sleep(time.Hour)
 	return nil, errors.New("unreachable")
+}
+
+// moveHome is sequential on the first device; after an iteration, its
+// Observe moves everything, home included, to the last device.
+type moveHome struct{ sequential.Scheduler }
+
+func (*moveHome) Name() string { return "move-home" }
+func (*moveHome) Observe(ctx context.Context, w *core.Workload, _ *core.Trace) (*core.Plan, error) {
+	s := &sequential.Scheduler{Device: w.Devices[len(w.Devices)-1].ID}
+	return s.Schedule(ctx, w)
 }
 
 // servePlugin writes a wrapper script into dir that serves the built-in
@@ -235,6 +250,17 @@ func TestPluginTimeoutEnv(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestObserveMovesHome: a feedback plugin whose Observe moves the home
+// device is refused with an error that names the plugin.
+func TestObserveMovesHome(t *testing.T) {
+	p := servePlugin(t, t.TempDir(), "mover", "move-home")
+	_, err := run(t, "train", "--epochs", "2", "-q", "--devices", "cpu:0,cpu:1", "--scheduler", "plugin:"+p)
+	want := "plugin move-home (" + p + "): Observe moved the plan's home from cpu:0 to cpu:1; a plan from Observe must keep the first plan's home"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }
 
