@@ -146,8 +146,8 @@ func checkOnly(s *Suite, cells []Cell, only string) error {
 		}
 		ids[i] = c.ID()
 	}
-	return fmt.Errorf("bench: --only %q matches none of suite %s's %d cells; give part of a cell id (e.g. backend=cpu, scheduler=sequential, devices=2). The cells:\n  %s",
-		only, s.Name, len(cells), strings.Join(ids, "\n  "))
+	return fmt.Errorf("bench: --only %q matches none of suite %s's %d cells; give part of a cell id (e.g. backend=cpu, scheduler=sequential, devices=2). The cells: %s",
+		only, s.Name, len(cells), strings.Join(ids, ", "))
 }
 
 // resume reads an existing results file at path (nil if there is none)
