@@ -26,7 +26,9 @@
 // the trace. The file is rewritten atomically (temporary file, fsync,
 // rename) after every cell and keyed by Cell.ID, so a re-run of the same
 // suite on the same machine skips finished cells: an interrupted run
-// continues where it stopped. Parse rejects anything not well formed
+// continues where it stopped. Failed cells, and cells skipped because
+// their plugin did not launch (it may be built by the next run), are not
+// finished and run again. Parse rejects anything not well formed
 // (schema, unknown fields, trailing data, IDs that do not match their
 // cells, duplicates, statistics that disagree with the epoch times) with
 // a *CorruptError; nothing is repaired or merged silently.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 )
 
@@ -23,6 +24,11 @@ const (
 	StatusSkipped = "skipped" // the backend or scheduler cannot run the cell here; Reason says why
 	StatusFailed  = "failed"  // it should have run and did not; Reason has the error (re-run retries it)
 )
+
+// ReasonPluginLaunch begins the Reason of a cell skipped because its
+// plugin did not launch (not built yet, a bad pin, no handshake). Unlike
+// the other skips it is not permanent: a re-run retries the cell.
+const ReasonPluginLaunch = "plugin did not launch: "
 
 // File is one run's results: a machine, a suite, and its cells as they
 // finish. It is rewritten atomically after every cell.
@@ -92,8 +98,11 @@ func (r *Result) PeakMax() int64 {
 }
 
 // Finished reports whether a re-run may keep the result: ok and skipped
-// cells are done; failed ones are retried.
-func (r *Result) Finished() bool { return r.Status == StatusOK || r.Status == StatusSkipped }
+// cells are done; failed ones, and those skipped because their plugin did
+// not launch (ReasonPluginLaunch), are retried.
+func (r *Result) Finished() bool {
+	return r.Status == StatusOK || (r.Status == StatusSkipped && !strings.HasPrefix(r.Reason, ReasonPluginLaunch))
+}
 
 // ErrCorrupt wraps every error of a results file that is not well formed.
 var ErrCorrupt = errors.New("bench: corrupt results file")

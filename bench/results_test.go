@@ -106,3 +106,23 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestFinished: a re-run keeps ok cells and permanent skips, and retries
+// failures and cells whose plugin did not launch.
+func TestFinished(t *testing.T) {
+	for _, c := range []struct {
+		status, reason string
+		want           bool
+	}{
+		{StatusOK, "", true},
+		{StatusSkipped, "cherry needs a device memory cap to micro-batch against (set device_mem)", true},
+		{StatusSkipped, "backend opencl unavailable: no OpenCL platform", true},
+		{StatusSkipped, ReasonPluginLaunch + "host: plugin ./bin/x: ./bin/x does not exist", false},
+		{StatusFailed, "epoch 1: boom", false},
+	} {
+		r := &Result{Status: c.status, Reason: c.reason}
+		if got := r.Finished(); got != c.want {
+			t.Errorf("Finished(%s, %q) = %v, want %v", c.status, c.reason, got, c.want)
+		}
+	}
+}

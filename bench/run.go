@@ -37,11 +37,14 @@ type Options struct {
 
 // Event reports progress: cell Index of Total is starting (Result nil)
 // or has finished (Result set; Resumed when it came from the file).
+// Retried says that the file held an unfinished result for the cell (it
+// failed, or its plugin did not launch) that this run replaces.
 type Event struct {
 	Index, Total int
 	Cell         Cell
 	Result       *Result
 	Resumed      bool
+	Retried      bool
 }
 
 // Run runs the suite's cells that Out does not already hold, writing Out
@@ -50,6 +53,18 @@ type Event struct {
 func Run(ctx context.Context, s *Suite, o Options) (*File, error) {
 	if o.Out == "" {
 		return nil, errors.New("bench: no results file (Out)")
+	}
+	cells := s.Cells()
+	if err := checkOnly(s, cells, o.Only); err != nil {
+		return nil, err
+	}
+	for _, c := range cells {
+		if strings.HasPrefix(c.Scheduler, "plugin:") && (o.Only == "" || strings.Contains(c.ID(), o.Only)) {
+			if _, err := host.EnvTimeout(); err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+			break
+		}
 	}
 	m := o.Machine
 	if m == nil {
@@ -74,15 +89,17 @@ func Run(ctx context.Context, s *Suite, o Options) (*File, error) {
 	for i, r := range f.Cells {
 		done[r.ID] = i
 	}
-	cells := s.Cells()
 	for i, c := range cells {
 		ev := Event{Index: i, Total: len(cells), Cell: c}
-		if j, ok := done[c.ID()]; ok && f.Cells[j].Finished() {
-			if o.Progress != nil {
-				ev.Result, ev.Resumed = &f.Cells[j], true
-				o.Progress(ev)
+		if j, ok := done[c.ID()]; ok {
+			if f.Cells[j].Finished() {
+				if o.Progress != nil {
+					ev.Result, ev.Resumed = &f.Cells[j], true
+					o.Progress(ev)
+				}
+				continue
 			}
-			continue
+			ev.Retried = true
 		}
 		if o.Only != "" && !strings.Contains(c.ID(), o.Only) {
 			continue
@@ -114,6 +131,23 @@ func Run(ctx context.Context, s *Suite, o Options) (*File, error) {
 		}
 	}
 	return f, nil
+}
+
+// checkOnly refuses an Only pattern that matches none of the suite's
+// cells: such a run would do nothing and look like it succeeded.
+func checkOnly(s *Suite, cells []Cell, only string) error {
+	if only == "" {
+		return nil
+	}
+	ids := make([]string, len(cells))
+	for i, c := range cells {
+		if strings.Contains(c.ID(), only) {
+			return nil
+		}
+		ids[i] = c.ID()
+	}
+	return fmt.Errorf("bench: --only %q matches none of suite %s's %d cells; give part of a cell id (e.g. backend=cpu, scheduler=sequential, devices=2). The cells: %s",
+		only, s.Name, len(cells), strings.Join(ids, ", "))
 }
 
 // resume reads an existing results file at path (nil if there is none)
@@ -244,7 +278,9 @@ func RunCell(ctx context.Context, c Cell) *Result {
 	sched, closer, err := resolveScheduler(ctx, c.Scheduler, c.SchedOpts)
 	if err != nil {
 		if strings.HasPrefix(c.Scheduler, "plugin:") {
-			return skip("plugin did not launch: %v", err)
+			// Not Finished: the next run tries again (the plugin may be
+			// built by then).
+			return skip("%s%v", ReasonPluginLaunch, err)
 		}
 		if errors.Is(err, core.ErrUnknownScheduler) {
 			return skip("%v", err)
@@ -370,7 +406,11 @@ func resolveScheduler(ctx context.Context, name string, opts map[string]string) 
 		}
 		return s, nopCloser{}, nil
 	}
-	o := host.Options{StartTimeout: 20 * time.Second}
+	timeout, err := host.EnvTimeout()
+	if err != nil {
+		return nil, nil, err
+	}
+	o := host.Options{StartTimeout: host.DefaultStartTimeout, Timeout: timeout}
 	if i := strings.LastIndex(spec, "@sha256:"); i >= 0 {
 		pin, err := host.ParseSHA256(spec[i+len("@sha256:"):])
 		if err != nil {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -231,6 +232,7 @@ func (p *Plan) Validate(w *Workload) error {
 			fail("alternative %d (%q): iteration %v ms, peak %d bytes; want finite, non-negative figures", i, a.Description, a.IterationMs, a.PeakBytes)
 		}
 	}
+	p.validateMemEstimate(known, fail)
 	// Units: exactly-once coverage of the batch.
 	// Multiset comparison by sorting: cheap for million-node batches.
 	want := slices.Clone(w.Batch)
@@ -565,6 +567,20 @@ func (p *Plan) ancestors(order []int) [][]uint64 {
 
 // validateReuse checks the activation-reuse section: a single device,
 // subgraph units, a boundary the model produces, disjoint chunks.
+// validateMemEstimate checks the estimate's entries: each names one of
+// the workload's devices and is a byte count (not negative). The caps are
+// checked at the end of Validate.
+func (p *Plan) validateMemEstimate(known map[DeviceID]DeviceInfo, fail func(string, ...any)) {
+	for _, d := range slices.Sorted(maps.Keys(p.MemEstimate)) {
+		if _, ok := known[d]; !ok {
+			fail("memory estimate names device %q, which is not one of the workload's devices", d)
+		}
+		if est := p.MemEstimate[d]; est < 0 {
+			fail("memory estimate for %s is %d bytes; want a byte count of 0 or more", d, est)
+		}
+	}
+}
+
 func (p *Plan) validateReuse(w *Workload, fail func(string, ...any)) {
 	r := p.Reuse
 	for _, t := range p.Tasks {

@@ -63,6 +63,8 @@ func TestPlanValidate(t *testing.T) {
 		{"step early", func(p *Plan) { p.Tasks[6].Deps = []int{1}; p.Tasks[6].Stream = 2 }, "does not wait"},
 		{"dangling dep", func(p *Plan) { p.Tasks[1].Deps = []int{42} }, "does not exist"},
 		{"over memory", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"d0": 5000} }, "over its cap"},
+		{"negative memory estimate", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"d1": -1} }, "memory estimate for d1 is -1 bytes"},
+		{"memory estimate off the devices", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"gpu:7": 100} }, `memory estimate names device "gpu:7"`},
 		{"home", func(p *Plan) { p.Home = "nowhere" }, "home device"},
 	}
 	for _, c := range cases {

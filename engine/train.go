@@ -203,6 +203,10 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 					if err := np.Validate(w); err != nil {
 						return nil, fmt.Errorf("scheduler %s returned a bad plan after feedback: %w", opts.Scheduler.Name(), err)
 					}
+					if t.homeFor(np.Home) != t.home {
+						return nil, fmt.Errorf("%s: Observe moved the plan's home from %s to %s; a plan from Observe must keep the first plan's home, where the master parameters and optimizer state live",
+							schedulerLabel(opts.Scheduler), plan.Home, np.Home)
+					}
 					fullPlan = np
 				}
 			}
@@ -255,3 +259,13 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 
 // Median of xs (0 for none).
 func Median(xs []float64) float64 { return stats.Median(xs) }
+
+// schedulerLabel names a scheduler in messages: "scheduler NAME", or what
+// the scheduler says it is (a plugin: its name and path) when it is a
+// fmt.Stringer.
+func schedulerLabel(s core.Scheduler) string {
+	if st, ok := s.(fmt.Stringer); ok {
+		return st.String()
+	}
+	return "scheduler " + s.Name()
+}

@@ -33,7 +33,9 @@ start, a dynamic-only scheduler) are recorded as skipped with the reason.
 
 The file is rewritten atomically after every cell. Running the same
 command again skips the finished cells, so an interrupted run (Ctrl-C, a
-crash) continues where it stopped; failed cells are retried. Suites: ` + strings.Join(bench.SuiteNames(), ", ") + `
+crash) continues where it stopped; failed cells, and cells whose plugin
+did not start (build it, then run again), are retried. --only that matches
+no cell is an error that lists the cells. Suites: ` + strings.Join(bench.SuiteNames(), ", ") + `
 (bench/suites/*.json), or a path to a suite file.`,
 		Example: `  gnnkit bench run --suite smoke --out results/$(hostname).json
   gnnkit bench run --suite memory-wall --out results/laptop-memwall.json --label laptop`,
@@ -54,7 +56,7 @@ crash) continues where it stopped; failed cells are retried. Suites: ` + strings
 					progressbar.OptionSetDescription(s.Name), progressbar.OptionShowCount(), progressbar.OptionSetWidth(24),
 					progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true))
 			}
-			var ok, skipped, failed, resumed int
+			var ok, skipped, failed, resumed, retried, launch int
 			start := time.Now()
 			f, err := bench.Run(cmd.Context(), s, bench.Options{Out: out, Label: label, Only: only, Progress: func(e bench.Event) {
 				if e.Result == nil {
@@ -63,6 +65,9 @@ crash) continues where it stopped; failed cells are retried. Suites: ` + strings
 					}
 					return
 				}
+				if e.Retried {
+					retried++
+				}
 				switch {
 				case e.Resumed:
 					resumed++
@@ -70,6 +75,9 @@ crash) continues where it stopped; failed cells are retried. Suites: ` + strings
 					ok++
 				case e.Result.Status == bench.StatusSkipped:
 					skipped++
+					if !e.Result.Finished() {
+						launch++
+					}
 				default:
 					failed++
 				}
@@ -85,6 +93,12 @@ crash) continues where it stopped; failed cells are retried. Suites: ` + strings
 			if f != nil {
 				fmt.Fprintf(w, "%s: suite %s v%d, %d cells: %d ran, %d skipped, %d failed, %d kept from an earlier run (%.1f s)\n",
 					out, s.Name, s.Version, total, ok, skipped, failed, resumed, time.Since(start).Seconds())
+				if retried > 0 {
+					fmt.Fprintf(w, "%d of them retried: an earlier run failed them or could not launch their plugin\n", retried)
+				}
+				if launch > 0 {
+					fmt.Fprintf(w, "%d skipped because the plugin did not launch (see %s); running the same command again retries them\n", launch, out)
+				}
 			}
 			if err != nil {
 				if errors.Is(err, cmd.Context().Err()) && f != nil {

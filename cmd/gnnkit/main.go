@@ -10,12 +10,18 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 )
 
+// stopSignals cancel the run: Ctrl-C, and the signals a service manager,
+// a job scheduler or a closed terminal send. The run ends through its
+// context, so plugins and workers are killed, not left behind.
+var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {

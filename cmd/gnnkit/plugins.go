@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -32,8 +31,13 @@ plugins/examples/examplesched for one to copy).
   --sched-opt KEY=VALUE            passed to the plugin as the argument KEY=VALUE
 
 The plugin folder is $GNNKIT_PLUGIN_DIR, by default gnnkit/plugins under the
-user's config folder. Each call to a plugin has a deadline of 30 s
-($GNNKIT_PLUGIN_TIMEOUT, e.g. 2m); a plugin that passes it is killed.
+user's config folder; 'gnnkit plugins list' shows a file there that cannot
+start (not executable, a malformed NAME.sha256) with what is wrong.
+
+Each call to a plugin has a deadline of 30 s ($GNNKIT_PLUGIN_TIMEOUT, e.g.
+2m, for train and bench run); a plugin that passes it is killed. A plugin
+has 20 s (fixed) to start, complete its handshake and say its name.
+Ctrl-C, SIGTERM or SIGHUP kills a running plugin with gnnkit's run.
 GNNKIT_PLUGIN_LOG=debug shows the plugins' logs.
 
 A built-in scheduler can run as a plugin too, e.g. to test the protocol:
@@ -130,6 +134,10 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 		return r
 	}
 	r.SHA256 = sum
+	if e.Err != nil { // not executable, a malformed pin: listed, not started
+		r.Error = strings.TrimPrefix(e.Err.Error(), "host: plugin "+e.Path+": ")
+		return r
+	}
 	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: 10 * time.Second, Timeout: 10 * time.Second})
 	if err != nil {
 		r.Error = strings.TrimPrefix(err.Error(), "host: plugin "+e.Path+": ")
@@ -203,13 +211,11 @@ func launchPlugin(ctx context.Context, spec string, opts map[string]string) (cor
 			o.SHA256 = e.Pin
 		}
 	}
-	if t := os.Getenv("GNNKIT_PLUGIN_TIMEOUT"); t != "" {
-		d, err := time.ParseDuration(t)
-		if err != nil || d <= 0 {
-			return nil, nil, fmt.Errorf("GNNKIT_PLUGIN_TIMEOUT=%q: want a duration such as 30s or 2m", t)
-		}
-		o.Timeout = d
+	d, err := host.EnvTimeout()
+	if err != nil {
+		return nil, nil, err
 	}
+	o.Timeout = d
 	keys := make([]string, 0, len(opts))
 	for k := range opts {
 		keys = append(keys, k)

@@ -10,11 +10,15 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/gnnkit/gnnkit/bench"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/plugins/host"
 	"github.com/gnnkit/gnnkit/plugins/plugintest"
+	"github.com/gnnkit/gnnkit/plugins/sdk"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
 )
 
 // TestHelperServe is not a test: run by a wrapper script with
@@ -25,6 +29,14 @@ func TestHelperServe(t *testing.T) {
 	name := os.Getenv("GNNKIT_TEST_SERVE")
 	if name == "" {
 		t.Skip("helper process for the plugin tests")
+	}
+	switch name {
+	case "hang": // a plugin whose Schedule never answers
+		sdk.Serve(hangScheduler{})
+		os.Exit(0)
+	case "move-home": // a plugin whose Observe moves the home device
+		sdk.Serve(&moveHome{})
+		os.Exit(0)
 	}
 	args := []string{"plugins", "serve", name}
 	for i, a := range os.Args {
@@ -40,6 +52,25 @@ func TestHelperServe(t *testing.T) {
 		os.Exit(1)
 	}
 	os.Exit(0)
+}
+
+// hangScheduler never answers Schedule and ignores its context.
+type hangScheduler struct{}
+
+func (hangScheduler) Name() string { return "hang" }
+func (hangScheduler) Schedule(context.Context, *core.Workload) (*core.Plan, error) {
+	time.Sleep(time.Hour)
+	return nil, errors.New("unreachable")
+}
+
+// moveHome is sequential on the first device; after an iteration, its
+// Observe moves everything, home included, to the last device.
+type moveHome struct{ sequential.Scheduler }
+
+func (*moveHome) Name() string { return "move-home" }
+func (*moveHome) Observe(ctx context.Context, w *core.Workload, _ *core.Trace) (*core.Plan, error) {
+	s := &sequential.Scheduler{Device: w.Devices[len(w.Devices)-1].ID}
+	return s.Schedule(ctx, w)
 }
 
 // servePlugin writes a wrapper script into dir that serves the built-in
@@ -97,6 +128,15 @@ func TestPluginsListAndNames(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "broken"), []byte("#!/bin/sh\necho oops >&2\nexit 1\n"), 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// Two entries that cannot start: each is listed with its own error,
+	// and neither hides the others.
+	if err := os.WriteFile(filepath.Join(dir, "noexec"), []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	badpin := servePlugin(t, dir, "badpin", "sequential")
+	if err := os.WriteFile(badpin+".sha256", []byte("xyz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	out, err = run(t, "plugins", "list", "--json")
 	if err != nil {
 		t.Fatal(err)
@@ -108,12 +148,18 @@ func TestPluginsListAndNames(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &doc); err != nil {
 		t.Fatalf("%q: %v", out, err)
 	}
-	if doc.Dir != dir || len(doc.Plugins) != 2 {
+	if doc.Dir != dir || len(doc.Plugins) != 4 {
 		t.Fatalf("list: %+v", doc)
 	}
-	b, s := doc.Plugins[0], doc.Plugins[1]
+	bp, b, ne, s := doc.Plugins[0], doc.Plugins[1], doc.Plugins[2], doc.Plugins[3]
 	if b.Name != "broken" || !strings.Contains(b.Error, "oops") {
 		t.Errorf("broken plugin: %+v", b)
+	}
+	if bp.Name != "badpin" || bp.Pinned || bp.SHA256 == "" || !strings.Contains(bp.Error, `pin file`) || !strings.Contains(bp.Error, "sha256sum badpin > badpin.sha256") {
+		t.Errorf("plugin with a malformed pin: %+v", bp)
+	}
+	if ne.Name != "noexec" || !strings.Contains(ne.Error, "not executable") || !strings.Contains(ne.Error, "chmod +x") {
+		t.Errorf("non-executable plugin: %+v", ne)
 	}
 	if s.Name != "seq" || s.Scheduler != "sequential" || s.Protocol != host.ProtocolVersion || s.SHA256 != sum || !s.Pinned || s.Error != "" {
 		t.Errorf("seq plugin: %+v", s)
@@ -123,11 +169,25 @@ func TestPluginsListAndNames(t *testing.T) {
 		t.Errorf("table: %q, %v", out, err)
 	}
 
+	out, err = run(t, "plugins", "list")
+	if err != nil || !strings.Contains(out, "error: not executable; make it so with chmod +x") || !strings.Contains(out, "error: pin file") {
+		t.Errorf("table: %q, %v", out, err)
+	}
+
 	// plugin:NAME finds it in the folder; its pin is checked.
 	trainJSON(t, "--epochs", "1", "--scheduler", "plugin:seq")
 	_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:nope")
-	if err == nil || !strings.Contains(err.Error(), `no plugin "nope"`) || !strings.Contains(err.Error(), "broken, seq") {
+	if err == nil || !strings.Contains(err.Error(), `no plugin "nope"`) || !strings.Contains(err.Error(), "badpin, broken, noexec, seq") {
 		t.Errorf("unknown name: %v", err)
+	}
+	for _, c := range []struct{ name, want string }{
+		{"noexec", "not executable; make it so with chmod +x"},
+		{"badpin", `badpin.sha256: "xyz" is not a SHA-256`},
+	} {
+		_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:"+c.name)
+		if !errors.Is(err, host.ErrLaunch) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("plugin:%s: %v, want host.ErrLaunch saying %q", c.name, err, c.want)
+		}
 	}
 	if err := os.WriteFile(seq+".sha256", []byte(strings.Repeat("0", 64)), 0o644); err != nil {
 		t.Fatal(err)
@@ -139,6 +199,68 @@ func TestPluginsListAndNames(t *testing.T) {
 	_, err = run(t, "train", "--epochs", "1", "-q", "--scheduler", "plugin:"+seq+"@sha256:"+sum)
 	if err != nil {
 		t.Errorf("explicit pin: %v", err)
+	}
+}
+
+// TestPluginTimeoutEnv: train and bench run read $GNNKIT_PLUGIN_TIMEOUT
+// the same way: a bad value is an error in both, a good one bounds each
+// plugin call in both.
+func TestPluginTimeoutEnv(t *testing.T) {
+	dir := t.TempDir()
+	hang := servePlugin(t, dir, "hang", "hang")
+	suite := filepath.Join(dir, "hang.json")
+	sched, _ := json.Marshal("plugin:" + hang)
+	if err := os.WriteFile(suite, []byte(`{"name":"hang","version":1,"epochs":1,"warmup":0,"groups":[
+	 {"backends":["cpu"],"devices":[1],"schedulers":[`+string(sched)+`],"models":["gcn"],"datasets":["cora"]}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cmds := map[string][]string{
+		"train":     {"train", "--epochs", "1", "-q", "--scheduler", "plugin:" + hang},
+		"bench-run": {"bench", "run", "--suite", suite, "-q"},
+	}
+	for _, c := range []struct{ env, want string }{
+		{"soon", `GNNKIT_PLUGIN_TIMEOUT="soon": want a positive duration such as 30s or 2m`},
+		{"-1s", `GNNKIT_PLUGIN_TIMEOUT="-1s": want a positive duration`},
+		{"0", `GNNKIT_PLUGIN_TIMEOUT="0": want a positive duration`},
+		{"300ms", "Schedule did not answer within 300ms"},
+	} {
+		for _, name := range []string{"train", "bench-run"} {
+			t.Run("env="+c.env+"/cmd="+name, func(t *testing.T) {
+				t.Setenv("GNNKIT_PLUGIN_TIMEOUT", c.env)
+				out := filepath.Join(t.TempDir(), "r.json")
+				args := cmds[name]
+				if name == "bench-run" {
+					args = append(args, "--out", out)
+				}
+				start := time.Now()
+				got, err := run(t, args...)
+				msg := fmt.Sprint(err)
+				if name == "bench-run" && err != nil && strings.Contains(msg, "cell(s) failed") {
+					f, rerr := bench.ReadFile(out)
+					if rerr != nil || len(f.Cells) != 1 {
+						t.Fatalf("results: %v, %+v", rerr, f)
+					}
+					msg = f.Cells[0].Reason
+				}
+				if err == nil || !strings.Contains(msg, c.want) {
+					t.Errorf("%v: %s (output %q), want %q", args, msg, got, c.want)
+				}
+				if took := time.Since(start); took > 15*time.Second {
+					t.Errorf("took %v; the timeout was not applied", took)
+				}
+			})
+		}
+	}
+}
+
+// TestObserveMovesHome: a feedback plugin whose Observe moves the home
+// device is refused with an error that names the plugin.
+func TestObserveMovesHome(t *testing.T) {
+	p := servePlugin(t, t.TempDir(), "mover", "move-home")
+	_, err := run(t, "train", "--epochs", "2", "-q", "--devices", "cpu:0,cpu:1", "--scheduler", "plugin:"+p)
+	want := "plugin move-home (" + p + "): Observe moved the plan's home from cpu:0 to cpu:1; a plan from Observe must keep the first plan's home"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("err = %v, want %q", err, want)
 	}
 }
 

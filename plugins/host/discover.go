@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+	"time"
 )
 
 // PinSuffix names a plugin's pin file: NAME.sha256 next to NAME holds its
@@ -32,15 +33,42 @@ func Dir() (string, error) {
 	return filepath.Join(cfg, "gnnkit", "plugins"), nil
 }
 
+// TimeoutEnv names the environment variable that sets each plugin call's
+// deadline (Options.Timeout), e.g. GNNKIT_PLUGIN_TIMEOUT=2m.
+const TimeoutEnv = "GNNKIT_PLUGIN_TIMEOUT"
+
+// EnvTimeout reads $GNNKIT_PLUGIN_TIMEOUT: 0 (use DefaultTimeout) when it
+// is unset or empty, an error when it is not a positive duration. Every
+// command that launches plugins reads it through this.
+func EnvTimeout() (time.Duration, error) {
+	v := os.Getenv(TimeoutEnv)
+	if v == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(strings.TrimSpace(v))
+	if err != nil || d <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s or 2m (each plugin call's deadline; unset it for the default %v)",
+			TimeoutEnv, v, DefaultTimeout)
+	}
+	return d, nil
+}
+
 // Entry is a plugin binary found in a plugin folder.
 type Entry struct {
 	Name string // the file name, which --scheduler plugin:NAME refers to
 	Path string
 	Pin  []byte // from NAME.sha256, if present
+	// Err, if set, says why this entry cannot be launched (a file that is
+	// not executable, a malformed NAME.sha256); the folder's other
+	// entries are unaffected. Lookup returns it for this name.
+	Err error
 }
 
-// Find lists the executable files in dir (not folders, pin files or dot
-// files), sorted by name. A missing folder has no plugins.
+// Find lists the files in dir (not folders, pin files or dot files),
+// sorted by name. An entry that cannot be launched as it is (not
+// executable, an unreadable or malformed pin file) is listed with Err
+// set, so one bad file does not hide the others. A missing folder has no
+// plugins.
 func Find(dir string) ([]Entry, error) {
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -60,12 +88,14 @@ func Find(dir string) ([]Entry, error) {
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
-		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
-			continue
-		}
 		e := Entry{Name: strings.TrimSuffix(name, ".exe"), Path: path}
-		if e.Pin, err = ReadPin(path + PinSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return nil, err
+		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
+			e.Err = &hostError{msg: fmt.Sprintf("host: plugin %s: not executable; make it so with chmod +x %s", path, path),
+				errs: []error{ErrLaunch}}
+		} else if e.Pin, err = ReadPin(path + PinSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			e.Pin = nil
+			e.Err = &hostError{msg: fmt.Sprintf("host: plugin %s: %s; rewrite it (sha256sum %s > %s%s, in %s) or remove it",
+				path, strings.TrimPrefix(err.Error(), "host: "), name, name, PinSuffix, dir), errs: []error{ErrLaunch, err}}
 		}
 		out = append(out, e)
 	}
@@ -73,7 +103,8 @@ func Find(dir string) ([]Entry, error) {
 	return out, nil
 }
 
-// Lookup finds the plugin called name in dir.
+// Lookup finds the plugin called name in dir. For an entry that cannot be
+// launched it returns the entry and its Err.
 func Lookup(dir, name string) (Entry, error) {
 	es, err := Find(dir)
 	if err != nil {
@@ -82,7 +113,7 @@ func Lookup(dir, name string) (Entry, error) {
 	var names []string
 	for _, e := range es {
 		if e.Name == name {
-			return e, nil
+			return e, e.Err
 		}
 		names = append(names, e.Name)
 	}

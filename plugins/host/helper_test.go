@@ -82,6 +82,10 @@ func servePlugin(kind string) int {
 	case "not-a-plugin": // exits at once with a message
 		fmt.Fprintln(os.Stderr, "usage: not-a-plugin FILE")
 		return 1
+	case "silent-exit": // exits at once and says nothing
+		return 1
+	case "hang-start": // never gets to its handshake
+		time.Sleep(time.Hour)
 	default:
 		fmt.Fprintf(os.Stderr, "unknown helper plugin %q\n", kind)
 		return 2

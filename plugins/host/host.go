@@ -6,9 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-plugin"
@@ -122,7 +124,18 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 		o.StartTimeout = max(time.Until(dl), time.Millisecond)
 	}
 	p := &Plugin{path: path, tail: &proc.Tail{Max: 8 << 10}}
-	p.cmd = exec.Command(abs, o.Args...)
+	// go-plugin's handshake wait does not watch ctx: while the start is
+	// under way, ctx ending kills the process (which ends the wait); once
+	// the plugin is up, ctx no longer touches it (Close ends it).
+	var starting atomic.Bool
+	starting.Store(true)
+	p.cmd = exec.CommandContext(ctx, abs, o.Args...)
+	p.cmd.Cancel = func() error {
+		if !starting.Load() {
+			return os.ErrProcessDone // not ours to end any more: no kill, no error
+		}
+		return p.cmd.Process.Kill()
+	}
 	p.cmd.Env = append([]string(nil), o.Env...)
 	var out io.Writer = p.tail
 	if o.Stderr != nil {
@@ -148,6 +161,10 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 	rpc, err := p.client.Client()
 	if err != nil {
 		p.kill()
+		if cerr := ctx.Err(); cerr != nil {
+			return nil, &hostError{msg: fmt.Sprintf("host: plugin %s: stopped waiting for its handshake: %v%s", path, cerr, p.tail.LastLines()),
+				errs: []error{cerr}}
+		}
 		return nil, p.startErr(err, o)
 	}
 	p.info = Info{Path: path, ProtocolVersion: p.client.NegotiatedVersion()}
@@ -171,6 +188,11 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 	if err != nil {
 		p.kill()
 		return nil, err
+	}
+	starting.Store(false)
+	if err := ctx.Err(); err != nil { // it ended as the start finished
+		p.kill()
+		return nil, fmt.Errorf("host: plugin %s: %w", path, err)
 	}
 	p.sched = sched
 	p.info.Name, p.info.Feedback, p.info.SDKVersion = info.Name, info.Feedback, info.SDKVersion
@@ -274,6 +296,12 @@ func (p *Plugin) startErr(err error, o Options) error {
 		return &hostError{msg: fmt.Sprintf("host: plugin %s: ", p.path) + fmt.Sprintf(format, a...) + p.tail.LastLines(),
 			errs: []error{ErrLaunch, sentinel}}
 	}
+	// lead puts what the plugin wrote to stderr first: a plugin that exits
+	// before its handshake has usually said why (it rejected an argument).
+	lead := func(said, format string, a ...any) error {
+		return &hostError{msg: fmt.Sprintf("host: plugin %s: its stderr: %s; ", p.path, said) + fmt.Sprintf(format, a...),
+			errs: []error{ErrLaunch, errNotPlugin}}
+	}
 	switch {
 	case errors.Is(err, plugin.ErrChecksumsDoNotMatch):
 		sum, _ := Checksum(p.path)
@@ -281,6 +309,9 @@ func (p *Plugin) startErr(err error, o Options) error {
 	case strings.HasPrefix(msg, "Unrecognized remote plugin message"):
 		line, _, _ := strings.Cut(strings.TrimPrefix(msg, "Unrecognized remote plugin message: "), "\n")
 		if line == "" {
+			if said := p.said(); said != "" {
+				return lead(said, "it exited without a handshake (%s)", p.exitStatusAfterKill())
+			}
 			return wrap(errNotPlugin, "exited without a handshake (%s); is it a gnnkit scheduler plugin (sdk.Serve)?", p.exitStatusAfterKill())
 		}
 		return wrap(errNotPlugin, "is not a gnnkit scheduler plugin, or wrote to stdout before its handshake: its first line was %q", line)
@@ -291,11 +322,24 @@ func (p *Plugin) startErr(err error, o Options) error {
 		}
 		return wrap(ErrIncompatible, "speaks scheduler protocol %s, but this gnnkit speaks %d; rebuild the plugin against a gnnkit/plugins/sdk of this version", v, ProtocolVersion)
 	case strings.Contains(msg, "exited before we could connect"):
+		if said := p.said(); said != "" {
+			return lead(said, "it exited before the handshake (%s)", p.exitStatusAfterKill())
+		}
 		return wrap(errNotPlugin, "exited before the handshake (%s)", p.exitStatusAfterKill())
 	case strings.Contains(msg, "timeout while waiting for plugin to start"):
 		return wrap(context.DeadlineExceeded, "no handshake within %v", o.StartTimeout)
 	}
 	return wrap(err, "start: %v", err)
+}
+
+// said returns the last lines of the plugin's stderr, joined, or "" if
+// it wrote none.
+func (p *Plugin) said() string {
+	l := p.tail.Lines()
+	if len(l) == 0 {
+		return ""
+	}
+	return strings.Join(l[max(0, len(l)-4):], " | ")
 }
 
 // hostError is an error with its own message that matches several

@@ -27,13 +27,19 @@ var tagSeq atomic.Int64
 // gets a unique tag in its environment, so leftover can find it.
 func launch(t testing.TB, kind string, o host.Options) (*host.Plugin, string, error) {
 	t.Helper()
+	return launchCtx(context.Background(), t, kind, o)
+}
+
+// launchCtx is launch under ctx.
+func launchCtx(ctx context.Context, t testing.TB, kind string, o host.Options) (*host.Plugin, string, error) {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
 	tag := fmt.Sprintf("%d-%d", os.Getpid(), tagSeq.Add(1))
 	o.Env = append(o.Env, kindEnv+"="+kind, "GNNKIT_TEST_TAG="+tag)
-	p, err := host.Start(context.Background(), self, o)
+	p, err := host.Start(ctx, self, o)
 	return p, tag, err
 }
 
@@ -147,6 +153,7 @@ func TestFaults(t *testing.T) {
 		atStart bool // the failure comes from Start, not Schedule
 		is      []error
 		msg     []string
+		not     []string // the message must not say these
 	}{
 		{kind: "crash", is: []error{host.ErrExited}, msg: []string{"plugin faulty", "Schedule", "exited", "exit status 2", "simulated crash in Schedule"}},
 		{kind: "exit", is: []error{host.ErrExited}, msg: []string{"Schedule", "exit status 3"}},
@@ -157,7 +164,9 @@ func TestFaults(t *testing.T) {
 		{kind: "invalid", is: []error{core.ErrInvalidPlan}, msg: []string{"plugin faulty", "returned an invalid plan", "more than one unit", "in no unit"}},
 		{kind: "version", atStart: true, is: []error{host.ErrLaunch, host.ErrIncompatible}, msg: []string{"speaks scheduler protocol 99", "this gnnkit speaks 1"}},
 		{kind: "garbage", atStart: true, is: []error{host.ErrLaunch}, msg: []string{"not a gnnkit scheduler plugin", `"hello from a program that is not a plugin"`}},
-		{kind: "not-a-plugin", atStart: true, is: []error{host.ErrLaunch}, msg: []string{"exit status 1", "usage: not-a-plugin FILE"}},
+		{kind: "not-a-plugin", atStart: true, is: []error{host.ErrLaunch},
+			msg: []string{": its stderr: usage: not-a-plugin FILE; it exited", "exit status 1"}, not: []string{"sdk.Serve"}},
+		{kind: "silent-exit", atStart: true, is: []error{host.ErrLaunch}, msg: []string{"exited without a handshake (exit status 1)", "sdk.Serve"}},
 		{kind: "checksum", opts: host.Options{SHA256: make([]byte, 32)}, atStart: true, is: []error{host.ErrLaunch, host.ErrChecksum},
 			msg: []string{"SHA-256 is", "is pinned"}},
 	} {
@@ -191,6 +200,11 @@ func TestFaults(t *testing.T) {
 					t.Errorf("error lacks %q", s)
 				}
 			}
+			for _, s := range c.not {
+				if strings.Contains(err.Error(), s) {
+					t.Errorf("error says %q", s)
+				}
+			}
 			if p != nil && kind != "invalid" {
 				// The plugin is gone: later calls fail fast.
 				_, err := p.Scheduler().Schedule(context.Background(), testWorkload())
@@ -206,6 +220,53 @@ func TestFaults(t *testing.T) {
 			stillWorks(t)
 		})
 	}
+}
+
+// TestStartInterrupted: the caller's context ending while a plugin starts
+// (before its handshake, or in its first call) kills it and returns the
+// context's error at once, not after the start limit.
+func TestStartInterrupted(t *testing.T) {
+	for _, c := range []struct {
+		name, kind string
+		ctx        func() (context.Context, context.CancelFunc)
+		is         error
+		msg        string
+	}{
+		{"cancel-before-handshake", "hang-start", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(300*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled, "stopped waiting for its handshake: context canceled"},
+		{"deadline-before-handshake", "hang-start", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 300*time.Millisecond)
+		}, context.DeadlineExceeded, "stopped waiting for its handshake: context deadline exceeded"},
+		{"cancel-in-getinfo", "hang-info", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(500*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled, "GetInfo: context canceled"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx, cancel := c.ctx()
+			defer cancel()
+			start := time.Now()
+			p, tag, err := launchCtx(ctx, t, c.kind, host.Options{StartTimeout: 20 * time.Second})
+			took := time.Since(start)
+			if err == nil {
+				p.Close()
+				t.Fatal("Start succeeded")
+			}
+			t.Logf("error (after %v): %v", took.Round(time.Millisecond), err)
+			if !errors.Is(err, c.is) || !strings.Contains(err.Error(), c.msg) {
+				t.Errorf("err = %v, want %v saying %q", err, c.is, c.msg)
+			}
+			if took > 5*time.Second {
+				t.Errorf("Start returned after %v; the context ended after 0.5 s at most", took)
+			}
+			checkGone(t, 0, tag)
+		})
+	}
+	stillWorks(t)
 }
 
 func TestMissingBinary(t *testing.T) {
@@ -373,14 +434,13 @@ func TestDiscovery(t *testing.T) {
 	write("zeta", 0o755, "#!/bin/sh\n")
 	write("alpha", 0o755, "#!/bin/sh\n")
 	write("alpha.sha256", 0o644, strings.Repeat("ab", 32)+"  alpha\n")
-	write("README", 0o644, "not a plugin")
 	write(".hidden", 0o755, "")
 	os.Mkdir(filepath.Join(dir, "sub"), 0o755)
 	es, err := host.Find(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(es) != 2 || es[0].Name != "alpha" || es[1].Name != "zeta" {
+	if len(es) != 2 || es[0].Name != "alpha" || es[1].Name != "zeta" || es[0].Err != nil || es[1].Err != nil {
 		t.Fatalf("Find = %+v", es)
 	}
 	if len(es[0].Pin) != 32 || es[0].Pin[0] != 0xab || es[1].Pin != nil {
@@ -396,9 +456,65 @@ func TestDiscovery(t *testing.T) {
 	if d, _ := host.Dir(); d != dir {
 		t.Errorf("Dir = %q with GNNKIT_PLUGIN_DIR set", d)
 	}
-	write("bad.sha256", 0o644, "xyz")
-	write("bad", 0o755, "")
-	if _, err := host.Find(dir); err == nil {
-		t.Error("a malformed pin file was accepted")
+}
+
+// TestDiscoveryBadEntries: a file that cannot be launched as it is gets
+// its own error; the folder's other plugins are still found.
+func TestDiscoveryBadEntries(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no executable bit on Windows")
+	}
+	for _, c := range []struct {
+		name string
+		mode os.FileMode
+		pin  string // NAME.sha256's content; "" writes none
+		want []string
+	}{
+		{name: "noexec", mode: 0o644, want: []string{"noexec: not executable", "chmod +x"}},
+		{name: "badpin", mode: 0o755, pin: "xyz", want: []string{"badpin.sha256", `"xyz" is not a SHA-256`, "sha256sum badpin > badpin.sha256", "or remove it"}},
+		{name: "emptypin", mode: 0o755, pin: " \n", want: []string{"emptypin.sha256 is empty", "sha256sum emptypin > emptypin.sha256"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for _, f := range []struct {
+				name, body string
+				mode       os.FileMode
+			}{{"good", "#!/bin/sh\n", 0o755}, {c.name, "#!/bin/sh\n", c.mode}} {
+				if err := os.WriteFile(filepath.Join(dir, f.name), []byte(f.body), f.mode); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if c.pin != "" {
+				if err := os.WriteFile(filepath.Join(dir, c.name+host.PinSuffix), []byte(c.pin), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			es, err := host.Find(dir)
+			if err != nil {
+				t.Fatalf("Find: %v; one bad entry must not fail the folder", err)
+			}
+			byName := map[string]host.Entry{}
+			for _, e := range es {
+				byName[e.Name] = e
+			}
+			if len(es) != 2 || byName["good"].Err != nil || byName[c.name].Err == nil || byName[c.name].Pin != nil {
+				t.Fatalf("Find = %+v; want good (no error) and %s (with its error, no pin)", es, c.name)
+			}
+			if e, err := host.Lookup(dir, "good"); err != nil || e.Name != "good" {
+				t.Errorf("Lookup(good) = %+v, %v", e, err)
+			}
+			_, err = host.Lookup(dir, c.name)
+			if !errors.Is(err, host.ErrLaunch) {
+				t.Errorf("Lookup(%s) = %v, want host.ErrLaunch", c.name, err)
+			}
+			for _, w := range c.want {
+				if err == nil || !strings.Contains(err.Error(), w) {
+					t.Errorf("Lookup(%s) = %v, want %q in it", c.name, err, w)
+				}
+			}
+			if _, err := host.Lookup(dir, "nope"); err == nil || !strings.Contains(err.Error(), c.name) || !strings.Contains(err.Error(), "good") {
+				t.Errorf("Lookup(nope) = %v, want the folder's names", err)
+			}
+		})
 	}
 }

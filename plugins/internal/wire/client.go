@@ -89,6 +89,9 @@ func Connect(ctx context.Context, cfg Config) (core.Scheduler, Info, error) {
 // Name returns the name the plugin reported.
 func (r *Remote) Name() string { return r.info.Name }
 
+// String names the plugin for the host's messages: "plugin NAME (WHERE)".
+func (r *Remote) String() string { return fmt.Sprintf("plugin %s (%s)", r.info.Name, r.cfg.Where) }
+
 func (r *Remote) label() string {
 	if r.info.Name == "" {
 		return fmt.Sprintf("%s: plugin %s", r.cfg.Prefix, r.cfg.Where)
