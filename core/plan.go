@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -225,6 +226,11 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	if _, ok := known[p.Home]; !ok {
 		fail("home device %q is not one of the workload's devices", p.Home)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Metrics)) {
+		if v := p.Metrics[k]; math.IsNaN(v) || math.IsInf(v, 0) {
+			fail("metric %q is %v; want a finite number (JSON cannot carry NaN or infinities)", k, v)
+		}
 	}
 	for i, a := range p.Alternatives {
 		if math.IsNaN(a.IterationMs) || math.IsInf(a.IterationMs, 0) || a.IterationMs < 0 || a.PeakBytes < 0 {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"strings"
 	"testing"
@@ -66,6 +67,8 @@ func TestPlanValidate(t *testing.T) {
 		{"dangling dep", func(p *Plan) { p.Tasks[1].Deps = []int{42} }, "does not exist"},
 		{"over memory", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"d0": 5000} }, "over its cap"},
 		{"home", func(p *Plan) { p.Home = "nowhere" }, "home device"},
+		{"NaN metric", func(p *Plan) { p.Metrics = map[string]float64{"stages": 2, "speedup": math.NaN()} }, `metric "speedup" is NaN`},
+		{"infinite metric", func(p *Plan) { p.Metrics = map[string]float64{"iter_ms": math.Inf(1)} }, `metric "iter_ms" is +Inf`},
 		{"units without tasks", func(p *Plan) {
 			p.Units = append(p.Units, Unit{ID: 2}, Unit{ID: 3}, Unit{ID: 4})
 		}, "5 units but only 3 forward tasks"},
