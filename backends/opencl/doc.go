@@ -25,7 +25,8 @@
 //
 // New lists every platform's devices, GPUs and accelerators first, and
 // exposes BackendOptions.Devices logical devices opencl:0, opencl:1, …
-// on them round robin (0: one per physical device), so a multi-device
+// on them round robin (0: one per physical device; at most MaxDevices,
+// 64), so a multi-device
 // scheduler can be exercised on a single device. Each logical device
 // has its own context, one in-order command queue, its own build of the
 // kernels and a core.MemAccountant capped at MemCap (0: the device's

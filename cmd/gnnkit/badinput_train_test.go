@@ -28,6 +28,8 @@ func TestTrainBadInputClean(t *testing.T) {
 		{"cpu:1000000", []string{"--devices", "cpu:1000000"}, []string{"cpu:0 to cpu:63"}},
 		{"cpu:999", []string{"--devices", "cpu:0,cpu:999"}, []string{"--devices cpu:999", "at most 64"}},
 		{"cpu:64", []string{"--devices", "cpu:64"}, []string{"cpu:0 to cpu:63"}},
+		{"opencl:100000", []string{"--backend", "opencl", "--devices", "opencl:100000"}, []string{"--devices opencl:100000", "the opencl backend has at most 64 logical devices, opencl:0 to opencl:63"}},
+		{"opencl:64", []string{"--backend", "opencl", "--devices", "opencl:0,opencl:64"}, []string{"--devices opencl:64", "at most 64"}},
 		// 3: dynamic-graph models.
 		{"tgcn", []string{"--model", "tgcn"}, []string{"dynamic-graph model", "gnnkit train-dynamic"}},
 		{"evolvegcn", []string{"--model", "evolvegcn"}, []string{"dynamic-graph model", "gnnkit train-dynamic"}},

@@ -12,7 +12,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/data/dynamic"
@@ -180,9 +179,8 @@ func runDynamic(cmd *cobra.Command, f *dynamicFlags) error {
 	need := 1
 	for _, id := range ids {
 		name, i, _ := core.ParseDeviceID(string(id))
-		if name == cpu.Name && i >= cpu.MaxDevices {
-			// cpu:i opens the logical devices cpu:0 to cpu:i.
-			return fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+		if err := checkLogicalIndex(id, name, i); err != nil {
+			return err
 		}
 		need = max(need, i+1)
 	}

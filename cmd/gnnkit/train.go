@@ -65,7 +65,7 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", ")+", or plugin:PATH|NAME (see gnnkit plugins list)")
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(backendNames(), ", "))
-	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0, naming their backend (default: --backend's first device); cpu:i opens the logical devices cpu:0 to cpu:i, at most cpu:63")
+	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0, naming their backend (default: --backend's first device); cpu:i opens the logical devices cpu:0 to cpu:i, at most cpu:63 (opencl:i likewise, at most opencl:63)")
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap; the cpu devices together never take more than the memory the machine had available)")
 	fl.IntVar(&f.threads, "threads", 0, "worker threads per CPU device (default: cores / devices)")
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")

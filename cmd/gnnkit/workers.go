@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/backends/opencl"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/plugins/worker"
@@ -120,6 +121,21 @@ func checkBackendDevices(backend, list string) error {
 // backend (cuda) may join one local backend (--devices cpu:0,cuda:0);
 // without a local one, a one-device CPU backend holds the master
 // parameters, the optimizer and evaluation.
+// logicalDeviceLimits is, per local backend that splits its hardware
+// into logical devices, how many it opens at most.
+var logicalDeviceLimits = map[string]int{cpu.Name: cpu.MaxDevices, opencl.Name: opencl.MaxDevices}
+
+// checkLogicalIndex refuses --devices name:i past the logical devices
+// the backend opens: name:i opens name:0 to name:i, so a mistyped index
+// (cpu:999, opencl:100000) would open that many devices instead of
+// failing.
+func checkLogicalIndex(id core.DeviceID, name string, i int) error {
+	if limit, ok := logicalDeviceLimits[name]; ok && i >= limit {
+		return fmt.Errorf("--devices %s: the %s backend has at most %d logical devices, %s:0 to %s:%d", id, name, limit, name, name, limit-1)
+	}
+	return nil
+}
+
 func openTrainDevices(ctx context.Context, backend, list string, threads int, memCap int64) (*trainDevices, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -141,9 +157,8 @@ func openTrainDevices(ctx context.Context, backend, list string, threads int, me
 				return nil, fmt.Errorf("--devices: %w", err)
 			}
 			id := core.DeviceID(fmt.Sprintf("%s:%d", name, i))
-			if name == cpu.Name && i >= cpu.MaxDevices {
-				// cpu:i opens the logical devices cpu:0 to cpu:i.
-				return nil, fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+			if err := checkLogicalIndex(id, name, i); err != nil {
+				return nil, err
 			}
 			if seen[id] {
 				return nil, fmt.Errorf("--devices lists %s twice", id)
