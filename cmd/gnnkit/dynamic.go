@@ -12,6 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/data/dynamic"
@@ -183,6 +184,13 @@ func runDynamic(cmd *cobra.Command, f *dynamicFlags) error {
 			return err
 		}
 		need = max(need, i+1)
+	}
+	cpuDevs := 0
+	if backendName == cpu.Name {
+		cpuDevs = need
+	}
+	if err := checkThreads(f.threads, cpuDevs, backendName); err != nil {
+		return err
 	}
 	be, err := core.OpenBackend(backendName, core.BackendOptions{Devices: need, Threads: f.threads})
 	if err != nil {
