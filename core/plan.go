@@ -214,6 +214,8 @@ func planErr(format string, a ...any) error {
 // to 1, every op of every unit run forward and backward exactly once (on
 // one device, backward after forward), per-device gradients reduced into
 // Home before the single Step, and memory estimates within the caps.
+// Metrics must be finite. A plan of more than 131,072 tasks is refused:
+// checking the ordering keeps n*n/8 bytes of reachability sets.
 func (p *Plan) Validate(w *Workload) error {
 	if p == nil {
 		return planErr("nil plan")
