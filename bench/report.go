@@ -269,23 +269,30 @@ func memLess(a, b string) bool {
 
 // WriteDir writes the report into dir: report.md, results.csv, one
 // benchstat file per run (benchstat-LABEL.txt) and the PNG plots. It
-// returns the files written.
+// returns the files written. Everything is written into a hidden staging
+// folder in dir first and moved into place only when all of it was
+// written and no output name is taken by a folder, so that a failure
+// leaves dir as it was.
 func (rep *Report) WriteDir(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
+	stage, err := os.MkdirTemp(dir, ".report-")
+	if err != nil {
+		return nil, fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(stage)
 	ws := rep.Workloads()
-	plots, err := rep.plots(dir, ws)
+	plots, err := rep.plots(stage, ws)
 	if err != nil {
 		return nil, err
 	}
-	var files []string
+	var names []string
 	write := func(name string, fn func(io.Writer) error) error {
-		p := filepath.Join(dir, name)
-		if err := atomicfile.Write(p, fn); err != nil {
-			return fmt.Errorf("bench: %s: %w", p, err)
+		if err := atomicfile.Write(filepath.Join(stage, name), fn); err != nil {
+			return fmt.Errorf("bench: %s: %w", filepath.Join(dir, name), err)
 		}
-		files = append(files, p)
+		names = append(names, name)
 		return nil
 	}
 	if err := write("report.md", func(w io.Writer) error { return rep.Markdown(w, ws, plots) }); err != nil {
@@ -300,7 +307,20 @@ func (rep *Report) WriteDir(dir string) ([]string, error) {
 		}
 	}
 	for _, p := range plots {
-		files = append(files, filepath.Join(dir, p.file))
+		names = append(names, p.file)
+	}
+	for _, name := range names {
+		if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.IsDir() {
+			return nil, fmt.Errorf("bench: cannot write %s: it is a folder; move it away or name another --out folder (nothing was written)", filepath.Join(dir, name))
+		}
+	}
+	files := make([]string, 0, len(names))
+	for _, name := range names {
+		p := filepath.Join(dir, name)
+		if err := os.Rename(filepath.Join(stage, name), p); err != nil {
+			return files, fmt.Errorf("bench: %w", err)
+		}
+		files = append(files, p)
 	}
 	return files, nil
 }

@@ -187,4 +187,26 @@ func TestRunResume(t *testing.T) {
 	if pngs != 2 {
 		t.Errorf("%d PNGs, want 2 (epoch time, speedup; no 1-device micro-batches here)", pngs)
 	}
+	// An output name taken by a folder fails before anything is written
+	// (the PNGs were written before report.md failed).
+	for _, taken := range []string{"report.md", "results.csv", "benchstat-slow.txt", "speedup-gcn-on-cora.png"} {
+		t.Run("taken "+taken, func(t *testing.T) {
+			dir := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dir, taken), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			files, err := rep.WriteDir(dir)
+			if err == nil || !strings.Contains(err.Error(), "cannot write "+filepath.Join(dir, taken)+": it is a folder") || !strings.Contains(err.Error(), "nothing was written") {
+				t.Errorf("WriteDir = %v, %v; want an error naming %s", files, err, taken)
+			}
+			left, _ := os.ReadDir(dir)
+			if len(left) != 1 || left[0].Name() != taken {
+				var names []string
+				for _, e := range left {
+					names = append(names, e.Name())
+				}
+				t.Errorf("after the failure %s holds %v, want only the folder %s", dir, names, taken)
+			}
+		})
+	}
 }

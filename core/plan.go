@@ -214,6 +214,8 @@ func planErr(format string, a ...any) error {
 // to 1, every op of every unit run forward and backward exactly once (on
 // one device, backward after forward), per-device gradients reduced into
 // Home before the single Step, and memory estimates within the caps.
+// Metrics must be finite. A plan of more than 131,072 tasks is refused:
+// checking the ordering keeps n*n/8 bytes of reachability sets.
 func (p *Plan) Validate(w *Workload) error {
 	if p == nil {
 		return planErr("nil plan")
@@ -226,6 +228,11 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	if _, ok := known[p.Home]; !ok {
 		fail("home device %q is not one of the workload's devices", p.Home)
+	}
+	for _, k := range slices.Sorted(maps.Keys(p.Metrics)) {
+		if v := p.Metrics[k]; math.IsNaN(v) || math.IsInf(v, 0) {
+			fail("metric %q is %v; want a finite number (JSON cannot carry NaN or infinities)", k, v)
+		}
 	}
 	for i, a := range p.Alternatives {
 		if math.IsNaN(a.IterationMs) || math.IsInf(a.IterationMs, 0) || a.IterationMs < 0 || a.PeakBytes < 0 {
@@ -347,6 +354,19 @@ func (p *Plan) Validate(w *Workload) error {
 			fail("task %d has unknown kind %d", i, t.Kind)
 		}
 	}
+	if nOps > 0 {
+		// Every unit needs a forward task; this also bounds the per-unit
+		// tables below by the task count.
+		fwd := 0
+		for _, t := range p.Tasks {
+			if t.Kind == TaskForward {
+				fwd++
+			}
+		}
+		if len(p.Units) > fwd {
+			fail("plan has %d units but only %d forward tasks; every unit needs its own forward and backward tasks", len(p.Units), fwd)
+		}
+	}
 	if len(errs) > 0 {
 		return errors.Join(errs...)
 	}
@@ -354,10 +374,10 @@ func (p *Plan) Validate(w *Workload) error {
 	if err != nil {
 		return err
 	}
-	anc := p.ancestors(order)
-	reach := func(from, to int) bool { return anc[from][to>>6]&(1<<(to&63)) != 0 } // to is an ancestor of from
 	// Per unit and op: one forward and one backward task, on one device,
-	// ordered along the op DAG.
+	// ordered along the op DAG. The checks that need no reachability
+	// come first, so that a malformed plan is refused before the
+	// quadratic ancestor sets are built.
 	const maxErrs = 20
 	fwdOf := make([][]int, len(p.Units))
 	bwdOf := make([][]int, len(p.Units))
@@ -399,6 +419,20 @@ func (p *Plan) Validate(w *Workload) error {
 				fail("unit %d runs op %d (%s) forward on %s but backward on %s; backward must run where the activations are",
 					u, o, w.Ops[o].Name, p.Tasks[f].Device, p.Tasks[b].Device)
 			}
+		}
+	}
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if n > maxPlanTasks {
+		return planErr("plan has %d tasks, over the limit of %d that validation handles (its reachability check needs about %s for that many); real schedules are far smaller (GPipe over 64 devices with 64 micro-batches: about 28,000 tasks): use fewer micro-batches or devices",
+			n, maxPlanTasks, FormatBytes(ancestorBytes(n)))
+	}
+	anc := p.ancestors(order)
+	reach := func(from, to int) bool { return anc[from][to>>6]&(1<<(to&63)) != 0 } // to is an ancestor of from
+	for u := range p.Units {
+		for o := 0; o < nOps && len(errs) < maxErrs; o++ {
+			f, b := fwdOf[u][o], bwdOf[u][o]
 			if !reach(b, f) {
 				fail("unit %d: backward task %d does not wait for forward task %d of op %d (%s)", u, b, f, o, w.Ops[o].Name)
 			}
@@ -542,8 +576,21 @@ func (p *Plan) topo() ([]int, error) {
 	return order, nil
 }
 
+// maxPlanTasks bounds the tasks of a plan Validate accepts: the
+// reachability check keeps a bit set of ancestors per task, n*n/8 bytes
+// (2 GiB at this limit). The largest plans the repository's schedulers
+// make are about 28,000 tasks (GPipe over 64 devices with 64
+// micro-batches of a 981-op model), so the limit leaves room for four
+// times as many micro-batches; past it a plan is refused before the
+// check allocates, instead of exhausting the host's memory.
+const maxPlanTasks = 1 << 17
+
+// ancestorBytes is what ancestors allocates for n tasks.
+func ancestorBytes(n int) int64 { return int64(n) * int64((n+63)/64) * 8 }
+
 // ancestors returns for each task the bit set of tasks it transitively
-// waits on (dependencies and stream order).
+// waits on (dependencies and stream order). Validate bounds the task
+// count (maxPlanTasks) before calling it.
 func (p *Plan) ancestors(order []int) [][]uint64 {
 	n := len(p.Tasks)
 	words := (n + 63) / 64

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +69,11 @@ func TestPlanValidate(t *testing.T) {
 		{"negative memory estimate", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"d1": -1} }, "memory estimate for d1 is -1 bytes"},
 		{"memory estimate off the devices", func(p *Plan) { p.MemEstimate = map[DeviceID]int64{"gpu:7": 100} }, `memory estimate names device "gpu:7"`},
 		{"home", func(p *Plan) { p.Home = "nowhere" }, "home device"},
+		{"NaN metric", func(p *Plan) { p.Metrics = map[string]float64{"stages": 2, "speedup": math.NaN()} }, `metric "speedup" is NaN`},
+		{"infinite metric", func(p *Plan) { p.Metrics = map[string]float64{"iter_ms": math.Inf(1)} }, `metric "iter_ms" is +Inf`},
+		{"units without tasks", func(p *Plan) {
+			p.Units = append(p.Units, Unit{ID: 2}, Unit{ID: 3}, Unit{ID: 4})
+		}, "5 units but only 3 forward tasks"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -235,5 +243,55 @@ func BenchmarkValidate(b *testing.B) {
 		if err := p.Validate(w); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// widePlan is units units of one op on d0, each a forward and a backward
+// task, then the step: 2*units+1 tasks.
+func widePlan(units int) (*Workload, *Plan) {
+	w := &Workload{Ops: []OpInfo{{Index: 0, Name: "a"}}, Devices: []DeviceInfo{{ID: "d0"}}}
+	p := &Plan{Home: "d0"}
+	var deps []int
+	for u := range units {
+		w.Batch = append(w.Batch, int32(u))
+		p.Units = append(p.Units, Unit{ID: u, Targets: w.Batch[u : u+1], LossWeight: 1 / float64(units)})
+		f := len(p.Tasks)
+		p.Tasks = append(p.Tasks, Task{ID: f, Kind: TaskForward, Unit: u, Device: "d0", OpLo: 0, OpHi: 1},
+			Task{ID: f + 1, Kind: TaskBackward, Unit: u, Device: "d0", OpLo: 0, OpHi: 1, Deps: []int{f}})
+		deps = append(deps, f+1)
+	}
+	p.Tasks = append(p.Tasks, Task{ID: len(p.Tasks), Kind: TaskStep, Unit: -1, Device: "d0", Deps: deps})
+	return w, p
+}
+
+// TestValidateHugePlanBounded: a plan past maxPlanTasks is refused
+// naming its size and the limit, and a malformed huge plan by the cheap
+// per-task checks, both without building the n*n/8-byte ancestor sets
+// (2 GiB at the limit; a 160k-task plan took 3.3 GB).
+func TestValidateHugePlanBounded(t *testing.T) {
+	units := maxPlanTasks/2 + 1 // 2*units+1 tasks: just past the limit
+	for _, c := range []struct {
+		name   string
+		mutate func(p *Plan)
+		want   string
+	}{
+		{"over the limit", func(p *Plan) {}, fmt.Sprintf("plan has %d tasks, over the limit of %d", 2*units+1, maxPlanTasks)},
+		{"op twice", func(p *Plan) { p.Tasks[2].Unit = 0 }, "unit 0 runs op 0 (a) forward in both task 0 and task 2, want once"},
+		{"op never run", func(p *Plan) { p.Tasks[3].Unit = 0 }, "unit 1 never runs op 0 (a) backward"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w, p := widePlan(units)
+			c.mutate(p)
+			var before, after runtime.MemStats
+			runtime.ReadMemStats(&before)
+			err := p.Validate(w)
+			runtime.ReadMemStats(&after)
+			if !errors.Is(err, ErrInvalidPlan) || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("Validate = %v; want ErrInvalidPlan mentioning %q", err, c.want)
+			}
+			if got := after.TotalAlloc - before.TotalAlloc; got > 256<<20 {
+				t.Errorf("Validate allocated %d MiB refusing the plan, want well under the ancestor sets' %d MiB", got>>20, ancestorBytes(len(p.Tasks))>>20)
+			}
+		})
 	}
 }

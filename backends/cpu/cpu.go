@@ -55,9 +55,35 @@ type Backend struct {
 // open that many pools instead of failing.
 const MaxDevices = 64
 
+// MaxThreads is the most worker threads a backend starts in all: its
+// logical devices times the threads of each. Pinned, every worker is an
+// OS thread of its own, and past 10,000 the Go runtime kills the process
+// ("program exceeds 10000-thread limit"); unpinned, workers are
+// goroutines, but a kernel call is split into as many pieces as the
+// device has threads, so thousands of threads on a machine's few cores
+// only slow the kernels down (and 64 devices of 100,000 threads would
+// start 6.4 million goroutines). No machine has the cores to use more.
+const MaxThreads = 4096
+
 // PinEnvVar turns on thread pinning for backends opened with New (and so
-// through the registry): GNN_CPU_PIN=1.
+// through the registry): GNN_CPU_PIN=1. Its value is a boolean as
+// strconv.ParseBool reads it (1, t, true, 0, f, false, any case); unset
+// or empty means no pinning, and anything else is an error.
 const PinEnvVar = "GNN_CPU_PIN"
+
+// PinFromEnv reads PinEnvVar: false when unset or empty, an error naming
+// the variable when its value is not a boolean.
+func PinFromEnv() (bool, error) {
+	v := os.Getenv(PinEnvVar)
+	if strings.TrimSpace(v) == "" {
+		return false, nil
+	}
+	pin, err := strconv.ParseBool(strings.TrimSpace(v))
+	if err != nil {
+		return false, fmt.Errorf("cpu: %s=%q: want 1 or true to pin worker threads to their own CPUs, 0 or false (or unset) not to", PinEnvVar, v)
+	}
+	return pin, nil
+}
 
 // Config is the CPU backend's full set of options: core's, plus the
 // kernel variant and thread pinning. The zero value gives New's defaults.
@@ -78,15 +104,39 @@ type Config struct {
 
 // New opens a CPU backend with opts.Devices logical devices (default 1,
 // at most MaxDevices), each with opts.Threads workers (default max(1,
-// NumCPU/Devices)) and a memory cap of opts.MemCap bytes (0: none of its
+// NumCPU/Devices); at most MaxThreads in all) and a memory cap of opts.MemCap bytes (0: none of its
 // own), using the kernel variant Select picks (GNN_CPU, else the best for
-// this CPU) and pinning threads if GNN_CPU_PIN=1. Whatever the caps, the
-// devices together allocate at most the memory the machine had available
-// when the backend opened (HostMemory): past it Alloc fails with an
-// error wrapping *core.OOMError instead of the Go runtime dying.
+// this CPU) and pinning threads if GNN_CPU_PIN=1 (a value that is not a
+// boolean is an error). Whatever the caps, the devices together allocate
+// at most the memory the machine had available when the backend opened
+// (HostMemory): past it Alloc fails with an error wrapping
+// *core.OOMError instead of the Go runtime dying.
 func New(opts core.BackendOptions) (*Backend, error) {
-	pin, _ := strconv.ParseBool(os.Getenv(PinEnvVar))
+	pin, err := PinFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	return NewConfig(Config{BackendOptions: opts, Pin: pin})
+}
+
+// VariantEnvVar pins the kernel variant of backends opened without
+// Config.Variant: GNN_CPU=generic|avx2|avx512 (see Variants).
+const VariantEnvVar = kern.EnvVar
+
+// EnvVariantFallback says why GNN_CPU is not followed: "" when it is
+// unset or names a variant this binary has and this CPU runs, else the
+// variant used instead with the reason, as DeviceInfo.Kernel shows it
+// (e.g. "avx2 (GNN_CPU=bogus is not built into this binary)").
+func EnvVariantFallback() string {
+	pin := strings.ToLower(strings.TrimSpace(os.Getenv(kern.EnvVar)))
+	if pin == "" {
+		return ""
+	}
+	v, why := kern.Select()
+	if v.Name == pin {
+		return ""
+	}
+	return why
 }
 
 // Variants returns the names of the kernel variants compiled into this
@@ -115,9 +165,13 @@ func NewConfig(cfg Config) (*Backend, error) {
 	if n == 0 {
 		n = 1
 	}
+	if opts.Threads > MaxThreads/n {
+		return nil, fmt.Errorf("cpu: %d threads on each of %d logical devices: the cpu backend starts at most %d worker threads in all (threads per device times devices); use at most %d threads per device",
+			opts.Threads, n, MaxThreads, MaxThreads/n)
+	}
 	threads := opts.Threads
 	if threads == 0 {
-		threads = max(1, runtime.NumCPU()/n)
+		threads = max(1, min(runtime.NumCPU(), MaxThreads)/n)
 	}
 	variant, why := kern.Select()
 	if cfg.Variant != "" {

@@ -291,3 +291,98 @@ func TestKernelVariant(t *testing.T) {
 		t.Error("NewConfig with an unknown variant succeeded")
 	}
 }
+
+// TestThreadBound: at most MaxThreads worker threads in all, pinned or
+// not (12,000 pinned threads passed the Go runtime's 10,000-thread limit
+// and killed the process).
+func TestThreadBound(t *testing.T) {
+	cases := []struct {
+		name             string
+		devices, threads int
+		pin              bool
+		want             string // "" : opens
+	}{
+		{"at the limit", 1, cpu.MaxThreads, false, ""},
+		{"64 devices at the limit", cpu.MaxDevices, cpu.MaxThreads / cpu.MaxDevices, false, ""},
+		{"one past", 1, cpu.MaxThreads + 1, false, "4097 threads on each of 1 logical devices: the cpu backend starts at most 4096 worker threads in all"},
+		{"pinned 12000", 1, 12000, true, "at most 4096 worker threads"},
+		{"64 devices", cpu.MaxDevices, 65, false, "use at most 64 threads per device"},
+		{"huge", 2, math.MaxInt, false, "use at most 2048 threads per device"},
+		{"negative", 1, -1, false, "negative option"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := cpu.NewConfig(cpu.Config{BackendOptions: core.BackendOptions{Devices: c.devices, Threads: c.threads}, Pin: c.pin})
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				b.Close()
+				return
+			}
+			if err == nil {
+				b.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to say %q", err, c.want)
+			}
+		})
+	}
+	if _, err := cpu.PeakFLOPS("generic", 12000, false, 1); err == nil || !strings.Contains(err.Error(), "at most 4096") {
+		t.Errorf("PeakFLOPS on 12000 threads: err = %v", err)
+	}
+}
+
+// TestPinEnv: GNN_CPU_PIN is a boolean; anything else is an error naming
+// the variable and the values it takes (it was ignored).
+func TestPinEnv(t *testing.T) {
+	cases := []struct {
+		value string
+		pin   bool
+		bad   bool
+	}{
+		{"", false, false}, {"  ", false, false}, {"0", false, false}, {"false", false, false},
+		{"1", true, false}, {"true", true, false}, {"TRUE", true, false}, {" 1 ", true, false},
+		{"bogus", false, true}, {"yes", false, true}, {"2", false, true},
+	}
+	for _, c := range cases {
+		t.Run(c.value, func(t *testing.T) {
+			t.Setenv(cpu.PinEnvVar, c.value)
+			pin, err := cpu.PinFromEnv()
+			if c.bad {
+				if err == nil || !strings.Contains(err.Error(), "GNN_CPU_PIN=") || !strings.Contains(err.Error(), "want 1 or true") {
+					t.Errorf("err = %v, want one naming GNN_CPU_PIN and its values", err)
+				}
+				if b, err := cpu.New(core.BackendOptions{}); err == nil {
+					b.Close()
+					t.Error("New opened with a bad GNN_CPU_PIN")
+				}
+				return
+			}
+			if err != nil || pin != c.pin {
+				t.Errorf("PinFromEnv = %v, %v; want %v", pin, err, c.pin)
+			}
+		})
+	}
+}
+
+// TestEnvVariantFallback: "" when GNN_CPU is unset or followed, the
+// variant used and why when it names no usable variant.
+func TestEnvVariantFallback(t *testing.T) {
+	best := cpu.Variants()[0]
+	for _, c := range []struct{ value, want string }{
+		{"", ""},
+		{"generic", ""},
+		{" Generic ", ""},
+		{best, ""},
+		{"bogus", best + " (GNN_CPU=bogus is not built into this binary)"},
+	} {
+		t.Run(c.value, func(t *testing.T) {
+			t.Setenv(cpu.VariantEnvVar, c.value)
+			if got := cpu.EnvVariantFallback(); got != c.want {
+				t.Errorf("EnvVariantFallback() = %q, want %q", got, c.want)
+			}
+		})
+	}
+}

@@ -25,7 +25,9 @@
 // variant (Config.Variant) and thread pinning (Config.Pin: each worker
 // locked to an OS thread bound to its own CPU, for benchmarks on machines
 // whose scheduler stacks threads on one CPU; GNN_CPU_PIN=1 turns it on
-// for New).
+// for New, and a value that is not a boolean is an error). A backend
+// starts at most MaxThreads worker threads in all (threads per device
+// times devices).
 //
 // # Kernel variants
 //

@@ -19,6 +19,9 @@ func PeakFLOPS(variant string, threads int, pin bool, reps int) (float64, error)
 	if !ok || !v.Usable() || v.FMAPeak == nil {
 		return 0, fmt.Errorf("cpu: no usable variant %q with an FMA loop", variant)
 	}
+	if threads > MaxThreads {
+		return 0, fmt.Errorf("cpu: %d threads asked of PeakFLOPS, each an OS thread of its own; at most %d (MaxThreads)", threads, MaxThreads)
+	}
 	threads = max(threads, 1)
 	var cpus []int
 	if pin {

@@ -25,11 +25,11 @@
 //
 // New lists every platform's devices, GPUs and accelerators first, and
 // exposes BackendOptions.Devices logical devices opencl:0, opencl:1, …
-// on them round robin (0: one per physical device), so a multi-device
-// scheduler can be exercised on a single device. Each logical device
-// has its own context, one in-order command queue, its own build of the
-// kernels and a core.MemAccountant capped at MemCap (0: the device's
-// global memory). Tensors live in OpenCL buffers (*Buffer); Upload and
+// on them round robin (0: one per physical device; at most MaxDevices,
+// 64), so a multi-device scheduler can be exercised on a single device.
+// Each logical device has its own context, one in-order command queue,
+// its own build of the kernels and a core.MemAccountant capped at MemCap
+// (0: the device's global memory). Tensors live in OpenCL buffers (*Buffer); Upload and
 // Download are blocking transfers on the queue, so a Download sees every
 // kernel enqueued before it. BackendOptions.Threads does not apply.
 //

@@ -48,10 +48,18 @@ type Backend struct {
 	closeOnce sync.Once
 }
 
+// MaxDevices is the most logical devices a backend opens: opencl:0 to
+// opencl:63, spread round-robin over the physical devices. Each has an
+// OpenCL context, queue and compiled program of its own (about 2 MB and
+// 25 ms apiece on PoCL), so a mistyped index (opencl:100000) would open
+// that many contexts until the host ran out of memory instead of
+// failing. 64 matches the cpu backend's cpu.MaxDevices.
+const MaxDevices = 64
+
 // New loads libOpenCL (libOpenCL.so.1, or the file GNN_OPENCL_LIB
 // names), lists the platforms' devices that support OpenCL C 1.2, GPUs
 // and accelerators first, and opens opts.Devices logical devices on them
-// round robin (0: one per physical device). Each logical device has its
+// round robin (0: one per physical device; at most MaxDevices). Each logical device has its
 // own context, in-order queue, compiled program and memory accountant
 // capped at opts.MemCap bytes (0: the device's global memory size).
 // opts.Threads does not apply to OpenCL devices and is ignored.
@@ -61,6 +69,9 @@ type Backend struct {
 func New(opts core.BackendOptions) (*Backend, error) {
 	if opts.Devices < 0 || opts.Threads < 0 || opts.MemCap < 0 {
 		return nil, fmt.Errorf("opencl: negative option (devices %d, threads %d, mem cap %d)", opts.Devices, opts.Threads, opts.MemCap)
+	}
+	if opts.Devices > MaxDevices {
+		return nil, fmt.Errorf("opencl: %d logical devices asked for; the opencl backend has at most %d (opencl:0 to opencl:%d)", opts.Devices, MaxDevices, MaxDevices-1)
 	}
 	lib, err := loadLibrary()
 	if err != nil {

@@ -422,3 +422,29 @@ func TestExampleFlow(t *testing.T) {
 		t.Errorf("%d bytes in use", used)
 	}
 }
+
+// TestNewOptionBounds: bad options are refused before any OpenCL object
+// is made, with or without a driver (opencl:100000 opened contexts
+// until the host ran out of memory).
+func TestNewOptionBounds(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		opts core.BackendOptions
+		want string
+	}{
+		{"negative devices", core.BackendOptions{Devices: -1}, "negative option"},
+		{"one past the limit", core.BackendOptions{Devices: opencl.MaxDevices + 1}, "65 logical devices asked for; the opencl backend has at most 64 (opencl:0 to opencl:63)"},
+		{"huge", core.BackendOptions{Devices: 100001}, "at most 64"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			b, err := opencl.New(c.opts)
+			if err == nil {
+				b.Close()
+				t.Fatalf("New(%+v) succeeded", c.opts)
+			}
+			if !strings.Contains(err.Error(), c.want) {
+				t.Errorf("New(%+v) = %v, want it to say %q", c.opts, err, c.want)
+			}
+		})
+	}
+}

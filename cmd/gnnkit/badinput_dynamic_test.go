@@ -119,13 +119,27 @@ func TestCPUProfileAtomic(t *testing.T) {
 	}
 }
 
-// TestTrainDynamicDeviceIndex: a device index past the cpu backend's
-// logical devices is refused, naming --devices, not opened (cpu:999 would
-// open 1000 devices; a huge index hung).
+// TestTrainDynamicDeviceIndex: a device index past the cpu or opencl
+// backend's logical devices is refused, naming --devices, not opened
+// (cpu:999 would open 1000 devices; a huge index hung; opencl:100000 ran
+// out of memory); so are more worker threads than the cpu backend starts,
+// and --threads where no CPU device takes it.
 func TestTrainDynamicDeviceIndex(t *testing.T) {
-	_, err := run(t, "train-dynamic", "--data", "synthetic:dsbm,nodes=300,snapshots=12,edges=40", "--window", "3", "--hidden", "8",
-		"--epochs", "1", "--devices", "cpu:99999999999")
-	if err == nil || !strings.Contains(err.Error(), "--devices cpu:99999999999: the cpu backend has at most 64 logical devices") {
-		t.Errorf("err = %v", err)
+	for _, c := range []struct {
+		backend, devices, want string
+	}{
+		{"cpu", "cpu:99999999999", "--devices cpu:99999999999: the cpu backend has at most 64 logical devices"},
+		{"cpu", "cpu:0,cpu:64", "--devices cpu:64: the cpu backend has at most 64 logical devices, cpu:0 to cpu:63"},
+		{"cpu", "cpu:0,cpu:1", "--threads 3000 on 2 CPU devices: the cpu backend starts at most 4096 worker threads in all"},
+		{"opencl", "opencl:0", "--threads 3000: only CPU devices take a thread count"},
+		{"opencl", "opencl:100000", "--devices opencl:100000: the opencl backend has at most 64 logical devices, opencl:0 to opencl:63"},
+	} {
+		t.Run(c.devices, func(t *testing.T) {
+			_, err := run(t, "train-dynamic", "--data", "synthetic:dsbm,nodes=300,snapshots=12,edges=40", "--window", "3", "--hidden", "8",
+				"--epochs", "1", "--backend", c.backend, "--devices", c.devices, "--threads", "3000")
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to say %q", err, c.want)
+			}
+		})
 	}
 }

@@ -28,6 +28,13 @@ func TestTrainBadInputClean(t *testing.T) {
 		{"cpu:1000000", []string{"--devices", "cpu:1000000"}, []string{"cpu:0 to cpu:63"}},
 		{"cpu:999", []string{"--devices", "cpu:0,cpu:999"}, []string{"--devices cpu:999", "at most 64"}},
 		{"cpu:64", []string{"--devices", "cpu:64"}, []string{"cpu:0 to cpu:63"}},
+		{"opencl:100000", []string{"--backend", "opencl", "--devices", "opencl:100000"}, []string{"--devices opencl:100000", "the opencl backend has at most 64 logical devices, opencl:0 to opencl:63"}},
+		// 2b: worker threads.
+		{"threads -1", []string{"--threads", "-1"}, []string{"--threads -1: want >= 1 worker threads per CPU device"}},
+		{"threads 12000", []string{"--threads", "12000"}, []string{"--threads 12000 on 1 CPU devices", "at most 4096 worker threads in all", "--threads 4096 or fewer"}},
+		{"threads on 64 devices", []string{"--threads", "100", "--devices", "cpu:0,cpu:63"}, []string{"--threads 100 on 64 CPU devices", "--threads 64 or fewer"}},
+		{"threads with opencl", []string{"--backend", "opencl", "--threads", "4"}, []string{"--threads 4: only CPU devices take a thread count", "--backend opencl", "drop --threads"}},
+		{"opencl:64", []string{"--backend", "opencl", "--devices", "opencl:0,opencl:64"}, []string{"--devices opencl:64", "at most 64"}},
 		// 3: dynamic-graph models.
 		{"tgcn", []string{"--model", "tgcn"}, []string{"dynamic-graph model", "gnnkit train-dynamic"}},
 		{"evolvegcn", []string{"--model", "evolvegcn"}, []string{"dynamic-graph model", "gnnkit train-dynamic"}},
@@ -117,6 +124,49 @@ func TestTrainAbsentAccuracy(t *testing.T) {
 			}
 			if !strings.Contains(out, c.summary) {
 				t.Errorf("summary lacks %q:\n%s", c.summary, out)
+			}
+		})
+	}
+}
+
+// TestTrainCPUEnv: GNN_CPU_PIN that is not a boolean is an error naming
+// it (it was ignored), and GNN_CPU naming an unknown variant a one-line
+// warning on stderr (train fell back silently).
+func TestTrainCPUEnv(t *testing.T) {
+	small := []string{"train", "-q", "--epochs", "1", "--data", "synthetic:sbm,nodes=20,classes=2,feat=4"}
+	t.Run("pin", func(t *testing.T) {
+		t.Setenv("GNN_CPU_PIN", "bogus")
+		_, err := run(t, small...)
+		if err == nil || !strings.Contains(err.Error(), `GNN_CPU_PIN="bogus": want 1 or true`) {
+			t.Errorf("err = %v, want one naming GNN_CPU_PIN and its values", err)
+		}
+	})
+	for _, c := range []struct {
+		value string
+		warn  bool
+	}{{"bogus", true}, {"generic", false}, {"", false}} {
+		t.Run("variant "+c.value, func(t *testing.T) {
+			t.Setenv("GNN_CPU", c.value)
+			root := newRoot()
+			var out, errOut strings.Builder
+			root.SetOut(&out)
+			root.SetErr(&errOut)
+			root.SetArgs(small)
+			if err := root.Execute(); err != nil {
+				t.Fatal(err)
+			}
+			got := errOut.String()
+			if !c.warn {
+				if strings.Contains(got, "warning") {
+					t.Errorf("stderr %q, want no warning", got)
+				}
+				return
+			}
+			if strings.Count(got, "\n") != 1 || !strings.HasPrefix(got, "gnnkit: warning: GNN_CPU is not followed") || !strings.Contains(got, "GNN_CPU=bogus is not built into this binary") {
+				t.Errorf("stderr %q, want one warning line naming GNN_CPU=bogus", got)
+			}
+			if strings.Contains(out.String(), "warning") {
+				t.Errorf("warning on stdout: %q", out.String())
 			}
 		})
 	}

@@ -59,15 +59,23 @@ type benchCommon struct {
 
 func (c *benchCommon) flags(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.IntVar(&c.threads, "threads", 0, "worker threads (default: all cores)")
+	fl.IntVar(&c.threads, "threads", 0, fmt.Sprintf("worker threads (default: all cores; at most %d)", cpu.MaxThreads))
 	fl.BoolVar(&c.pin, "pin", false, "pin worker threads to their own CPUs")
 	fl.StringVar(&c.variant, "variant", "", "CPU kernel variant: "+strings.Join(cpu.Variants(), ", ")+", or all (default: GNN_CPU or the best)")
 	fl.BoolVar(&c.asJSON, "json", false, "print JSON")
 }
 
-// variants resolves --variant to the variants to run ("" keeps the
-// backend's own choice).
+// variants checks --threads and resolves --variant to the variants to
+// run ("" keeps the backend's own choice).
 func (c *benchCommon) variants() ([]string, error) {
+	switch {
+	case c.threads < 0:
+		return nil, fmt.Errorf("--threads %d: want >= 1 worker threads (0: all cores)", c.threads)
+	case c.threads > cpu.MaxThreads:
+		// Each is an OS thread when pinned, and in the FMA peak loop; the
+		// Go runtime dies past 10,000.
+		return nil, fmt.Errorf("--threads %d: the cpu backend starts at most %d worker threads; use --threads %d or fewer", c.threads, cpu.MaxThreads, cpu.MaxThreads)
+	}
 	switch c.variant {
 	case "all":
 		return cpu.Variants(), nil
@@ -235,19 +243,126 @@ with W = --width (128).`,
 	return cmd
 }
 
+// maxBenchReps bounds --reps: each repetition keeps its time.
+const maxBenchReps = 1_000_000
+
+// checkKernelSizes checks bench kernels' sizes: positive (--gemm-cube
+// may be 0), and the buffers each measurement allocates within avail,
+// the memory the machine has (0: unknown, when only sizes no int64 can
+// hold are refused).
+func checkKernelSizes(width, reps, gemmRows, cube int, copyMiB, avail int64) error {
+	for _, f := range []struct {
+		name string
+		v    int64
+	}{{"width", int64(width)}, {"reps", int64(reps)}, {"gemm-rows", int64(gemmRows)}, {"copy-mib", copyMiB}} {
+		if f.v < 1 {
+			return fmt.Errorf("--%s %d: must be positive", f.name, f.v)
+		}
+	}
+	if cube < 0 {
+		return fmt.Errorf("--gemm-cube %d: want a positive size S, or 0 for no S x S x S GEMM", cube)
+	}
+	if reps > maxBenchReps {
+		return fmt.Errorf("--reps %d: at most %d timed repetitions", reps, maxBenchReps)
+	}
+	// Two float32 buffers of --copy-mib MiB each.
+	if need := satMul(2, copyMiB, 1<<20); exceeds(need, avail) {
+		return fmt.Errorf("--copy-mib %d: the copy measurement's two buffers need %s, %s; use a smaller --copy-mib", copyMiB, core.FormatBytes(need), overWhat(avail))
+	}
+	// The [N x W] x [W x W] GEMM and its transposes: two N x W operands
+	// and a W x W one, float32.
+	n, w := int64(gemmRows), int64(width)
+	if need := satMul(4, satAdd(satMul(2, n, w), satMul(w, w))); exceeds(need, avail) {
+		return fmt.Errorf("--gemm-rows %d with --width %d: the GEMM operands ([N x W] input and output, [W x W] weights) need %s, %s; use a smaller --gemm-rows or --width",
+			gemmRows, width, core.FormatBytes(need), overWhat(avail))
+	}
+	if need := satMul(3*4, int64(cube), int64(cube)); exceeds(need, avail) {
+		return fmt.Errorf("--gemm-cube %d: the S x S x S GEMM's three S x S operands need %s, %s; use a smaller --gemm-cube (0: none)", cube, core.FormatBytes(need), overWhat(avail))
+	}
+	return nil
+}
+
+// checkSpMMSize checks that the SpMM operands on graph g (from --graph
+// spec), [sources x W] in and [destinations x W] out, fit in avail.
+func checkSpMMSize(spec string, g *core.Graph, width int, avail int64) error {
+	if need := satMul(4, int64(width), int64(g.NumSrc)+int64(g.NumDst)); exceeds(need, avail) {
+		return fmt.Errorf("--width %d on --graph %s (%d nodes): the SpMM operands need %s, %s; use a smaller --width", width, spec, g.NumDst, core.FormatBytes(need), overWhat(avail))
+	}
+	return nil
+}
+
+// satMul multiplies non-negative factors, saturating at math.MaxInt64.
+func satMul(xs ...int64) int64 {
+	p := int64(1)
+	for _, x := range xs {
+		if x != 0 && p > math.MaxInt64/x {
+			return math.MaxInt64
+		}
+		p *= x
+	}
+	return p
+}
+
+// satAdd adds non-negative terms, saturating at math.MaxInt64.
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
+}
+
+// exceeds reports whether need bytes are more than avail (0: unknown)
+// or more than an int64 holds.
+func exceeds(need, avail int64) bool {
+	return need == math.MaxInt64 || (avail > 0 && need > avail)
+}
+
+// overWhat says what a need that exceeds avail is over.
+func overWhat(avail int64) string {
+	if avail <= 0 {
+		return "more than any machine has"
+	}
+	return "over the " + core.FormatBytes(avail) + " this machine has available"
+}
+
 func runBenchKernels(cmd *cobra.Command, c *benchCommon, graphs []string, width, reps, gemmRows, cube int, copyMiB int64) error {
 	variants, err := c.variants()
 	if err != nil {
 		return err
 	}
-	if width < 1 || reps < 1 || gemmRows < 1 || copyMiB < 1 {
-		return fmt.Errorf("--width, --reps, --gemm-rows and --copy-mib must be positive")
+	avail := cpu.HostMemory()
+	if err := checkKernelSizes(width, reps, gemmRows, cube, copyMiB, avail); err != nil {
+		return err
 	}
 	threads := c.threads
 	if threads == 0 {
 		threads = runtime.NumCPU()
 	}
 	rep := kernelsReport{Command: "gnnkit " + strings.Join(os.Args[1:], " "), When: time.Now().UTC().Format(time.RFC3339)}
+
+	// The graphs before any measuring, so that a bad --graph fails at
+	// once, and their SpMM operands checked against the memory.
+	type loaded struct {
+		name string
+		g    *core.Graph
+		w    []float32
+	}
+	var gs []loaded
+	for _, spec := range graphs {
+		ds, err := data.Open(spec)
+		if err != nil {
+			return fmt.Errorf("--graph %s: %w", spec, err)
+		}
+		g, err := ds.Graph.WithSelfLoops()
+		if err != nil {
+			return fmt.Errorf("--graph %s: %w", spec, err)
+		}
+		if err := checkSpMMSize(spec, g, width, avail); err != nil {
+			return err
+		}
+		gs = append(gs, loaded{name: ds.Name, g: g, w: g.GCNNorm()})
+	}
+	runtime.GC()
 
 	// copy bandwidth first, in a fresh heap
 	bw := cpu.CopyBandwidth(copyMiB<<20, threads, 5)
@@ -265,24 +380,6 @@ func runBenchKernels(cmd *cobra.Command, c *benchCommon, graphs []string, width,
 		}
 		rep.Peak = append(rep.Peak, peakResult{Variant: v, Threads: threads, GFLOPS: round(p/1e9, 1)})
 		peak = max(peak, p)
-	}
-
-	type loaded struct {
-		name string
-		g    *core.Graph
-		w    []float32
-	}
-	var gs []loaded
-	for _, spec := range graphs {
-		ds, err := data.Open(spec)
-		if err != nil {
-			return err
-		}
-		g, err := ds.Graph.WithSelfLoops()
-		if err != nil {
-			return err
-		}
-		gs = append(gs, loaded{name: ds.Name, g: g, w: g.GCNNorm()})
 	}
 
 	r := rand.New(rand.NewPCG(1, 2))

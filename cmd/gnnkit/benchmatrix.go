@@ -138,6 +138,9 @@ micro-batches. A corrupt results file is an error; nothing is merged from it.`,
   gnnkit bench report a.json b.json --baseline backend=opencl,devices=1,scheduler=sequential --baseline-run b`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutDir(out); err != nil {
+				return err
+			}
 			sel, err := bench.ParseSelector(baseline)
 			if err != nil {
 				return err
@@ -158,7 +161,7 @@ micro-batches. A corrupt results file is an error; nothing is merged from it.`,
 			}
 			files, err := rep.WriteDir(out)
 			if err != nil {
-				return err
+				return fmt.Errorf("--out %s: %w", out, err)
 			}
 			w := cmd.OutOrStdout()
 			fmt.Fprintf(w, "merged %d results file(s) (%s) into %s:\n", len(rep.Runs), runLabels(rep), out)
@@ -173,6 +176,18 @@ micro-batches. A corrupt results file is an error; nothing is merged from it.`,
 	fl.StringVar(&baseline, "baseline", bench.DefaultBaseline, "baseline cell per workload, as key=value,... over backend, devices, scheduler, mem, opts")
 	fl.StringVar(&baseRun, "baseline-run", "", "run (label) the baseline is taken from (default: the first file)")
 	return cmd
+}
+
+// checkOutDir checks bench report's --out before the inputs are read: a
+// folder name, of a folder or of none yet (WriteDir creates it).
+func checkOutDir(out string) error {
+	if strings.TrimSpace(out) == "" {
+		return errors.New("--out is empty: name the folder to write the report into (default report; it is created if missing)")
+	}
+	if st, err := os.Stat(out); err == nil && !st.IsDir() {
+		return fmt.Errorf("--out %s is a file, not a folder: name a folder to write report.md, results.csv and the plots into (it is created if missing)", out)
+	}
+	return nil
 }
 
 func runLabels(rep *bench.Report) string {

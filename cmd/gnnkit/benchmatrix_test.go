@@ -127,3 +127,33 @@ func TestBenchMatrixHelper(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestBenchReportOut: --out must name a folder; a file or nothing is
+// refused naming the flag before the results are read ("mkdir outfile:
+// not a directory", "mkdir : no such file or directory").
+func TestBenchReportOut(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "outfile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, out, want string
+	}{
+		{"file", file, "--out " + file + " is a file, not a folder"},
+		{"empty", "", "--out is empty: name the folder"},
+		{"blank", "  ", "--out is empty"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			root := benchMatrixRoot()
+			var buf bytes.Buffer
+			root.SetOut(&buf)
+			root.SetErr(&buf)
+			root.SetArgs([]string{"report", filepath.Join(dir, "no-such-results.json"), "--out", c.out})
+			err := root.ExecuteContext(context.Background())
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("err = %v, want it to say %q", err, c.want)
+			}
+		})
+	}
+}

@@ -180,11 +180,17 @@ func runDynamic(cmd *cobra.Command, f *dynamicFlags) error {
 	need := 1
 	for _, id := range ids {
 		name, i, _ := core.ParseDeviceID(string(id))
-		if name == cpu.Name && i >= cpu.MaxDevices {
-			// cpu:i opens the logical devices cpu:0 to cpu:i.
-			return fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+		if err := checkLogicalIndex(id, name, i); err != nil {
+			return err
 		}
 		need = max(need, i+1)
+	}
+	cpuDevs := 0
+	if backendName == cpu.Name {
+		cpuDevs = need
+	}
+	if err := checkThreads(f.threads, cpuDevs, backendName); err != nil {
+		return err
 	}
 	be, err := core.OpenBackend(backendName, core.BackendOptions{Devices: need, Threads: f.threads})
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -76,7 +78,7 @@ func newPluginsListCmd() *cobra.Command {
 		Short: "Start each plugin in the plugin folder and show its name, protocol version and SHA-256",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			dir, err := host.Dir()
+			dir, err := pluginDir()
 			if err != nil {
 				return err
 			}
@@ -198,7 +200,7 @@ func launchPlugin(ctx context.Context, spec string, opts map[string]string) (cor
 	}
 	path := spec
 	if !strings.ContainsAny(spec, `/\`) && !strings.HasPrefix(spec, ".") {
-		dir, err := host.Dir()
+		dir, err := pluginDir()
 		if err != nil {
 			return nil, nil, err
 		}
@@ -225,4 +227,32 @@ func launchPlugin(ctx context.Context, spec string, opts map[string]string) (cor
 		o.Args = append(o.Args, k+"="+opts[k])
 	}
 	return host.Launch(ctx, path, o)
+}
+
+// pluginDir is host.Dir with a folder GNNKIT_PLUGIN_DIR names checked
+// first, so that an error names the variable (a file there failed every
+// plugin look-up with "plugin folder: open …: not a directory"). A
+// missing folder is left to host.Find, for which it has no plugins.
+func pluginDir() (string, error) {
+	dir, err := host.Dir()
+	if err != nil {
+		return "", err
+	}
+	env := os.Getenv("GNNKIT_PLUGIN_DIR")
+	if env == "" {
+		return dir, nil
+	}
+	st, err := os.Stat(env)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return dir, nil
+	case err != nil:
+		return "", fmt.Errorf("GNNKIT_PLUGIN_DIR=%s: %w; point it at a readable folder of plugin executables, or unset it", env, err)
+	case !st.IsDir():
+		return "", fmt.Errorf("GNNKIT_PLUGIN_DIR=%s is a file, not a folder: point it at the folder that holds the plugin executables, or unset it for the default (gnnkit/plugins under the user's config folder)", env)
+	}
+	if _, err := os.ReadDir(env); err != nil {
+		return "", fmt.Errorf("GNNKIT_PLUGIN_DIR=%s: %w; point it at a readable folder of plugin executables, or unset it", env, err)
+	}
+	return dir, nil
 }

@@ -343,3 +343,34 @@ func TestBuiltinsOverTheWire(t *testing.T) {
 		})
 	}
 }
+
+// TestPluginDirNotAFolder: GNNKIT_PLUGIN_DIR naming a file is an error
+// naming the variable, for plugins list and plugin:NAME alike (it said
+// "plugin folder: open …: not a directory"); a missing folder has no
+// plugins.
+func TestPluginDirNotAFolder(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "afile")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name, dir string
+		args      []string
+		want      string // "" : no error
+	}{
+		{"list, a file", file, []string{"plugins", "list"}, "GNNKIT_PLUGIN_DIR=" + file + " is a file, not a folder"},
+		{"by name, a file", file, []string{"train", "-q", "--epochs", "1", "--scheduler", "plugin:foo"}, "GNNKIT_PLUGIN_DIR=" + file + " is a file, not a folder"},
+		{"list, missing", filepath.Join(file+"-missing", "x"), []string{"plugins", "list"}, ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("GNNKIT_PLUGIN_DIR", c.dir)
+			out, err := run(t, c.args...)
+			switch {
+			case c.want == "" && err != nil:
+				t.Errorf("%v: %v\n%s", c.args, err, out)
+			case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+				t.Errorf("%v: err = %v, want it to say %q", c.args, err, c.want)
+			}
+		})
+	}
+}

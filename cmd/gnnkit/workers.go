@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
+	"github.com/gnnkit/gnnkit/backends/opencl"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/plugins/worker"
@@ -120,6 +121,53 @@ func checkBackendDevices(backend, list string) error {
 // backend (cuda) may join one local backend (--devices cpu:0,cuda:0);
 // without a local one, a one-device CPU backend holds the master
 // parameters, the optimizer and evaluation.
+// logicalDeviceLimits is, per local backend that splits its hardware
+// into logical devices, how many it opens at most.
+var logicalDeviceLimits = map[string]int{cpu.Name: cpu.MaxDevices, opencl.Name: opencl.MaxDevices}
+
+// checkLogicalIndex refuses --devices name:i past the logical devices
+// the backend opens: name:i opens name:0 to name:i, so a mistyped index
+// (cpu:999, opencl:100000) would open that many devices instead of
+// failing.
+func checkLogicalIndex(id core.DeviceID, name string, i int) error {
+	if limit, ok := logicalDeviceLimits[name]; ok && i >= limit {
+		return fmt.Errorf("--devices %s: the %s backend has at most %d logical devices, %s:0 to %s:%d", id, name, limit, name, name, limit-1)
+	}
+	return nil
+}
+
+// warnCPUVariant prints one warning line to w when devs include a cpu
+// device and GNN_CPU names a kernel variant the backend did not follow
+// (unknown, or one this CPU cannot run): the run still trains, on the
+// variant shown, and otherwise only 'gnnkit devices' said so.
+func warnCPUVariant(w io.Writer, devs []core.Device) {
+	why := cpu.EnvVariantFallback()
+	if why == "" || !slices.ContainsFunc(devs, func(d core.Device) bool { return strings.HasPrefix(string(d.ID()), cpu.Name+":") }) {
+		return
+	}
+	fmt.Fprintf(w, "gnnkit: warning: %s is not followed; the cpu kernels are %s. Set it to one of %s, or unset it\n",
+		cpu.VariantEnvVar, why, strings.Join(cpu.Variants(), ", "))
+}
+
+// checkThreads checks --threads for a run with cpuDevs logical CPU
+// devices (0: none, with local backend local): not negative, at most
+// cpu.MaxThreads worker threads in all, and not given where no CPU device
+// would take it.
+func checkThreads(threads, cpuDevs int, local string) error {
+	switch {
+	case threads < 0:
+		return fmt.Errorf("--threads %d: want >= 1 worker threads per CPU device (0: the cores divided among the devices)", threads)
+	case threads == 0:
+		return nil
+	case cpuDevs == 0:
+		return fmt.Errorf("--threads %d: only CPU devices take a thread count, and --backend %s trains on none (its driver sizes its own work); drop --threads", threads, local)
+	case threads > cpu.MaxThreads/cpuDevs:
+		return fmt.Errorf("--threads %d on %d CPU devices: the cpu backend starts at most %d worker threads in all (--threads times the devices); use --threads %d or fewer",
+			threads, cpuDevs, cpu.MaxThreads, cpu.MaxThreads/cpuDevs)
+	}
+	return nil
+}
+
 func openTrainDevices(ctx context.Context, backend, list string, threads int, memCap int64) (*trainDevices, error) {
 	if ctx == nil {
 		ctx = context.Background()
@@ -141,9 +189,8 @@ func openTrainDevices(ctx context.Context, backend, list string, threads int, me
 				return nil, fmt.Errorf("--devices: %w", err)
 			}
 			id := core.DeviceID(fmt.Sprintf("%s:%d", name, i))
-			if name == cpu.Name && i >= cpu.MaxDevices {
-				// cpu:i opens the logical devices cpu:0 to cpu:i.
-				return nil, fmt.Errorf("--devices %s: the cpu backend has at most %d logical devices, cpu:0 to cpu:%d", id, cpu.MaxDevices, cpu.MaxDevices-1)
+			if err := checkLogicalIndex(id, name, i); err != nil {
+				return nil, err
 			}
 			if seen[id] {
 				return nil, fmt.Errorf("--devices lists %s twice", id)
@@ -168,6 +215,26 @@ func openTrainDevices(ctx context.Context, backend, list string, threads int, me
 			return nil, fmt.Errorf("--devices mixes backends %s and %s; one backend per run (a worker backend such as cuda may join it)", localName, g.name)
 		}
 		localName = g.name
+	}
+	// --threads sizes the cpu backend's workers: the local cpu devices,
+	// or the host CPU device that holds the master parameters when only
+	// worker devices train.
+	cpuDevs := 0
+	switch localName {
+	case cpu.Name:
+		cpuDevs = 1
+		for _, g := range groups {
+			for _, id := range g.ids {
+				if _, i, _ := core.ParseDeviceID(string(id)); g.name == cpu.Name {
+					cpuDevs = max(cpuDevs, i+1)
+				}
+			}
+		}
+	case "":
+		cpuDevs = 1
+	}
+	if err := checkThreads(threads, cpuDevs, localName); err != nil {
+		return nil, err
 	}
 	d := &trainDevices{}
 	fail := func(err error) (*trainDevices, error) {
