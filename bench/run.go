@@ -191,10 +191,10 @@ var modelHyper = map[string]hyper{
 
 // dynamicOnly explains cells that belong to other training paths.
 var dynamicOnly = map[string]string{
-	"blad":      "blad schedules dynamic graphs only (gnnkit dynamic, engine/dyntrain); not part of static suites",
-	"esdg":      "esdg schedules dynamic graphs only (gnnkit dynamic, engine/dyntrain); not part of static suites",
-	"tgcn":      "tgcn is a dynamic-graph model (gnnkit dynamic); not part of static suites",
-	"evolvegcn": "evolvegcn is a dynamic-graph model (gnnkit dynamic); not part of static suites",
+	"blad":      "blad schedules dynamic graphs only (gnnkit train-dynamic, engine/dyntrain); not part of static suites",
+	"esdg":      "esdg schedules dynamic graphs only (gnnkit train-dynamic, engine/dyntrain); not part of static suites",
+	"tgcn":      "tgcn is a dynamic-graph model (gnnkit train-dynamic); not part of static suites",
+	"evolvegcn": "evolvegcn is a dynamic-graph model (gnnkit train-dynamic); not part of static suites",
 }
 
 var pipelines = map[string]bool{"graphpipe": true, "1f1b": true, "gpipe": true}

@@ -130,7 +130,7 @@ func NewMemAccountant(dev DeviceID, cap int64) *MemAccountant {
 func (m *MemAccountant) Reserve(n int64, what string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.cap > 0 && m.used+n > m.cap {
+	if m.cap > 0 && n > m.cap-m.used { // (m.used+n could overflow)
 		return &OOMError{Device: m.dev, Need: n, Free: m.cap - m.used, Cap: m.cap, Used: m.used, What: what}
 	}
 	m.used += n

@@ -2,6 +2,7 @@ package core
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -32,6 +33,10 @@ func TestMemAccountant(t *testing.T) {
 	}
 	if err := m.ReserveTensor(40, []int{10}); err != nil {
 		t.Fatal(err)
+	}
+	// A need so large that used + need overflows is refused, not charged.
+	if err := m.Reserve(math.MaxInt64-10, "huge"); !errors.Is(err, ErrOutOfMemory) {
+		t.Errorf("Reserve(MaxInt64-10) with 100 in use: %v, want out of memory", err)
 	}
 	m.Release(40)
 	m.Release(60)

@@ -125,7 +125,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			}
 			return nil, fmt.Errorf("sim: the plan uses device %s, which cluster %q does not have (it has %s)", d, c.Name, strings.Join(ids, ", "))
 		}
-		if !(m.Speedup >= 0 && m.Speedup <= MaxSpeedup) {
+		if !(m.Speedup == 0 || m.Speedup >= MinSpeedup && m.Speedup <= MaxSpeedup) {
 			return nil, fmt.Errorf("sim: device %s: speedup %g: want 0 (none) or %g to %g", d, m.Speedup, MinSpeedup, MaxSpeedup)
 		}
 		pr, scale := prof, 1.0

@@ -412,6 +412,12 @@ func TestSimulateErrors(t *testing.T) {
 			_, err := sim.Simulate(pipeline(w, 1, false), w, nil, c)
 			return err
 		}, "cpu:1: speedup NaN"},
+		{"tiny speedup", func() error {
+			c := free(2)
+			c.Devices[0].Speedup = 1e-300
+			_, err := sim.Simulate(pipeline(w, 1, false), w, prof, c)
+			return err
+		}, "cpu:0: speedup 1e-300"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			err := c.run()

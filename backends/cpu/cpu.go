@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
-	"math"
 	"math/bits"
 	"os"
 	"runtime"
@@ -320,7 +319,7 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 	}
 	n, ok := elems(shape)
 	if !ok {
-		return nil, fmt.Errorf("cpu: alloc %v on %s: %w: the tensor's size overflows a 64-bit byte count, more than any machine holds; use a smaller model (--hidden, --layers, --branches) or dataset", shape, d.id, core.ErrOutOfMemory)
+		return nil, fmt.Errorf("cpu: alloc %v on %s: %w: the tensor needs over 256 TiB, more than a Go program can allocate; use a smaller model (--hidden, --layers, --branches) or dataset", shape, d.id, core.ErrOutOfMemory)
 	}
 	bytes := int64(n) * int64(core.Float32.Size())
 	// The machine's memory first, so that a tensor it cannot hold leaves
@@ -355,10 +354,15 @@ func (d *Device) alloc(shape []int, zero bool) (*core.Tensor, error) {
 	return &core.Tensor{Shape: append([]int(nil), shape...), DType: core.Float32, Buf: h}, nil
 }
 
+// maxAllocBytes is the largest allocation Go's runtime makes (its heap
+// addresses span 2^48 bytes): a larger make panics whatever memory is
+// free.
+const maxAllocBytes = 1 << 48
+
 // elems is the element count of shape, false when its byte size (4 per
-// element) would overflow an int64.
+// element) passes maxAllocBytes.
 func elems(shape []int) (int, bool) {
-	const most = math.MaxInt64 / 4
+	const most = maxAllocBytes / 4
 	n := 1
 	for _, s := range shape {
 		if s != 0 && n > most/s {

@@ -77,22 +77,32 @@ func TestHostMemoryShared(t *testing.T) {
 	}
 }
 
-// TestAllocOverflow: a shape whose byte count overflows an int64 is an
-// out-of-memory error, not a makeslice panic.
+// TestAllocOverflow: a shape past what Go can allocate (its byte count
+// may even overflow an int64) is an out-of-memory error, not a makeslice
+// panic, also after another allocation (the accountant's used + need
+// overflowed).
 func TestAllocOverflow(t *testing.T) {
 	b, err := New(core.BackendOptions{Threads: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer b.Close()
+	d := b.Device(0)
+	small, err := d.Alloc(16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.Free(small)
 	for _, shape := range [][]int{
 		{1433, 1_000_000_000_000_000_000},
 		{1 << 31, 1 << 31},
 		{1 << 62},
+		{1<<61 - 1},
+		{1 << 47},
 	} {
-		_, err := b.Device(0).Alloc(shape...)
-		if !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), "overflows") {
-			t.Errorf("Alloc%v: %v, want an out-of-memory error saying the size overflows", shape, err)
+		_, err := d.Alloc(shape...)
+		if !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), "over 256 TiB") {
+			t.Errorf("Alloc%v: %v, want an out-of-memory error saying it is over 256 TiB", shape, err)
 		}
 	}
 }

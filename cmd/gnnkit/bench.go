@@ -553,7 +553,7 @@ not timed.`,
 	}
 	c.flags(cmd)
 	fl := cmd.Flags()
-	fl.StringSliceVar(&models, "models", []string{"gcn"}, "models: "+strings.Join(core.Models(), ", "))
+	fl.StringSliceVar(&models, "models", []string{"gcn"}, "models: "+strings.Join(trainModels(), ", ")+" (tgcn and evolvegcn: gnnkit train-dynamic)")
 	fl.StringArrayVar(&datasets, "data", []string{"cora"}, "dataset (as train --data; repeat for more)")
 	fl.IntVar(&epochs, "epochs", 20, "timed epochs")
 	fl.IntVar(&warmup, "warmup", 3, "untimed warm-up epochs first")
@@ -572,6 +572,11 @@ func runBenchEpoch(cmd *cobra.Command, c *benchCommon, models, datasets []string
 	}
 	if epochs < 1 || warmup < 0 {
 		return fmt.Errorf("--epochs must be positive and --warmup not negative")
+	}
+	for _, m := range models {
+		if isDynamic(m) {
+			return fmt.Errorf("--models %s: %s is a dynamic-graph model: bench epoch times %s (train %s with gnnkit train-dynamic)", m, m, strings.Join(trainModels(), ", "), m)
+		}
 	}
 	ctx := cmd.Context()
 	out := cmd.OutOrStdout()

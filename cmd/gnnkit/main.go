@@ -23,6 +23,12 @@ var stopSignals = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP}
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), stopSignals...)
 	defer stop()
+	go func() {
+		// After the first signal, the next one ends the process at once
+		// (as without NotifyContext), should the work not stop.
+		<-ctx.Done()
+		stop()
+	}()
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")

@@ -127,6 +127,9 @@ func TestPlanBadInput(t *testing.T) {
 		{[]string{"--dot", "/nonexistent/s.dot"}, "--dot: cannot write"},
 		{[]string{"--write-cluster", "/nonexistent/c.json"}, "--write-cluster: cannot write"},
 		{[]string{"--measure", "--profile", "/nonexistent/p.json"}, "--profile: cannot write"},
+		{[]string{"--model", "tgcn"}, "tgcn is a dynamic-graph model: gnnkit plan plans"},
+		{[]string{"--layers", "5000"}, "--layers 5000: at most 1024"},
+		{[]string{"--hidden", "0"}, "--hidden must be positive, got 0"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := run(t, append([]string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "2", "--simulate"}, c.args...)...)
@@ -184,6 +187,15 @@ func TestOOMHint(t *testing.T) {
 	}
 	if other := errors.New("no memory here"); oomHint(other, "gpipe") != other {
 		t.Error("an error without an OOMError changed")
+	}
+}
+
+// TestBenchEpochDynamicModel: bench epoch times static models and points
+// a dynamic one at train-dynamic.
+func TestBenchEpochDynamicModel(t *testing.T) {
+	_, err := run(t, "bench", "epoch", "--models", "gcn,tgcn", "--epochs", "1")
+	if err == nil || !strings.Contains(err.Error(), "--models tgcn: tgcn is a dynamic-graph model") {
+		t.Errorf("err = %v", err)
 	}
 }
 

@@ -71,7 +71,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl := cmd.Flags()
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
-	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(core.Models(), ", "))
+	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(trainModels(), ", ")+" (tgcn and evolvegcn: gnnkit train-dynamic)")
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.IntVar(&f.devices, "devices", 1, "number of simulated devices")
 	fl.StringVar(&f.preset, "preset", "cpu", "device cluster: "+strings.Join(sim.Presets(), ", "))
@@ -200,6 +200,16 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	fl := cmd.Flags()
 	if f.batchSize < 0 {
 		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
+	}
+	if isDynamic(f.model) {
+		return fmt.Errorf("--model %s: %s is a dynamic-graph model: gnnkit plan plans %s (train %s with gnnkit train-dynamic)", f.model, f.model, strings.Join(trainModels(), ", "), f.model)
+	}
+	defHidden := modelDefaults["gcn"].hidden
+	if d, ok := modelDefaults[f.model]; ok {
+		defHidden = d.hidden
+	}
+	if err := checkModelSize(fl, f.model, defHidden, f.hidden, f.heads, f.layers); err != nil {
+		return err
 	}
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err

@@ -33,8 +33,9 @@ plugins/examples/examplesched for one to copy).
   --sched-opt KEY=VALUE            passed to the plugin as the argument KEY=VALUE
 
 The plugin folder is $GNNKIT_PLUGIN_DIR, by default gnnkit/plugins under the
-user's config folder; 'gnnkit plugins list' shows a file there that cannot
-start (not executable, a malformed NAME.sha256) with what is wrong.
+user's config folder; 'gnnkit plugins list' shows its executable files and,
+for one with a malformed NAME.sha256, what is wrong (files without an
+execute bit, such as a README, are not plugins).
 
 Each call to a plugin has a deadline of 30 s ($GNNKIT_PLUGIN_TIMEOUT, e.g.
 2m, for train and bench run); a plugin that passes it is killed. A plugin
@@ -136,7 +137,7 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 		return r
 	}
 	r.SHA256 = sum
-	if e.Err != nil { // not executable, a malformed pin: listed, not started
+	if e.Err != nil { // a malformed pin: listed, not started
 		r.Error = strings.TrimPrefix(e.Err.Error(), "host: plugin "+e.Path+": ")
 		return r
 	}

@@ -503,25 +503,8 @@ const maxLayers = 1024
 // here instead of ending training with a NaN loss. hidden is the model's
 // default width, for the message.
 func checkTrainNumbers(fl interface{ Changed(string) bool }, f *trainFlags, hidden int) error {
-	ints := []struct {
-		name     string
-		v, most  int
-		leaveOut string
-	}{
-		{"hidden", f.hidden, 0, fmt.Sprintf("%d for %s", hidden, f.model)},
-		{"heads", f.heads, 0, "8 for gat"},
-		{"layers", f.layers, maxLayers, "2"},
-	}
-	for _, c := range ints {
-		if !fl.Changed(c.name) {
-			continue
-		}
-		if c.v < 1 {
-			return fmt.Errorf("--%s must be positive, got %d (leave it out for the model's default, %s)", c.name, c.v, c.leaveOut)
-		}
-		if c.most > 0 && c.v > c.most {
-			return fmt.Errorf("--%s %d: at most %d", c.name, c.v, c.most)
-		}
+	if err := checkModelSize(fl, f.model, hidden, f.hidden, f.heads, f.layers); err != nil {
+		return err
 	}
 	floats := []struct {
 		name   string
@@ -540,6 +523,32 @@ func checkTrainNumbers(fl interface{ Changed(string) bool }, f *trainFlags, hidd
 		}
 		if math.IsNaN(c.v) || math.IsInf(c.v, 0) || !c.ok(c.v) {
 			return fmt.Errorf("--%s must be %s, got %g (leave it out for the model's default)", c.name, c.should, c.v)
+		}
+	}
+	return nil
+}
+
+// checkModelSize checks the model's size flags given explicitly (train's
+// and plan's): --hidden and --heads positive, --layers from 1 to
+// maxLayers. defHidden is the model's default width, for the message.
+func checkModelSize(fl interface{ Changed(string) bool }, model string, defHidden, hidden, heads, layers int) error {
+	for _, c := range []struct {
+		name     string
+		v, most  int
+		leaveOut string
+	}{
+		{"hidden", hidden, 0, fmt.Sprintf("%d for %s", defHidden, model)},
+		{"heads", heads, 0, "8 for gat"},
+		{"layers", layers, maxLayers, "2"},
+	} {
+		if !fl.Changed(c.name) {
+			continue
+		}
+		if c.v < 1 {
+			return fmt.Errorf("--%s must be positive, got %d (leave it out for the model's default, %s)", c.name, c.v, c.leaveOut)
+		}
+		if c.most > 0 && c.v > c.most {
+			return fmt.Errorf("--%s %d: at most %d", c.name, c.v, c.most)
 		}
 	}
 	return nil

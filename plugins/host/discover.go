@@ -64,11 +64,11 @@ type Entry struct {
 	Err error
 }
 
-// Find lists the files in dir (not folders, pin files or dot files),
-// sorted by name. An entry that cannot be launched as it is (not
-// executable, an unreadable or malformed pin file) is listed with Err
-// set, so one bad file does not hide the others. A missing folder has no
-// plugins.
+// Find lists the executable files in dir (not folders, pin files, dot
+// files or files without an execute bit, such as a README), sorted by
+// name. An entry whose pin file is unreadable or malformed is listed with
+// Err set, so one bad file does not hide the others. A missing folder has
+// no plugins.
 func Find(dir string) ([]Entry, error) {
 	des, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -88,11 +88,11 @@ func Find(dir string) ([]Entry, error) {
 		if err != nil || !st.Mode().IsRegular() {
 			continue
 		}
+		if !executable(st) {
+			continue
+		}
 		e := Entry{Name: strings.TrimSuffix(name, ".exe"), Path: path}
-		if runtime.GOOS != "windows" && st.Mode().Perm()&0o111 == 0 {
-			e.Err = &hostError{msg: fmt.Sprintf("host: plugin %s: not executable; make it so with chmod +x %s", path, path),
-				errs: []error{ErrLaunch}}
-		} else if e.Pin, err = ReadPin(path + PinSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		if e.Pin, err = ReadPin(path + PinSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			e.Pin = nil
 			e.Err = &hostError{msg: fmt.Sprintf("host: plugin %s: %s; rewrite it (sha256sum %s > %s%s, in %s) or remove it",
 				path, strings.TrimPrefix(err.Error(), "host: "), name, name, PinSuffix, dir), errs: []error{ErrLaunch, err}}
@@ -117,12 +117,23 @@ func Lookup(dir, name string) (Entry, error) {
 		}
 		names = append(names, e.Name)
 	}
+	if st, err := os.Stat(filepath.Join(dir, name)); err == nil && st.Mode().IsRegular() && !executable(st) {
+		path := filepath.Join(dir, name)
+		return Entry{}, &hostError{msg: fmt.Sprintf("host: plugin %s: not executable; make it so with chmod +x %s", path, path),
+			errs: []error{ErrLaunch}}
+	}
 	have := "it has none"
 	if len(names) > 0 {
 		have = "it has " + strings.Join(names, ", ")
 	}
 	return Entry{}, &hostError{msg: fmt.Sprintf("host: no plugin %q in %s (%s); use plugin:./PATH for a binary elsewhere", name, dir, have),
 		errs: []error{fs.ErrNotExist}}
+}
+
+// executable reports whether a file may be run as a plugin (on Windows,
+// any file: it has no execute bit).
+func executable(st fs.FileInfo) bool {
+	return runtime.GOOS == "windows" || st.Mode().Perm()&0o111 != 0
 }
 
 // ReadPin reads a pin file: a hex SHA-256, optionally followed by a file
