@@ -612,8 +612,6 @@ func (p *Plan) ancestors(order []int) [][]uint64 {
 	return anc
 }
 
-// validateReuse checks the activation-reuse section: a single device,
-// subgraph units, a boundary the model produces, disjoint chunks.
 // validateMemEstimate checks the estimate's entries: each names one of
 // the workload's devices and is a byte count (not negative). The caps are
 // checked at the end of Validate.
@@ -628,6 +626,8 @@ func (p *Plan) validateMemEstimate(known map[DeviceID]DeviceInfo, fail func(stri
 	}
 }
 
+// validateReuse checks the activation-reuse section: a single device,
+// subgraph units, a boundary the model produces, disjoint chunks.
 func (p *Plan) validateReuse(w *Workload, fail func(string, ...any)) {
 	r := p.Reuse
 	for _, t := range p.Tasks {

@@ -26,12 +26,10 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	r := t.reps[t.home]
 	preds := make([]int32, len(nodes))
 	err := t.predictChunk(ctx, r, core.Unit{Targets: nodes}, preds)
-	if r.want != nil {
-		// The plan's ops on the home device read only some inputs (a
-		// pipeline's later stage): free the rest the evaluation brought,
-		// which training's memory plan does not hold.
-		r.releaseInputs()
-	}
+	// The plan's ops on the home device may read only some inputs (a
+	// pipeline's later stage): free the rest the evaluation brought,
+	// which training's memory plan does not hold.
+	r.trimInputs()
 	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
 		return preds, err
 	}

@@ -296,6 +296,27 @@ func (r *replica) free() {
 	r.x, r.batch = nil, nil
 }
 
+// trimInputs frees the batch inputs an evaluation brought to r that the
+// plan's ops there do not read (r.want), keeping the rest for training.
+func (r *replica) trimInputs() {
+	if r.want == nil || !r.inputsAll {
+		return
+	}
+	for k, x := range r.inputs {
+		if !r.want[k] {
+			if x != r.x {
+				r.dev.Free(x)
+			}
+			delete(r.inputs, k)
+		}
+	}
+	if r.x != nil && !r.want["x"] {
+		r.dev.Free(r.x)
+		r.x = nil
+	}
+	r.inputsAll = false
+}
+
 // releaseInputs frees the data resident on r (features, batch inputs).
 func (r *replica) releaseInputs() {
 	for k, x := range r.inputs {

@@ -61,11 +61,13 @@ const (
 	maxLatency         = time.Second // a link's latency, an op's launch
 	minCores, maxCores = 0.01, 1e6
 	maxOptFactor       = 64
-	maxMemBytes        = 1 << 50 // 1 PiB
 )
 
 // The range of a device's Speedup (0: none) that Validate allows.
 const MinSpeedup, MaxSpeedup = 1e-3, 1e6
+
+// MaxMemBytes is the most memory a device may have (1 PiB).
+const MaxMemBytes = 1 << 50
 
 // Validate checks what the simulator and the planners rely on: at least
 // one device, unique canonical backend:index ids, and every figure finite
@@ -102,8 +104,8 @@ func (c *Cluster) Validate() error {
 				return fail("%s: %s", at, err)
 			}
 		}
-		if d.MemBytes < 0 || d.MemBytes > maxMemBytes {
-			return fail("%s: mem_bytes = %d: want 0 (no cap) to %d (1 PiB)", at, d.MemBytes, int64(maxMemBytes))
+		if d.MemBytes < 0 || d.MemBytes > MaxMemBytes {
+			return fail("%s: mem_bytes = %d: want 0 (no cap) to %d (1 PiB)", at, d.MemBytes, int64(MaxMemBytes))
 		}
 		if d.Launch < 0 || d.Launch > maxLatency {
 			return fail("%s: launch_ns = %d: want 0 to %d (1 s)", at, d.Launch, maxLatency)

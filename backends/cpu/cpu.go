@@ -553,7 +553,7 @@ type hostOOMError struct{ oom *core.OOMError }
 func (e *hostOOMError) Error() string {
 	o := e.oom
 	return fmt.Sprintf("%s: out of memory: allocating %s for %s, but the cpu devices share this machine's memory and only %s of the %s available to them is free (%s in use); "+
-		"use a smaller model (--hidden, --layers, --branches) or dataset, or train in micro-batches with --scheduler cherry",
+		"use a smaller model (--hidden, --layers, --branches) or dataset, or train in micro-batches with --scheduler cherry and a --device-mem below the machine's free memory",
 		o.Device, core.FormatBytes(o.Need), o.What, core.FormatBytes(o.Free), core.FormatBytes(o.Cap), core.FormatBytes(o.Used))
 }
 

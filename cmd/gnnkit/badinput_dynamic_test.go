@@ -24,7 +24,7 @@ func TestTrainDynamicBadFlags(t *testing.T) {
 		{[]string{"--lr", "NaN"}, "--lr NaN: want a finite learning rate > 0"},
 		{[]string{"--lr", "Inf"}, "--lr +Inf: want a finite learning rate > 0"},
 		{[]string{"--lr", "-Inf"}, "--lr -Inf: want a finite learning rate > 0"},
-		{[]string{"--lr", "1e-300"}, "rounds a value below 1.4e-45 to 0"},
+		{[]string{"--lr", "1e-300"}, "--lr 0: want a finite learning rate > 0"},
 		{[]string{"--neg-train", "0"}, "--neg-train 0: want >= 1 negative samples per positive"},
 		{[]string{"--neg-train", "-1"}, "--neg-train -1: want >= 1 negative samples per positive"},
 		{[]string{"--neg-eval", "0"}, "--neg-eval 0: want >= 1 negative samples per positive"},

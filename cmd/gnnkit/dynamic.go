@@ -113,11 +113,7 @@ func (f *dynamicFlags) check() error {
 		}
 	}
 	if lr := float64(f.lr); !(lr > 0) || math.IsInf(lr, 0) {
-		under := ""
-		if lr == 0 {
-			under = "; a float32 rounds a value below 1.4e-45 to 0"
-		}
-		return fmt.Errorf("--lr %s: want a finite learning rate > 0 (default 0.01%s)", strconv.FormatFloat(lr, 'g', -1, 32), under)
+		return fmt.Errorf("--lr %s: want a finite learning rate > 0 (default 0.01)", strconv.FormatFloat(lr, 'g', -1, 32))
 	}
 	return nil
 }

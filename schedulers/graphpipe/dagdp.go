@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // GraphPipe's DP over the series-parallel tree (papers.md §3.4).
@@ -821,7 +822,7 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 
 // maxDeviceMemory is the most memory a device may have (a cluster file's
 // limit, 1 PiB): the no-fit search looks no higher.
-const maxDeviceMemory = 1 << 50
+const maxDeviceMemory = sim.MaxMemBytes
 
 // needMemory is the smallest per-device memory a plan of kind fits in
 // at c's micro-batch count, and under which schedule (for the message).

@@ -618,8 +618,9 @@ func bestCaps(pools [][]*candidate) map[int]bool {
 // at mStart and its two neighbours, then keep stepping from the best
 // count towards the better neighbour while the best estimated iteration
 // among the DPs' plain pass's fitting candidates (mEval.score) improves;
-// while nothing fits, step towards more (smaller) micro-batches, which
-// under 1F1B hold less.
+// when nothing fits at the count and its neighbours, try every count
+// (under 1F1B more micro-batches hold less, under GPipe a graph model's
+// overlapping units can hold more) and go on from the best that fits.
 // Every count it evaluated contributes its candidates. The partitioners
 // run at every replica cap at the first count only; the other counts run
 // them at the caps of each family's best few fitting candidates there
