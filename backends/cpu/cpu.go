@@ -211,7 +211,7 @@ func NewConfig(cfg Config) (*Backend, error) {
 			pool:    newPool(threads, mine),
 			live:    map[*core.HostMem]int64{},
 			kernWhy: kw,
-			cache:   newBufCache(opts.MemCap),
+			cache:   newBufCache(opts.MemCap, n),
 		}
 		d.k = &Kernels{dev: d, v: variant}
 		b.devs = append(b.devs, d)
@@ -424,11 +424,14 @@ type bufCache struct {
 // and 3-5% off the iteration.
 const cacheMinBytes = 1 << 10
 
-func newBufCache(memCap int64) *bufCache {
+func newBufCache(memCap int64, devices int) *bufCache {
 	limit := memTotal() / 4
 	if limit <= 0 {
 		limit = 1 << 30
 	}
+	// The backend's devices share the machine: their caches together
+	// hold at most a quarter of its memory.
+	limit /= int64(max(devices, 1))
 	if memCap > 0 {
 		limit = min(limit, max(memCap, 256<<20))
 	}
