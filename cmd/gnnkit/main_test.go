@@ -104,6 +104,7 @@ func TestTrainBadInput(t *testing.T) {
 		{[]string{"--feature-norm", "zscore"}, "feature-norm"},
 		{[]string{"--trace", "/nonexistent/dir/t.json"}, "--trace: cannot write /nonexistent/dir/t.json: folder /nonexistent/dir does not exist"},
 		{[]string{"--trace", os.TempDir()}, "it is a folder"},
+		{[]string{"--data", "synthetic:dsbm,nodes=200"}, "is a dynamic dataset (timestamped edge events): train it with gnnkit train-dynamic"},
 	} {
 		t.Run(strings.Join(c.args, " "), func(t *testing.T) {
 			_, err := run(t, append([]string{"train", "-q", "--epochs", "1"}, c.args...)...)

@@ -418,9 +418,12 @@ func parseDevices(backend, list string) (string, []core.DeviceID, error) {
 // openNodeClassification opens a dataset for node classification and
 // returns it with its features preprocessed per --feature-norm.
 func openNodeClassification(spec, norm string) (*data.Dataset, []float32, error) {
-	ds, err := data.Open(spec)
+	ds, err := openDataset(spec)
 	if err != nil {
 		return nil, nil, err
+	}
+	if ds.Kind == data.KindDynamic {
+		return nil, nil, fmt.Errorf("--data %s is a dynamic dataset (timestamped edge events): train it with gnnkit train-dynamic", spec)
 	}
 	if ds.Graph == nil || ds.FeatureDim == 0 || len(ds.Labels) == 0 || ds.NumClasses == 0 {
 		return nil, nil, fmt.Errorf("dataset %s has no node features or labels; node classification needs both", ds.Name)
