@@ -8,7 +8,6 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"sort"
 	"strings"
 	"time"
 
@@ -406,44 +405,11 @@ func resolveScheduler(ctx context.Context, name string, opts map[string]string) 
 		}
 		return s, nopCloser{}, nil
 	}
-	timeout, err := host.EnvTimeout()
+	path, o, err := host.ResolveSpec(spec, opts, host.Dir)
 	if err != nil {
 		return nil, nil, err
 	}
-	o := host.Options{StartTimeout: host.DefaultStartTimeout, Timeout: timeout}
-	if i := strings.LastIndex(spec, "@sha256:"); i >= 0 {
-		pin, err := host.ParseSHA256(spec[i+len("@sha256:"):])
-		if err != nil {
-			return nil, nil, err
-		}
-		spec, o.SHA256 = spec[:i], pin
-	}
-	if spec == "" {
-		return nil, nil, errors.New("plugin: needs a path or a name")
-	}
-	path := spec
-	if !strings.ContainsAny(spec, `/\`) && !strings.HasPrefix(spec, ".") {
-		dir, err := host.Dir()
-		if err != nil {
-			return nil, nil, err
-		}
-		e, err := host.Lookup(dir, spec)
-		if err != nil {
-			return nil, nil, err
-		}
-		path = e.Path
-		if o.SHA256 == nil {
-			o.SHA256 = e.Pin
-		}
-	}
-	keys := make([]string, 0, len(opts))
-	for k := range opts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o.Args = append(o.Args, k+"="+opts[k])
-	}
+	o.StartTimeout = host.DefaultStartTimeout
 	return host.Launch(ctx, path, o)
 }
 

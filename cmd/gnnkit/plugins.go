@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"sort"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -188,44 +187,9 @@ process. See 'gnnkit plugins --help' for the wrapper script that makes
 // launchPlugin starts the plugin named by spec (see pluginHelp), passing
 // the scheduler options as KEY=VALUE arguments in sorted order.
 func launchPlugin(ctx context.Context, spec string, opts map[string]string) (core.Scheduler, io.Closer, error) {
-	o := host.Options{}
-	if i := strings.LastIndex(spec, "@sha256:"); i >= 0 {
-		pin, err := host.ParseSHA256(spec[i+len("@sha256:"):])
-		if err != nil {
-			return nil, nil, fmt.Errorf("--scheduler plugin:%s: %w", spec, err)
-		}
-		spec, o.SHA256 = spec[:i], pin
-	}
-	if spec == "" {
-		return nil, nil, errors.New("--scheduler plugin: needs a path or a name, e.g. plugin:./bin/examplesched (see gnnkit plugins --help)")
-	}
-	path := spec
-	if !strings.ContainsAny(spec, `/\`) && !strings.HasPrefix(spec, ".") {
-		dir, err := pluginDir()
-		if err != nil {
-			return nil, nil, err
-		}
-		e, err := host.Lookup(dir, spec)
-		if err != nil {
-			return nil, nil, err
-		}
-		path = e.Path
-		if o.SHA256 == nil {
-			o.SHA256 = e.Pin
-		}
-	}
-	d, err := host.EnvTimeout()
+	path, o, err := host.ResolveSpec(spec, opts, pluginDir)
 	if err != nil {
-		return nil, nil, err
-	}
-	o.Timeout = d
-	keys := make([]string, 0, len(opts))
-	for k := range opts {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		o.Args = append(o.Args, k+"="+opts[k])
+		return nil, nil, fmt.Errorf("--scheduler plugin:%s: %w", spec, err)
 	}
 	return host.Launch(ctx, path, o)
 }

@@ -176,3 +176,54 @@ func Checksum(path string) (string, error) {
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
+
+// ResolveSpec turns a plugin spec, as --scheduler plugin:SPEC gives it,
+// into the binary to launch and its Options: SPEC is a path (it has a
+// slash or starts with a dot) or the NAME of a plugin in the folder dir
+// returns, either with an optional @sha256:HEX pin (a NAME's pin file pins
+// it otherwise; an explicit pin stands in for a malformed one); the
+// options become sorted KEY=VALUE arguments, and $GNNKIT_PLUGIN_TIMEOUT
+// sets the calls' deadline. Every command that launches plugins resolves
+// them here.
+func ResolveSpec(spec string, opts map[string]string, dir func() (string, error)) (string, Options, error) {
+	var o Options
+	if i := strings.LastIndex(spec, "@sha256:"); i >= 0 {
+		pin, err := ParseSHA256(spec[i+len("@sha256:"):])
+		if err != nil {
+			return "", o, err
+		}
+		spec, o.SHA256 = spec[:i], pin
+	}
+	if spec == "" {
+		return "", o, errors.New("host: plugin: needs a path or a name, e.g. plugin:./bin/examplesched (see gnnkit plugins --help)")
+	}
+	path := spec
+	if !strings.ContainsAny(spec, `/\`) && !strings.HasPrefix(spec, ".") {
+		d, err := dir()
+		if err != nil {
+			return "", o, err
+		}
+		e, err := Lookup(d, spec)
+		if err != nil && (o.SHA256 == nil || e.Path == "") {
+			return "", o, err
+		}
+		path = e.Path
+		if o.SHA256 == nil {
+			o.SHA256 = e.Pin
+		}
+	}
+	t, err := EnvTimeout()
+	if err != nil {
+		return "", o, err
+	}
+	o.Timeout = t
+	keys := make([]string, 0, len(opts))
+	for k := range opts {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		o.Args = append(o.Args, k+"="+opts[k])
+	}
+	return path, o, nil
+}

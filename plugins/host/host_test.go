@@ -2,6 +2,7 @@ package host_test
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -527,5 +528,37 @@ func TestDiscoveryBadEntries(t *testing.T) {
 				t.Errorf("Lookup(nope) = %v, want the folder's names", err)
 			}
 		})
+	}
+}
+
+// TestResolveSpec: a path or a folder name, an explicit pin standing in
+// for a malformed pin file, sorted KEY=VALUE arguments, the timeout from
+// the environment, and an empty spec refused.
+func TestResolveSpec(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no executable bit on Windows")
+	}
+	dir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "p"), []byte("#!/bin/sh\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "p"+host.PinSuffix), []byte("xyz\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv(host.TimeoutEnv, "7s")
+	in := func() (string, error) { return dir, nil }
+	pin := strings.Repeat("ab", 32)
+	path, o, err := host.ResolveSpec("p@sha256:"+pin, map[string]string{"m": "8", "k": "1"}, in)
+	if err != nil || path != filepath.Join(dir, "p") || hex.EncodeToString(o.SHA256) != pin || o.Timeout != 7*time.Second || strings.Join(o.Args, " ") != "k=1 m=8" {
+		t.Errorf("explicit pin over a malformed pin file: %q, %+v, %v", path, o, err)
+	}
+	if _, _, err := host.ResolveSpec("p", nil, in); err == nil || !strings.Contains(err.Error(), "p.sha256") {
+		t.Errorf("the malformed pin file alone: %v, want its error", err)
+	}
+	if path, _, err := host.ResolveSpec("./bin/x", nil, in); err != nil || path != "./bin/x" {
+		t.Errorf("a path: %q, %v", path, err)
+	}
+	if _, _, err := host.ResolveSpec("@sha256:"+pin, nil, in); err == nil || !strings.Contains(err.Error(), "needs a path or a name") {
+		t.Errorf("no path: %v", err)
 	}
 }
