@@ -188,7 +188,10 @@ process. See 'gnnkit plugins --help' for the wrapper script that makes
 // the scheduler options as KEY=VALUE arguments in sorted order.
 func launchPlugin(ctx context.Context, spec string, opts map[string]string) (core.Scheduler, io.Closer, error) {
 	path, o, err := host.ResolveSpec(spec, opts, pluginDir)
-	if err != nil {
+	switch {
+	case err != nil && spec == "":
+		return nil, nil, fmt.Errorf("--scheduler %w", err)
+	case err != nil:
 		return nil, nil, fmt.Errorf("--scheduler plugin:%s: %w", spec, err)
 	}
 	return host.Launch(ctx, path, o)

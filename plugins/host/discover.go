@@ -195,7 +195,7 @@ func ResolveSpec(spec string, opts map[string]string, dir func() (string, error)
 		spec, o.SHA256 = spec[:i], pin
 	}
 	if spec == "" {
-		return "", o, errors.New("host: plugin: needs a path or a name, e.g. plugin:./bin/examplesched (see gnnkit plugins --help)")
+		return "", o, errors.New("plugin: needs a path or a name, e.g. plugin:./bin/examplesched (see gnnkit plugins --help)")
 	}
 	path := spec
 	if !strings.ContainsAny(spec, `/\`) && !strings.HasPrefix(spec, ".") {
