@@ -66,7 +66,7 @@ func newTrainCmd() *cobra.Command {
 	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
 	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(backendNames(), ", "))
 	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0, naming their backend (default: --backend's first device); cpu:i opens the logical devices cpu:0 to cpu:i, at most cpu:63 (opencl:i likewise, at most opencl:63)")
-	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap; the cpu devices together never take more than the memory the machine had available)")
+	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap; the cpu devices' tensors together never pass the memory the machine had available)")
 	fl.IntVar(&f.threads, "threads", 0, fmt.Sprintf("worker threads per CPU device (default: cores / devices; at most %d in all; CPU devices only)", cpu.MaxThreads))
 	fl.IntVar(&f.epochs, "epochs", 200, "training epochs")
 	fl.IntVar(&f.evalEvery, "eval-every", 1, "evaluate train and validation accuracy after every N-th epoch and the last (0: the last only, as train-dynamic's 0); evaluation runs the whole graph")
