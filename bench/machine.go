@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/klauspost/cpuid/v2"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 )
 
@@ -68,7 +68,7 @@ func Fingerprint(ctx context.Context) Machine {
 	if m.PhysicalCores == 0 {
 		m.PhysicalCores = m.LogicalCores
 	}
-	m.MemBytes = memTotal()
+	m.MemBytes = cpu.MemTotal()
 	m.GPUs, m.GPUNote = nvidiaGPUs(ctx)
 	for _, name := range core.Backends() {
 		if name == "cpu" {
@@ -85,23 +85,6 @@ func Fingerprint(ctx context.Context) Machine {
 	}
 	m.Gnnkit, m.Commit, m.Dirty = version(ctx)
 	return m
-}
-
-// memTotal reads MemTotal from /proc/meminfo (0 where there is none).
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "MemTotal:"); ok {
-			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
 }
 
 func nvidiaGPUs(ctx context.Context) ([]GPU, string) {

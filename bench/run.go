@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/plugins/host"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
 
 // Options configure Run.
@@ -196,8 +198,6 @@ var dynamicOnly = map[string]string{
 	"evolvegcn": "evolvegcn is a dynamic-graph model (gnnkit train-dynamic); not part of static suites",
 }
 
-var pipelines = map[string]bool{"graphpipe": true, "1f1b": true, "gpipe": true}
-
 // datasets caches opened datasets: a suite reuses a few many times.
 var datasets = map[string]*data.Dataset{}
 
@@ -237,7 +237,7 @@ func RunCell(ctx context.Context, c Cell) *Result {
 	if c.Scheduler == "cherry" && c.DeviceMem == "" {
 		return skip("cherry needs a device memory cap to micro-batch against (set device_mem)")
 	}
-	if pipelines[c.Scheduler] && c.Devices < 2 {
+	if slices.Contains(graphpipe.Names(), c.Scheduler) && c.Devices < 2 {
 		return skip("%s pipelines across several devices; a 1-device cell is sequential's", c.Scheduler)
 	}
 	h, ok := modelHyper[c.Model]

@@ -586,7 +586,11 @@ var (
 	memTotalVal  int64
 )
 
-// memTotal reads MemTotal from /proc/meminfo (0 when unknown).
+// MemTotal is the machine's memory, MemTotal in /proc/meminfo (0 where
+// there is none), read once.
+func MemTotal() int64 { return memTotal() }
+
+// memTotal is MemTotal.
 func memTotal() int64 {
 	memTotalOnce.Do(func() { memTotalVal = meminfo("MemTotal:") })
 	return memTotalVal

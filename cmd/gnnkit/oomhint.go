@@ -2,14 +2,12 @@ package main
 
 import (
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
-
-// pipelineSchedulers are the schedulers that cut an iteration into
-// micro-batches over pipeline stages (--sched-opt m=N).
-var pipelineSchedulers = map[string]bool{"graphpipe": true, "1f1b": true, "gpipe": true}
 
 // pipelineOOMHint is what a pipeline that ran out of memory can do.
 const pipelineOOMHint = "raise --device-mem, or hold less per device: more micro-batches (--sched-opt m=N) or more devices (--devices)"
@@ -19,7 +17,7 @@ const pipelineOOMHint = "raise --device-mem, or hold less per device: more micro
 // or more devices, where core.OOMHint sends the user to cherry. The
 // error still wraps err.
 func oomHint(err error, scheduler string) error {
-	if !pipelineSchedulers[scheduler] || !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), core.OOMHint) {
+	if !slices.Contains(graphpipe.Names(), scheduler) || !errors.Is(err, core.ErrOutOfMemory) || !strings.Contains(err.Error(), core.OOMHint) {
 		return err
 	}
 	return &hinted{err, strings.Replace(err.Error(), core.OOMHint, pipelineOOMHint, 1)}

@@ -24,12 +24,27 @@ import (
 
 var _ core.Scheduler = (*Scheduler)(nil)
 
+// registered are the schedulers this package registers: GraphPipe and
+// its two chain baselines.
+var registered = []struct {
+	name  string
+	graph bool
+	kind  Kind
+}{{"graphpipe", true, OneFOneB}, {"1f1b", false, OneFOneB}, {"gpipe", false, GPipe}}
+
+// Names returns the names of the schedulers this package registers
+// (graphpipe, 1f1b, gpipe): the pipelines, whose micro-batch count
+// (--sched-opt m=N) sets what a device holds.
+func Names() []string {
+	out := make([]string, len(registered))
+	for i, s := range registered {
+		out[i] = s.name
+	}
+	return out
+}
+
 func init() {
-	for _, s := range []struct {
-		name  string
-		graph bool
-		kind  Kind
-	}{{"graphpipe", true, OneFOneB}, {"1f1b", false, OneFOneB}, {"gpipe", false, GPipe}} {
+	for _, s := range registered {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
 			// The on/off options: each sets its field to on, or with
