@@ -190,7 +190,34 @@ func main() {
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
+	search := flag.Bool("search", false, "print only the search-time table instead: PipeDream's chain DP, Piper's downset DP and GraphPipe's series-parallel DP timed on one core on uno of 2-5 and 8 branches, the two DLRMs and the 1,000-op uno, with the plan each picks (at -m micro-batches; minutes)")
+	searchDevs := flag.String("search-devices", "8,16", "with -search: simulated device counts")
+	searchLimit := flag.Duration("search-limit", 2*time.Minute, "with -search: stop a search after this long (reported as stopped)")
+	searchOnly := flag.String("search-models", "", "with -search: only the models whose names are in this comma-separated list (as the table names them: uno-4, dlrm-8, …); empty: all")
 	flag.Parse()
+	if *search {
+		devs, err := parseDevices(*searchDevs, "-search-devices")
+		check(err)
+		if *m < 1 || *searchLimit <= 0 {
+			check(fmt.Errorf("-search needs -m of at least 1 and a positive -search-limit"))
+		}
+		models := searchModels
+		if *searchOnly != "" {
+			models = nil
+			for _, md := range searchModels {
+				for _, name := range strings.Split(*searchOnly, ",") {
+					if n := strings.TrimSpace(name); n == md.String() || n == fmt.Sprintf("%s-%d", md.name, md.branches) {
+						models = append(models, md)
+					}
+				}
+			}
+			if len(models) == 0 {
+				check(fmt.Errorf("-search-models %q: no such model in the search table", *searchOnly))
+			}
+		}
+		check(searchTable(os.Stdout, searchConfig{models: models, devices: devs, preset: *preset, samples: *samples, m: *m, limit: *searchLimit, reps: 3}))
+		return
+	}
 	if *m < 0 {
 		check(fmt.Errorf("-m %d: want a positive micro-batch count, or 0 to have every scheduler search it", *m))
 	}
@@ -200,14 +227,8 @@ func main() {
 	if *replicas > 0 && !*measure {
 		check(fmt.Errorf("-measure-replicas caps the measured run's stages: it needs -measure"))
 	}
-	var devices []int
-	for _, f := range strings.Split(*devList, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			check(fmt.Errorf("-devices %q: want positive integers separated by commas", *devList))
-		}
-		devices = append(devices, n)
-	}
+	devices, err := parseDevices(*devList, "-devices")
+	check(err)
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
@@ -224,6 +245,19 @@ func main() {
 	if *measure {
 		measured(*m, *replicas)
 	}
+}
+
+// parseDevices reads a comma-separated list of device counts.
+func parseDevices(list, flagName string) ([]int, error) {
+	var devices []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%s %q: want positive integers separated by commas", flagName, list)
+		}
+		devices = append(devices, n)
+	}
+	return devices, nil
 }
 
 // benchModels are the benchmark's models: CANDLE-Uno-like with 4 and 8

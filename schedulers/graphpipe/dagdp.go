@@ -731,8 +731,10 @@ func minChainMemory(c *costs, D, maxRep int, kind Kind) int64 {
 	return bisectMemory(c, func() bool {
 		best := x.table(D, maxRep, kind)
 		for u := 1; u <= D; u++ {
-			if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && c.estimate(part, kind).fits {
-				return true
+			for _, spend := range []bool{true, false} {
+				if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs, spend); ok && c.estimate(part, kind).fits {
+					return true
+				}
 			}
 		}
 		return false
@@ -764,8 +766,10 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 			c.memCap = need
 			best := newChainDP(c).table(D, maxRep, kind)
 			for u := 1; u <= D; u++ {
-				if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs); ok && fits(part, kind) {
-					chain = append(chain, part)
+				for _, spend := range []bool{true, false} {
+					if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs, spend); ok && fits(part, kind) {
+						chain = append(chain, part)
+					}
 				}
 			}
 		}

@@ -88,6 +88,17 @@ func init() {
 					sc.Cluster = c
 					continue
 				}
+				if k == "dp" {
+					switch v {
+					case "pipedream":
+						sc.ChainDP = ChainPipeDream
+					case "piper":
+						sc.ChainDP = ChainPiper
+					default:
+						return nil, fmt.Errorf("%s: option dp=%q: want pipedream (the chains from PipeDream's DP over a topological order, the default) or piper (also from Piper's DP over the op graph's downsets: every chain of convex stages, far slower on many branches)", s.name, v)
+					}
+					continue
+				}
 				if k == "step" {
 					switch v {
 					case "owners":
@@ -122,7 +133,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe, dp)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -225,6 +236,16 @@ type Scheduler struct {
 	// schedule, whose in-flight bound is what makes it lighter than the
 	// chains.
 	GPipeOrder bool
+	// ChainDP is where the chain partitions come from: ChainPipeDream,
+	// PipeDream's DP over one topological order (the default), or
+	// ChainPiper, Piper's DP over the op DAG's downsets, which searches
+	// every chain of convex stages at the cost of every pair of nested
+	// downsets (ErrTooManyDownsets past its limits). The chain baselines
+	// (Graph false) then weigh Piper's answers alone; GraphPipe weighs
+	// them beside PipeDream's in its chain family (and as stage DAGs),
+	// so that it is never slower than either chain in the simulator.
+	// Registry option: dp=pipedream or dp=piper.
+	ChainDP ChainDP
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

@@ -20,12 +20,23 @@ func schedulers() []*graphpipe.Scheduler {
 		{Kind: graphpipe.GPipe, MicroBatches: 3},
 		{Kind: graphpipe.OneFOneB, MicroBatches: 3},
 		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 3},
+		{Kind: graphpipe.GPipe, MicroBatches: 3, ChainDP: graphpipe.ChainPiper},
+		{Kind: graphpipe.OneFOneB, MicroBatches: 3, ChainDP: graphpipe.ChainPiper},
 	}
+}
+
+// label names a scheduler of schedulers() in subtests: its name, and
+// its chain DP where that is Piper's.
+func label(s *graphpipe.Scheduler) string {
+	if s.ChainDP == graphpipe.ChainPiper {
+		return s.Name() + "-piper"
+	}
+	return s.Name()
 }
 
 func TestConformance(t *testing.T) {
 	for _, s := range schedulers() {
-		t.Run(s.Name(), func(t *testing.T) {
+		t.Run(label(s), func(t *testing.T) {
 			schedtest.Run(t, func(t *testing.T) core.Scheduler { return s })
 		})
 	}
@@ -36,7 +47,7 @@ func TestConformance(t *testing.T) {
 func TestOracle(t *testing.T) {
 	for _, s := range schedulers() {
 		for _, d := range []int{2, 4} {
-			t.Run(fmt.Sprintf("%s/devices=%d", s.Name(), d), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/devices=%d", label(s), d), func(t *testing.T) {
 				schedtest.Oracle(t, s, schedtest.OracleOptions{Devices: d, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}
@@ -132,6 +143,11 @@ type fixed struct {
 	bucket int64
 	// warmCap is Partition.WarmupCap.
 	warmCap int
+	// levels cuts the ops by their depth (the longest path from an
+	// input) instead of their index: stages that are convex but not
+	// ranges of the topological order, as Piper's DP may choose (uno's
+	// first stage holds every branch's first layer).
+	levels bool
 }
 
 func (f fixed) Name() string { return "fixed" }
@@ -159,6 +175,21 @@ func (f fixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, erro
 	// op edges (forks, joins, skip edges) cross stages anywhere.
 	for o := range w.Ops {
 		part.StageOf[o] = o * len(part.Devices) / len(w.Ops)
+	}
+	if f.levels {
+		level, top := make([]int, len(w.Ops)), 0
+		for o, op := range w.Ops {
+			for _, q := range op.Deps {
+				level[o] = max(level[o], level[q]+1)
+			}
+			top = max(top, level[o])
+		}
+		if top+1 < len(part.Devices) {
+			return nil, fmt.Errorf("fixed: %d levels for %d stages", top+1, len(part.Devices))
+		}
+		for o := range w.Ops {
+			part.StageOf[o] = level[o] * len(part.Devices) / (top + 1)
+		}
 	}
 	opts := graphpipe.PlanOptions{Step: graphpipe.StepOwners, BucketBytes: graphpipe.DefaultBucketBytes}
 	if f.bucket != 0 {
@@ -230,13 +261,15 @@ func TestOracleStages(t *testing.T) {
 		shared  bool
 		bucket  int64
 		warmCap int
-	}{{"dag", false, perDevice, false, 0, 0}, {"dag-replicated", false, replicated, false, 0, 0}, {"chain-replicated", true, replicated, false, 0, 0},
-		{"dag-shared-last-stage", false, perDevice, true, 0, 0}, {"dag-replicated-buckets", false, replicated, false, 1, 0},
-		{"dag-shared-last-stage-buckets", false, perDevice, true, 1, 0},
-		{"dag-shared-last-stage-warmup-cap-1", false, perDevice, true, 0, 1}, {"chain-replicated-warmup-cap-2", true, replicated, false, 0, 2}} {
+		levels  bool
+	}{{"dag", false, perDevice, false, 0, 0, false}, {"dag-replicated", false, replicated, false, 0, 0, false}, {"chain-replicated", true, replicated, false, 0, 0, false},
+		{"dag-shared-last-stage", false, perDevice, true, 0, 0, false}, {"dag-replicated-buckets", false, replicated, false, 1, 0, false},
+		{"dag-shared-last-stage-buckets", false, perDevice, true, 1, 0, false},
+		{"dag-shared-last-stage-warmup-cap-1", false, perDevice, true, 0, 1, false}, {"chain-replicated-warmup-cap-2", true, replicated, false, 0, 2, false},
+		{"chain-by-levels", true, perDevice, false, 0, 0, true}, {"chain-by-levels-replicated", true, replicated, false, 0, 0, true}} {
 		for _, kind := range []graphpipe.Kind{graphpipe.OneFOneB, graphpipe.GPipe} {
 			t.Run(c.name+"/"+kind.String(), func(t *testing.T) {
-				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared, bucket: c.bucket, warmCap: c.warmCap},
+				schedtest.Oracle(t, fixed{kind: kind, m: 5, chain: c.chain, layout: c.layout, shared: c.shared, bucket: c.bucket, warmCap: c.warmCap, levels: c.levels},
 					schedtest.OracleOptions{Devices: 4, Models: []string{"gcn", "gat", "mbgnn", "uno", "dlrm"}, Steps: 2})
 			})
 		}

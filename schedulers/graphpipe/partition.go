@@ -22,6 +22,10 @@ type chainCell struct {
 	stages int
 	devs   int // devices used
 	j, d   int // first stage: ops [i, j) on d devices
+	// rest is the budget the rest (ops [j:]) was weighed at: the cell
+	// for a larger budget may use more devices, and put more in flight
+	// on this stage than its memory check counted.
+	rest int
 }
 
 // chainDP prices contiguous op ranges for PipeDream's DP (table).
@@ -268,7 +272,7 @@ func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
 					default:
 						rate = (x.pre[j] - x.pre[i] + c.setupF + c.setupB) / float64(d)
 					}
-					v := chainCell{t: math.Max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d}
+					v := chainCell{t: math.Max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d, rest: r}
 					if !(v.t < cur.t*(1-eps) || (v.t <= cur.t*(1+eps) && v.stages < cur.stages)) {
 						continue
 					}
@@ -284,8 +288,14 @@ func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
 	return best
 }
 
-// chainFrom reads the partition of best[0][u] off the table.
-func chainFrom(best [][]chainCell, n, u int, devs []core.DeviceID) (Partition, bool) {
+// chainFrom reads the partition of best[0][u] off the table: the one
+// the DP weighed (each rest at the budget its cell was weighed at,
+// chainCell.rest), or with spend each rest at the whole budget left,
+// whose answer may use more devices (more stages) and is at least as
+// fast in the DP's objective, but whose earlier stages' memory was
+// checked with fewer in flight: a second candidate, which the estimate
+// and the simulator weigh like any other.
+func chainFrom(best [][]chainCell, n, u int, devs []core.DeviceID, spend bool) (Partition, bool) {
 	if math.IsInf(best[0][u].t, 1) {
 		return Partition{}, false
 	}
@@ -298,7 +308,10 @@ func chainFrom(best [][]chainCell, n, u int, devs []core.DeviceID) (Partition, b
 		}
 		part.Devices = append(part.Devices, devs[next:next+cl.d])
 		next += cl.d
-		i, r = cl.j, r-cl.d
+		i, r = cl.j, cl.rest
+		if spend {
+			r = u - next
+		}
 	}
 	return part, true
 }

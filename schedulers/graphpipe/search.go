@@ -232,6 +232,53 @@ func capsOf(caps []int, only map[int]bool) []int {
 // run's DAG candidates), each signature once over seen.
 func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen map[string]bool, chain, dag *[]*candidate) error {
 	D, n := len(devs), len(w.Ops)
+	// Piper's tables first, on their own: they price stages with
+	// cv.stat, which the DAG search below uses too.
+	var pds *downsets
+	var ptables [][][]piperCell
+	if s.ChainDP == ChainPiper {
+		var err error
+		pds, ptables, err = piperTables(ctx, w, cv, D, caps, kind)
+		if errors.Is(err, ErrTooManyDownsets) {
+			instead := "dp=pipedream (the default chain DP) or graphpipe (its series-parallel DP)"
+			if root != nil {
+				instead = "dp=pipedream (the default: graphpipe's chain family from PipeDream's DP only)"
+			}
+			return fmt.Errorf("%s (dp=piper): %w; Piper's DP runs over every pair of nested downsets, whose number grows as the product of the branches' lengths: use %s", s.Name(), err, instead)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	// addPiper adds Piper's answers (chain candidates, and with asDAG
+	// their readings as stage DAGs) in a fixed order.
+	addPiper := func(add func(pool *[]*candidate, p Partition, from string, r int), asDAG bool) {
+		for i, best := range ptables {
+			for u := 1; u <= D; u++ {
+				for _, spend := range []bool{true, false} {
+					p, ok := piperFrom(pds, best, u, devs, spend)
+					if !ok {
+						continue
+					}
+					add(chain, p, "chain (piper)", caps[i])
+					if asDAG {
+						q := p
+						q.Chain = false
+						add(dag, q, "chain (piper) as dag", caps[i])
+					}
+				}
+			}
+		}
+	}
+	if root == nil && pds != nil {
+		addPiper(func(pool *[]*candidate, p Partition, from string, r int) {
+			if key := signature(p, kind); !seen[key] {
+				seen[key] = true
+				*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
+			}
+		}, false)
+		return nil
+	}
 	// The chain tables (read-only on cv) run side by side with each
 	// other and with the DAG search; the candidates are then taken in a
 	// fixed order, so the answer does not depend on the interleaving.
@@ -273,17 +320,22 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	}
 	for i, best := range tables {
 		for u := 1; u <= D; u++ {
-			p, ok := chainFrom(best, n, u, devs)
-			if !ok {
-				continue
-			}
-			add(chain, p, "chain", caps[i])
-			if root != nil {
-				q := p
-				q.Chain = false
-				add(dag, q, "chain as dag", caps[i])
+			for _, spend := range []bool{true, false} {
+				p, ok := chainFrom(best, n, u, devs, spend)
+				if !ok {
+					continue
+				}
+				add(chain, p, "chain", caps[i])
+				if root != nil {
+					q := p
+					q.Chain = false
+					add(dag, q, "chain as dag", caps[i])
+				}
 			}
 		}
+	}
+	if pds != nil {
+		addPiper(add, root != nil)
 	}
 	if root == nil {
 		return nil

@@ -1,0 +1,365 @@
+package graphpipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"math/rand/v2"
+
+	"github.com/gnnkit/gnnkit/core"
+)
+
+// ErrTooManyDownsets reports an op graph whose downsets are too many for
+// the Piper-style chain DP (ChainDP = ChainPiper), which runs over every
+// pair of nested downsets.
+var ErrTooManyDownsets = errors.New("too many downsets for the Piper-style DP")
+
+// ChainDP names the chain baselines' partitioner.
+type ChainDP int
+
+const (
+	// ChainPipeDream is PipeDream's DP over one topological order: every
+	// stage a contiguous range of it (the default).
+	ChainPipeDream ChainDP = iota
+	// ChainPiper is Piper's DP over downsets (Tarnawski et al., NeurIPS
+	// 2021): every stage the difference of two nested downsets of the op
+	// DAG, any convex set of ops, so every chain partition is searched
+	// (PipeDream's ranges among them). It costs the number of pairs of
+	// nested downsets, which grows as the product of the branches'
+	// lengths: GraphPipe's argument for its series-parallel DP.
+	ChainPiper
+)
+
+func (k ChainDP) String() string {
+	if k == ChainPiper {
+		return "piper"
+	}
+	return "pipedream"
+}
+
+// Limits of the Piper-style DP: the downsets it enumerates, and the
+// cells of its tables (downsets × (devices+1) × replica caps).
+var (
+	maxDownsets  = 200_000 // a variable, so that tests can lower it
+	maxPiperCell = 1 << 26
+)
+
+// Downsets returns the number of downsets of w's op graph (sets of ops
+// closed under their inputs): the states of the Piper-style chain DP
+// (ChainPiper), whose work grows with the pairs of nested ones. Past the
+// DP's limit it returns ErrTooManyDownsets.
+func Downsets(ctx context.Context, w *core.Workload) (int, error) {
+	ds, err := enumerateDownsets(ctx, w)
+	if err != nil {
+		return 0, err
+	}
+	return len(ds.sets), nil
+}
+
+// downsets are the op DAG's downsets (sets of ops closed under Deps),
+// numbered so that a downset's strict supersets come before it (by size,
+// largest first): id 0 is every op, the last is the empty set.
+type downsets struct {
+	n, words int
+	sets     [][]uint64 // each downset's ops as a bitset
+	zob      []uint64   // a random key per op; a set's hash is the xor of its ops' keys
+	index    map[uint64][]int32
+}
+
+// enumerateDownsets lists w's downsets, or fails with ErrTooManyDownsets
+// when there are more than maxDownsets. Ops are in topological (index)
+// order: each op's Deps come before it.
+func enumerateDownsets(ctx context.Context, w *core.Workload) (*downsets, error) {
+	n := len(w.Ops)
+	ds := &downsets{n: n, words: (n + 63) / 64, zob: make([]uint64, n), index: map[uint64][]int32{}}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for o := range ds.zob {
+		ds.zob[o] = rng.Uint64()
+	}
+	cur := make([]uint64, ds.words)
+	var err error
+	var rec func(o int)
+	rec = func(o int) {
+		if err != nil {
+			return
+		}
+		if o == n {
+			if len(ds.sets) >= maxDownsets {
+				err = fmt.Errorf("%w: the %d-op graph has more than %d", ErrTooManyDownsets, n, maxDownsets)
+				return
+			}
+			if len(ds.sets)%4096 == 0 && ctx.Err() != nil {
+				err = ctx.Err()
+				return
+			}
+			ds.sets = append(ds.sets, append([]uint64(nil), cur...))
+			return
+		}
+		rec(o + 1) // without o
+		for _, q := range w.Ops[o].Deps {
+			if cur[q/64]&(1<<(q%64)) == 0 {
+				return // o's inputs are not all in: o cannot be
+			}
+		}
+		cur[o/64] |= 1 << (o % 64)
+		rec(o + 1)
+		cur[o/64] &^= 1 << (o % 64)
+	}
+	rec(0)
+	if err != nil {
+		return nil, err
+	}
+	size := func(s []uint64) int {
+		k := 0
+		for _, x := range s {
+			k += bits.OnesCount64(x)
+		}
+		return k
+	}
+	// Largest first (a stable counting sort by size).
+	bySize := make([][][]uint64, n+1)
+	for _, s := range ds.sets {
+		k := size(s)
+		bySize[k] = append(bySize[k], s)
+	}
+	ds.sets = ds.sets[:0]
+	for k := n; k >= 0; k-- {
+		ds.sets = append(ds.sets, bySize[k]...)
+	}
+	for id, s := range ds.sets {
+		h := ds.hash(s)
+		ds.index[h] = append(ds.index[h], int32(id))
+	}
+	return ds, nil
+}
+
+func (ds *downsets) hash(s []uint64) uint64 {
+	var h uint64
+	for wi, x := range s {
+		for x != 0 {
+			b := bits.TrailingZeros64(x)
+			h ^= ds.zob[wi*64+b]
+			x &= x - 1
+		}
+	}
+	return h
+}
+
+// lookup returns the id of the downset s whose hash is h.
+func (ds *downsets) lookup(s []uint64, h uint64) int {
+	for _, id := range ds.index[h] {
+		if equalBits(ds.sets[id], s) {
+			return int(id)
+		}
+	}
+	return -1
+}
+
+func equalBits(a, b []uint64) bool {
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// piperCell is the Piper DP's answer for the ops outside a downset on at
+// most u devices, as chainCell: its first stage is the downset next
+// minus this one, on d devices, and the rest is next's answer on at most
+// rest devices (the budget it was weighed at: a larger budget's answer
+// may use more devices, and more in flight on this stage).
+type piperCell struct {
+	t                  float64
+	stages, devs, rest int32
+	next, d            int32
+}
+
+// piperTables runs Piper's DP over w's downsets once for every replica
+// cap: best[c][J][u] is the ops outside downset J on at most u of D
+// devices, stages of at most caps[c] replicas each, minimising the
+// slowest stage's time per micro-batch over its replicas (costs.repRate)
+// while every replica fits with the micro-batches kind keeps in flight
+// on it, as chainDP.table does over a topological order (ties to fewer
+// stages). Each pair of nested downsets is priced once (costs.stat) for
+// all caps; a stage's compute alone (costs.time) over its replicas is a
+// lower bound on its rate that skips most of the device counts.
+func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []int, kind Kind) (*downsets, [][][]piperCell, error) {
+	ds, err := enumerateDownsets(ctx, w)
+	if err != nil {
+		return nil, nil, err
+	}
+	N := len(ds.sets)
+	if cells := N * (D + 1) * len(caps); cells > maxPiperCell {
+		return nil, nil, fmt.Errorf("%w: %d downsets on %d devices at %d replica caps need %d table cells (at most %d)", ErrTooManyDownsets, N, D, len(caps), cells, maxPiperCell)
+	}
+	inf := math.Inf(1)
+	best := make([][][]piperCell, len(caps))
+	for ci := range caps {
+		flat := make([]piperCell, N*(D+1))
+		best[ci] = make([][]piperCell, N)
+		for J := range N {
+			best[ci][J] = flat[J*(D+1) : (J+1)*(D+1)]
+			for u := range best[ci][J] {
+				best[ci][J][u] = piperCell{t: inf, next: -1}
+			}
+		}
+		for u := range D + 1 {
+			best[ci][0][u] = piperCell{t: 0, next: -1} // id 0: every op placed
+		}
+	}
+	n := ds.n
+	cur := make([]uint64, ds.words)
+	stage := make([]int, 0, n)
+	cand := make([][]piperCell, len(caps))
+	pm := make([][]float64, len(caps))
+	for ci := range caps {
+		cand[ci] = make([]piperCell, D+1)
+		pm[ci] = make([]float64, D+1)
+	}
+	leaves := 0
+	for J := 1; J < N; J++ {
+		copy(cur, ds.sets[J])
+		h0 := ds.hash(cur)
+		for ci := range caps {
+			for u := range cand[ci] {
+				cand[ci][u] = piperCell{t: inf, next: -1}
+				pm[ci][u] = inf
+			}
+		}
+		var rec func(o int, h uint64, T float64)
+		rec = func(o int, h uint64, T float64) {
+			if err != nil {
+				return
+			}
+			for o < n && cur[o/64]&(1<<(o%64)) != 0 {
+				o++
+			}
+			if o == n {
+				if len(stage) == 0 {
+					return
+				}
+				leaves++
+				if leaves%8192 == 0 && ctx.Err() != nil {
+					err = ctx.Err()
+					return
+				}
+				I := ds.lookup(cur, h)
+				if I < 0 {
+					err = fmt.Errorf("piper: internal error: a downset's superset is not a downset")
+					return
+				}
+				piperPair(c, kind, D, caps, best, cand, pm, I, stage, T)
+				return
+			}
+			rec(o+1, h, T) // without o
+			for _, q := range w.Ops[o].Deps {
+				if cur[q/64]&(1<<(q%64)) == 0 {
+					return
+				}
+			}
+			cur[o/64] |= 1 << (o % 64)
+			stage = append(stage, o)
+			rec(o+1, h^ds.zob[o], T+c.time[o])
+			stage = stage[:len(stage)-1]
+			cur[o/64] &^= 1 << (o % 64)
+		}
+		rec(0, h0, 0)
+		if err != nil {
+			return nil, nil, err
+		}
+		for ci := range caps {
+			row := best[ci][J]
+			for u := 1; u <= D; u++ {
+				v, prev := cand[ci][u], row[u-1]
+				if v.t < prev.t*(1-eps) || (v.t <= prev.t*(1+eps) && v.stages < prev.stages) || math.IsInf(prev.t, 1) && !math.IsInf(v.t, 1) {
+					row[u] = v
+				} else {
+					row[u] = prev
+				}
+			}
+		}
+	}
+	return ds, best, nil
+}
+
+// piperPair weighs stage (the ops of downset I outside the current one,
+// whose compute sums to T) as the first stage of the rest, at every
+// replica cap, replica count and device count. cand[c][u] is the best
+// first stage found so far at exactly u devices, pm[c][u] the least time
+// over cand[c][:u+1] (non-increasing in u): a stage that cannot reach it
+// at u cannot win "at most u devices" there (piperTables' merge).
+func piperPair(c *costs, kind Kind, D int, caps []int, best [][][]piperCell, cand [][]piperCell, pm [][]float64, I int, stage []int, T float64) {
+	var st stageStat
+	priced := false
+	for ci, r := range caps {
+		next, cc, pmc := best[ci][I], cand[ci], pm[ci]
+		for d := 1; d <= min(r, D); d++ {
+			lb := T / float64(d)
+			if lb > pmc[D]*(1+eps) && lb > pmc[d]*(1+eps) {
+				continue // pm is non-increasing: no u >= d takes it
+			}
+			rate := -1.0
+			for u := d; u <= D; u++ {
+				lim := pmc[u] * (1 + eps)
+				if lb > lim {
+					break // and more so at every larger u
+				}
+				rest := next[u-d]
+				if rest.t > lim {
+					continue // also when rest.t is +Inf
+				}
+				if rate < 0 {
+					if !priced {
+						st, priced = c.stat(stage), true
+					}
+					rate = c.repRate(st, d)
+				}
+				v := piperCell{t: max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + int32(d), rest: int32(u - d), next: int32(I), d: int32(d)}
+				cu := cc[u]
+				if !(v.t < cu.t*(1-eps) || (v.t <= cu.t*(1+eps) && v.stages < cu.stages)) || v.t > lim {
+					continue
+				}
+				if !c.fits(st, kind, int(rest.devs)+d, d) {
+					continue
+				}
+				cc[u] = v
+				for x := u; x <= D && v.t < pmc[x]; x++ {
+					pmc[x] = v.t
+				}
+			}
+		}
+	}
+}
+
+// piperFrom reads the partition of best[empty][u] off a Piper table, as
+// chainFrom does (spend: each rest at the whole budget left).
+func piperFrom(ds *downsets, best [][]piperCell, u int, devs []core.DeviceID, spend bool) (Partition, bool) {
+	J := len(ds.sets) - 1 // the empty downset
+	if math.IsInf(best[J][u].t, 1) {
+		return Partition{}, false
+	}
+	part := Partition{StageOf: make([]int, ds.n), Chain: true}
+	used := 0
+	for s, r := 0, u; J != 0; s++ {
+		cl := best[J][r]
+		I := int(cl.next)
+		for wi := range ds.words {
+			x := ds.sets[I][wi] &^ ds.sets[J][wi]
+			for x != 0 {
+				b := bits.TrailingZeros64(x)
+				part.StageOf[wi*64+b] = s
+				x &= x - 1
+			}
+		}
+		part.Devices = append(part.Devices, devs[used:used+int(cl.d)])
+		used += int(cl.d)
+		J, r = I, int(cl.rest)
+		if spend {
+			r = u - used
+		}
+	}
+	return part, true
+}
