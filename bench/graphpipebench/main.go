@@ -11,6 +11,8 @@
 //	go run ./bench/graphpipebench -preset nvlink-h100 -measure=false
 //	go run ./bench/graphpipebench -m 8 -devices 4,8 -simulate 4
 //	go run ./bench/graphpipebench -capfrac 0    # the fixed-m table only
+//	go run ./bench/graphpipebench -measure=false -piper   # also the 1F1B chain from Piper's downset DP
+//	go run ./bench/graphpipebench -search       # search time: PipeDream, Piper, GraphPipe, one core each
 //
 // Two simulated tables: every scheduler at the same fixed m (-m), on
 // the preset's devices; and memory-capped, where every scheduler searches
@@ -18,7 +20,12 @@
 // is the model's training state / -capfrac (default 0.75: the state
 // fills three quarters of a device, e.g. 30 GB of a 40 GB A100; above 1
 // the model's state does not fit one device, the regime pipelines are
-// for, e.g. -capfrac 1.5).
+// for, e.g. -capfrac 1.5). With -piper a fifth row per cell, 1f1b-piper,
+// plans the 1F1B chain with Piper's DP over the op graph's downsets
+// (every chain of convex stages) and counts among the best chains.
+//
+// -search prints instead the search-time table: each partitioner's
+// whole search timed on one core, with the plan it picks.
 package main
 
 import (
@@ -191,8 +198,9 @@ func main() {
 	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	search := flag.Bool("search", false, "print only the search-time table instead: PipeDream's chain DP, Piper's downset DP and GraphPipe's series-parallel DP timed on one core on uno of 2-5 and 8 branches, the two DLRMs and the 1,000-op uno, with the plan each picks (at -m micro-batches; minutes)")
-	searchDevs := flag.String("search-devices", "8,16", "with -search: simulated device counts")
-	searchLimit := flag.Duration("search-limit", 2*time.Minute, "with -search: stop a search after this long (reported as stopped)")
+	searchDevs := flag.String("search-devices", "4,8,16,32", "with -search: simulated device counts")
+	searchLimit := flag.Duration("search-limit", time.Minute, "with -search: stop a search after this long (reported as stopped)")
+	piper := flag.Bool("piper", false, "also plan the 1F1B chain with Piper's downset DP (1f1b-piper, option dp=piper): every chain of convex stages, counted among the best chains; slow (uno-4: seconds per micro-batch count), and refused on uno-8 (too many downsets)")
 	searchOnly := flag.String("search-models", "", "with -search: only the models whose names are in this comma-separated list (as the table names them: uno-4, dlrm-8, …); empty: all")
 	flag.Parse()
 	if *search {
@@ -232,7 +240,7 @@ func main() {
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
-	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder}
+	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
 	fixed, capped, err := simulated(os.Stdout, c)
 	check(err)
 	if *plotDir != "" {
@@ -285,6 +293,10 @@ type config struct {
 	// gpipeOrder has GraphPipe weigh GPipe's order too
 	// (Scheduler.GPipeOrder, option gpipe=on).
 	gpipeOrder bool
+	// piper adds the 1F1B chain from Piper's downset DP (dp=piper) as a
+	// fifth scheduler, one of the best chain's (refused where the op
+	// graph has too many downsets).
+	piper bool
 }
 
 // simulated prints the fixed-m table and, with capFrac > 0, the
@@ -295,6 +307,10 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		links = "a link per device pair"
 	}
 	day := time.Now().UTC().Format(time.DateOnly)
+	chains := "1F1B or GPipe"
+	if c.piper {
+		chains = "1F1B, GPipe or Piper's 1F1B"
+	}
 	if c.m > 0 {
 		fmt.Fprintf(out, "simulated: preset %s (%s), %d samples per iteration in %d micro-batches, roofline op costs; %s\n\n", c.preset, links, c.samples, c.m, day)
 	} else {
@@ -305,9 +321,9 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		return nil, nil, err
 	}
 	if c.m > 0 {
-		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, fixed m):", fixed, false)
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, fixed m):", fixed, false, chains)
 	} else {
-		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, m searched):", fixed, true)
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, m searched):", fixed, true, chains)
 	}
 	if c.capFrac > 0 {
 		fmt.Fprintf(out, "\nsimulated, memory-capped: preset %s (%s), %d samples per iteration, m searched by every scheduler (1, 2, 4, … 64), roofline op costs, per-device memory cap = the model's training state (parameters, gradients and Adam's state of the whole model, what a home-step plan's home holds) / %.2f; %s\n\n",
@@ -316,7 +332,7 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", capped, true)
+		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", capped, true, chains)
 	}
 	return fixed, capped, nil
 }
@@ -408,9 +424,15 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
 				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true, GPipeOrder: c.gpipeOrder},
 			}
+			if c.piper {
+				scheds = append(scheds, &graphpipe.Scheduler{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, ChainDP: graphpipe.ChainPiper})
+			}
 			name := func(s *graphpipe.Scheduler) string {
 				if s.Disjoint {
 					return "graphpipe-disjoint"
+				}
+				if s.ChainDP == graphpipe.ChainPiper {
+					return s.Name() + "-piper"
 				}
 				return s.Name()
 			}
@@ -428,7 +450,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 				alts          []core.Alternative // the search's Pareto front (Plan.Alternatives)
 			}
 			var rows []row
-			var chosen [4]int
+			chosen := make([]int, len(scheds))
 			for i, s := range scheds {
 				p, err := s.Schedule(context.Background(), w)
 				if err != nil {
@@ -467,7 +489,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 				if r.name == "1f1b" {
 					chain1, peak1 = r.iter, r.peak
 				}
-				if (r.name == "1f1b" || r.name == "gpipe") && (bestChain == 0 || r.iter < bestChain) {
+				if (r.name == "1f1b" || r.name == "gpipe" || r.name == "1f1b-piper") && (bestChain == 0 || r.iter < bestChain) {
 					bestChain = r.iter
 				}
 			}
@@ -479,7 +501,11 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			}
 			for _, r := range rows {
 				if r.err != nil {
-					fmt.Fprintf(out, "| %s | %d | %s | %s | - | - | - | - | - | - | - | - | - | %v |\n", md, n, capStr, r.name, r.err)
+					why := r.err.Error()
+					if errors.Is(r.err, graphpipe.ErrTooManyDownsets) {
+						why = "refused: too many downsets for Piper's DP"
+					}
+					fmt.Fprintf(out, "| %s | %d | %s | %s | - | - | - | - | - | - | - | - | - | %s |\n", md, n, capStr, r.name, why)
 					continue
 				}
 				peak := core.FormatBytes(r.peak)
@@ -531,14 +557,14 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 	return sums, nil
 }
 
-func printSummary(out io.Writer, title string, sums []summary, withM bool) {
+func printSummary(out io.Writer, title string, sums []summary, withM bool, chains string) {
 	fmt.Fprintf(out, "\n%s\n\n", title)
 	head, rule := fmt.Sprintf(" GraphPipe with disjoint stages vs best chain | GraphPipe held under the 1F1B chain's peak vs best chain | GraphPipe's busiest device computing | ≥ %.1fx the best chain and lighter than the 1F1B chain |", goal), "---|---|---|---|"
 	if withM {
-		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain | m: graphpipe / 1f1b / gpipe |"+head)
+		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain ("+chains+") | most any plan could gain over the best chain | m: graphpipe / 1f1b / gpipe |"+head)
 		fmt.Fprintln(out, "|---|---|---|---|---|---|"+rule)
 	} else {
-		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain (1F1B or GPipe) | most any plan could gain over the best chain | most any plan at this m could gain |"+head)
+		fmt.Fprintln(out, "| model | devices | vs chain 1F1B | vs best chain ("+chains+") | most any plan could gain over the best chain | most any plan at this m could gain |"+head)
 		fmt.Fprintln(out, "|---|---|---|---|---|---|"+rule)
 	}
 	r := func(x float64) string {

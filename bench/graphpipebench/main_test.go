@@ -19,14 +19,14 @@ import (
 func TestSimulatedSmoke(t *testing.T) {
 	c := config{
 		models:  []model{{"uno", 2, core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 2, Branches: 2}, ""}},
-		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 1024, m: 4, capFrac: 1.5,
+		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 1024, m: 4, capFrac: 1.5, piper: true,
 	}
 	var out bytes.Buffer
 	fixed, capped, err := simulated(&out, c)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"| uno-2 | 4 | device's | graphpipe |", "| uno-2 | 4 | device's | 1f1b |", "| uno-2 | 4 | device's | gpipe |",
+	for _, want := range []string{"| uno-2 | 4 | device's | graphpipe |", "| uno-2 | 4 | device's | 1f1b |", "| uno-2 | 4 | device's | gpipe |", "| uno-2 | 4 | device's | 1f1b-piper |", "vs best chain (1F1B, GPipe or Piper's 1F1B)",
 		"memory-capped", "GraphPipe's busiest device computing"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())

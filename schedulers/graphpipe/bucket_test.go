@@ -101,7 +101,7 @@ func unoWorkload(t *testing.T, cfg core.ModelConfig, samples, n int) (*core.Work
 
 // presetWorkload is model of cfg over n devices of the pcie-a100
 // preset, one iteration of samples rows.
-func presetWorkload(t *testing.T, model string, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
+func presetWorkload(t testing.TB, model string, cfg core.ModelConfig, samples, n int) (*core.Workload, *sim.Cluster) {
 	t.Helper()
 	cl, err := sim.Preset("pcie-a100", n)
 	if err != nil {
@@ -123,7 +123,7 @@ func rooflineWorkload(t *testing.T, model string, cfg core.ModelConfig, samples,
 }
 
 // workloadOn is model of cfg over devs, one iteration of samples rows.
-func workloadOn(t *testing.T, model string, cfg core.ModelConfig, samples int, devs []core.DeviceInfo) *core.Workload {
+func workloadOn(t testing.TB, model string, cfg core.ModelConfig, samples int, devs []core.DeviceInfo) *core.Workload {
 	t.Helper()
 	mod, err := core.BuildModel(model, cfg)
 	if err != nil {

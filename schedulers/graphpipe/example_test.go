@@ -2,6 +2,7 @@ package graphpipe_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -78,4 +79,39 @@ func ExampleScheduler_gpipeOrder() {
 	// Output:
 	// gpipe=off: GPipe's order chosen: false
 	// gpipe=on: GPipe's order chosen: true
+}
+
+// Piper's chain DP (option dp=piper) over a three-branch uno: its
+// states are the op graph's downsets, and its chains may cut every
+// branch at once; on eight branches there are too many downsets, and
+// the DP refuses before it starts.
+func ExampleDownsets() {
+	for _, branches := range []int{3, 8} {
+		cfg := core.ModelConfig{InDim: 256, Hidden: 256, Classes: 2, Layers: 3, Branches: branches}
+		m, err := core.BuildModel("uno", cfg)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		cl, _ := sim.Preset("pcie-a100", 4)
+		g, _ := core.Undirected(512, nil, nil)
+		batch := make([]int32, 512)
+		for i := range batch {
+			batch[i] = int32(i)
+		}
+		w := core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+		n, err := graphpipe.Downsets(context.Background(), w)
+		fmt.Printf("uno-%d: %d ops, %d downsets, err %v\n", branches, len(w.Ops), n, err != nil)
+		s := &graphpipe.Scheduler{Kind: graphpipe.OneFOneB, MicroBatches: 4, Cluster: cl, ChainDP: graphpipe.ChainPiper}
+		if _, err := s.Schedule(context.Background(), w); err != nil {
+			fmt.Println("piper refused:", errors.Is(err, graphpipe.ErrTooManyDownsets))
+		} else {
+			fmt.Println("piper planned")
+		}
+	}
+	// Output:
+	// uno-3: 35 ops, 1017 downsets, err false
+	// piper planned
+	// uno-8: 85 ops, 0 downsets, err true
+	// piper refused: true
 }

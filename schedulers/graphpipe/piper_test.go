@@ -16,14 +16,14 @@ import (
 
 // piperCase is a model on n simulated PCIe A100s, priced for m
 // micro-batches, with every device's memory at memCap (0: the preset's).
-func piperCase(t *testing.T, model string, cfg core.ModelConfig, n, m int, memCap int64) (*core.Workload, *costs, []core.DeviceID) {
+func piperCase(t testing.TB, model string, cfg core.ModelConfig, n, m int, memCap int64) (*core.Workload, *costs, []core.DeviceID) {
 	t.Helper()
 	w, cl := presetWorkload(t, model, cfg, 4096, n)
 	if memCap > 0 {
 		for i := range cl.Devices {
 			cl.Devices[i].MemBytes = memCap
 		}
-		w, _ = presetWorkload(t, model, cfg, 4096, n) // the same workload, priced on the capped cluster below
+		w = workloadOn(t, model, cfg, 4096, cl.Infos())
 	}
 	prof, err := sim.Roofline(w, cl.Devices[0])
 	if err != nil {
@@ -305,5 +305,44 @@ func TestGraphPipeWeighsPiper(t *testing.T) {
 	t.Logf("simulated iteration: 1f1b %v, 1f1b dp=piper %v, graphpipe %v, graphpipe dp=piper %v", tPD, tPiper, tGP, tGPPiper)
 	if tGPPiper > tPiper || tGPPiper > tPD || tGPPiper > tGP {
 		t.Errorf("graphpipe dp=piper %v is slower than 1f1b %v, 1f1b dp=piper %v or graphpipe %v", tGPPiper, tPD, tPiper, tGP)
+	}
+}
+
+// BenchmarkChainDPs times the partitioners' DPs alone on the same costs
+// (uno of 3 and 4 branches, the benchmark's widths, over 8 simulated
+// A100s at 16 micro-batches, every replica cap): PipeDream's table,
+// Piper's downset tables and GraphPipe's DAG search. The whole searches
+// (the DPs, the estimate and the candidates' simulation) are in
+// `go run ./bench/graphpipebench -search`.
+func BenchmarkChainDPs(b *testing.B) {
+	for _, branches := range []int{3, 4} {
+		cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: branches}
+		w, c, _ := piperCase(b, "uno", cfg, 8, 16, 0)
+		caps := replicaCaps(8, 0)
+		b.Run(fmt.Sprintf("uno-%d/pipedream", branches), func(b *testing.B) {
+			x := newChainDP(c)
+			for b.Loop() {
+				for _, r := range caps {
+					x.table(8, r, OneFOneB)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("uno-%d/piper", branches), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("uno-%d/graphpipe", branches), func(b *testing.B) {
+			root, _ := Decompose(w)
+			for b.Loop() {
+				t, sh := newSPTree(root, c), newShared(c)
+				hint := math.Inf(1)
+				for _, r := range caps {
+					_, hint = graphSearch(t, c, 8, r, sh, hint)
+				}
+			}
+		})
 	}
 }
