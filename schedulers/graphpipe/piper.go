@@ -43,7 +43,7 @@ func (k ChainDP) String() string {
 // cells of its tables (downsets × (devices+1) × replica caps).
 var (
 	maxDownsets  = 200_000 // a variable, so that tests can lower it
-	maxPiperCell = 1 << 26
+	maxPiperCell = 1 << 24 // 32 bytes each: 512 MiB
 )
 
 // Downsets returns the number of downsets of w's op graph (sets of ops

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/sim"
@@ -263,6 +264,20 @@ func TestPiperTooManyDownsets(t *testing.T) {
 			t.Errorf("%s dp=%s: err = %v, want %q", tc.name, tc.opt, err, tc.want)
 		}
 	}
+	// The table's cells are bounded too (32 bytes each: the limit's
+	// memory), and checked before any is allocated.
+	if sz := unsafe.Sizeof(piperCell{}); sz != 32 {
+		t.Errorf("a piperCell is %d bytes; maxPiperCell's comment says 32", sz)
+	}
+	w3, cl3 := unoWorkload(t, core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 3, Branches: 3}, 256, 4)
+	saved := maxPiperCell
+	maxPiperCell = 1000 // 1,017 downsets × 5 × 3 caps
+	defer func() { maxPiperCell = saved }()
+	s = &Scheduler{Kind: OneFOneB, MicroBatches: 4, Cluster: cl3, ChainDP: ChainPiper}
+	if _, err := s.Schedule(context.Background(), w3); !errors.Is(err, ErrTooManyDownsets) || !strings.Contains(err.Error(), "table cells") {
+		t.Errorf("err = %v, want ErrTooManyDownsets for the table's cells", err)
+	}
+	maxPiperCell = saved
 	for _, name := range []string{"1f1b", "gpipe", "graphpipe"} {
 		sc, err := core.NewScheduler(name, map[string]string{"dp": "piper"})
 		if err != nil || sc.(*Scheduler).ChainDP != ChainPiper {
