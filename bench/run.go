@@ -61,7 +61,7 @@ func Run(ctx context.Context, s *Suite, o Options) (*File, error) {
 	}
 	for _, c := range cells {
 		if strings.HasPrefix(c.Scheduler, "plugin:") && (o.Only == "" || strings.Contains(c.ID(), o.Only)) {
-			if _, err := host.EnvTimeout(); err != nil {
+			if err := host.EnvTimeouts(); err != nil {
 				return nil, fmt.Errorf("bench: %w", err)
 			}
 			break

@@ -38,7 +38,8 @@ execute bit, such as a README, are not plugins).
 
 Each call to a plugin has a deadline of 30 s ($GNNKIT_PLUGIN_TIMEOUT, e.g.
 2m, for train and bench run); a plugin that passes it is killed. A plugin
-has 20 s (fixed) to start, complete its handshake and say its name.
+has 20 s to start, complete its handshake and say its name
+($GNNKIT_PLUGIN_START_TIMEOUT, e.g. 1m; 10 s in 'plugins list' unless set).
 Ctrl-C, SIGTERM or SIGHUP kills a running plugin with gnnkit's run.
 GNNKIT_PLUGIN_LOG=debug shows the plugins' logs.
 
@@ -140,7 +141,14 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 		r.Error = strings.TrimPrefix(e.Err.Error(), "host: plugin "+e.Path+": ")
 		return r
 	}
-	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: 10 * time.Second, Timeout: 10 * time.Second})
+	start := 10 * time.Second
+	if st, err := host.EnvStartTimeout(); err != nil {
+		r.Error = err.Error()
+		return r
+	} else if st > 0 {
+		start = st
+	}
+	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: start, Timeout: 10 * time.Second})
 	if err != nil {
 		r.Error = strings.TrimPrefix(err.Error(), "host: plugin "+e.Path+": ")
 		return r

@@ -41,14 +41,40 @@ const TimeoutEnv = "GNNKIT_PLUGIN_TIMEOUT"
 // is unset or empty, an error when it is not a positive duration. Every
 // command that launches plugins reads it through this.
 func EnvTimeout() (time.Duration, error) {
-	v := os.Getenv(TimeoutEnv)
+	return envDuration(TimeoutEnv, "each plugin call's deadline", DefaultTimeout)
+}
+
+// StartTimeoutEnv names the environment variable that bounds a plugin's
+// start (Options.StartTimeout: launch, handshake and first call), e.g.
+// GNNKIT_PLUGIN_START_TIMEOUT=1m for a plugin that loads a large binary
+// from a slow disk.
+const StartTimeoutEnv = "GNNKIT_PLUGIN_START_TIMEOUT"
+
+// EnvStartTimeout reads $GNNKIT_PLUGIN_START_TIMEOUT as EnvTimeout reads
+// its variable: 0 (use DefaultStartTimeout) when unset or empty, an error
+// when it is not a positive duration.
+func EnvStartTimeout() (time.Duration, error) {
+	return envDuration(StartTimeoutEnv, "the limit on a plugin's start: launch, handshake and first call", DefaultStartTimeout)
+}
+
+// EnvTimeouts checks both variables (EnvTimeout, EnvStartTimeout), for
+// commands that check them before any work.
+func EnvTimeouts() error {
+	if _, err := EnvTimeout(); err != nil {
+		return err
+	}
+	_, err := EnvStartTimeout()
+	return err
+}
+
+func envDuration(name, what string, def time.Duration) (time.Duration, error) {
+	v := os.Getenv(name)
 	if v == "" {
 		return 0, nil
 	}
 	d, err := time.ParseDuration(strings.TrimSpace(v))
 	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s or 2m (each plugin call's deadline; unset it for the default %v)",
-			TimeoutEnv, v, DefaultTimeout)
+		return 0, fmt.Errorf("%s=%q: want a positive duration such as 30s or 2m (%s; unset it for the default %v)", name, v, what, def)
 	}
 	return d, nil
 }
@@ -182,8 +208,8 @@ func Checksum(path string) (string, error) {
 // slash or starts with a dot) or the NAME of a plugin in the folder dir
 // returns, either with an optional @sha256:HEX pin (a NAME's pin file pins
 // it otherwise; an explicit pin stands in for a malformed one); the
-// options become sorted KEY=VALUE arguments, and $GNNKIT_PLUGIN_TIMEOUT
-// sets the calls' deadline. Every command that launches plugins resolves
+// options become sorted KEY=VALUE arguments, $GNNKIT_PLUGIN_TIMEOUT sets
+// the calls' deadline and $GNNKIT_PLUGIN_START_TIMEOUT the start's. Every command that launches plugins resolves
 // them here.
 func ResolveSpec(spec string, opts map[string]string, dir func() (string, error)) (string, Options, error) {
 	var o Options
@@ -216,7 +242,11 @@ func ResolveSpec(spec string, opts map[string]string, dir func() (string, error)
 	if err != nil {
 		return "", o, err
 	}
-	o.Timeout = t
+	st, err := EnvStartTimeout()
+	if err != nil {
+		return "", o, err
+	}
+	o.Timeout, o.StartTimeout = t, st
 	keys := make([]string, 0, len(opts))
 	for k := range opts {
 		keys = append(keys, k)

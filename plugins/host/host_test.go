@@ -532,8 +532,8 @@ func TestDiscoveryBadEntries(t *testing.T) {
 }
 
 // TestResolveSpec: a path or a folder name, an explicit pin standing in
-// for a malformed pin file, sorted KEY=VALUE arguments, the timeout from
-// the environment, and an empty spec refused.
+// for a malformed pin file, sorted KEY=VALUE arguments, the call and start
+// timeouts from the environment, and an empty spec refused.
 func TestResolveSpec(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no executable bit on Windows")
@@ -546,10 +546,11 @@ func TestResolveSpec(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv(host.TimeoutEnv, "7s")
+	t.Setenv(host.StartTimeoutEnv, "9s")
 	in := func() (string, error) { return dir, nil }
 	pin := strings.Repeat("ab", 32)
 	path, o, err := host.ResolveSpec("p@sha256:"+pin, map[string]string{"m": "8", "k": "1"}, in)
-	if err != nil || path != filepath.Join(dir, "p") || hex.EncodeToString(o.SHA256) != pin || o.Timeout != 7*time.Second || strings.Join(o.Args, " ") != "k=1 m=8" {
+	if err != nil || path != filepath.Join(dir, "p") || hex.EncodeToString(o.SHA256) != pin || o.Timeout != 7*time.Second || o.StartTimeout != 9*time.Second || strings.Join(o.Args, " ") != "k=1 m=8" {
 		t.Errorf("explicit pin over a malformed pin file: %q, %+v, %v", path, o, err)
 	}
 	if _, _, err := host.ResolveSpec("p", nil, in); err == nil || !strings.Contains(err.Error(), "p.sha256") {
