@@ -954,7 +954,14 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		for i, e := range evals {
 			cs[i] = e.c
 		}
-		return nil, noFit(w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
+		err := noFit(w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
+		if s.ChainDP == ChainPiper && !s.Graph {
+			// The figure bisects PipeDream's chains (Piper's DP at
+			// every step of a bisection would cost it seconds each):
+			// Piper's chains hold them, so it fits, and perhaps less does.
+			err = fmt.Errorf("%w; with dp=piper that figure is an upper bound: it is PipeDream's chains', and Piper's, which include them, may fit in less", err)
+		}
+		return nil, err
 	}
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
