@@ -318,6 +318,9 @@ func TestGraphPipeWeighsPiper(t *testing.T) {
 	gpPiper.Graph, gpPiper.ChainDP = true, ChainPiper
 	tPD, tPiper, tGP, tGPPiper := iter(&pipedream), iter(&piper), iter(&gp), iter(&gpPiper)
 	t.Logf("simulated iteration: 1f1b %v, 1f1b dp=piper %v, graphpipe %v, graphpipe dp=piper %v", tPD, tPiper, tGP, tGPPiper)
+	if p, err := gpPiper.Schedule(context.Background(), w); err != nil || p.Metrics["piper_chain"] != 1 {
+		t.Errorf("graphpipe dp=piper's plan does not say it is Piper's chain: %v, %v", err, p.Metrics)
+	}
 	if tGPPiper > tPiper || tGPPiper > tPD || tGPPiper > tGP {
 		t.Errorf("graphpipe dp=piper %v is slower than 1f1b %v, 1f1b dp=piper %v or graphpipe %v", tGPPiper, tPD, tPiper, tGP)
 	}

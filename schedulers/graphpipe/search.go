@@ -998,6 +998,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if strings.Contains(best.from, "widened") {
 		p.Metrics["widened"] = 1 // a DP plan with its idle devices spent
 	}
+	if strings.Contains(best.from, "(piper)") {
+		p.Metrics["piper_chain"] = 1 // a chain from Piper's DP (dp=piper), or its reading as a stage DAG
+	}
 	if best.groups {
 		p.Metrics["step_groups"] = 1 // owners step in readiness groups
 	}
