@@ -409,8 +409,7 @@ func resolveScheduler(ctx context.Context, name string, opts map[string]string) 
 	if err != nil {
 		return nil, nil, err
 	}
-	o.StartTimeout = host.DefaultStartTimeout
-	return host.Launch(ctx, path, o)
+	return host.Launch(ctx, path, o) // o.StartTimeout: $GNNKIT_PLUGIN_START_TIMEOUT, or host's default
 }
 
 type nopCloser struct{}

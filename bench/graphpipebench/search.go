@@ -86,7 +86,7 @@ func searchTable(out io.Writer, c searchConfig) error {
 			if k, err := graphpipe.Downsets(context.Background(), w); err == nil {
 				downsets = fmt.Sprintf("%d", k)
 			} else if errors.Is(err, graphpipe.ErrTooManyDownsets) {
-				downsets = "> 200,000"
+				downsets = "too many" // past Piper's limit (graphpipe.ErrTooManyDownsets says it)
 			} else {
 				return err
 			}
@@ -157,6 +157,9 @@ func timeSearch(s *graphpipe.Scheduler, w *core.Workload, prof *sim.Profile, cl 
 		p, err := s.Schedule(ctx, w)
 		el := time.Since(start)
 		cancel()
+		if err != nil && len(walls) > 0 {
+			break // a repeat past the limit: keep the runs that finished
+		}
 		if err != nil {
 			r.err = err
 			r.stopped = errors.Is(err, context.DeadlineExceeded)

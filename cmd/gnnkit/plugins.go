@@ -79,6 +79,9 @@ func newPluginsListCmd() *cobra.Command {
 		Short: "Start each plugin in the plugin folder and show its name, protocol version and SHA-256",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if _, err := host.EnvStartTimeout(); err != nil {
+				return err // as train and bench run: before any plugin starts
+			}
 			dir, err := pluginDir()
 			if err != nil {
 				return err
@@ -142,10 +145,7 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 		return r
 	}
 	start := 10 * time.Second
-	if st, err := host.EnvStartTimeout(); err != nil {
-		r.Error = err.Error()
-		return r
-	} else if st > 0 {
+	if st, _ := host.EnvStartTimeout(); st > 0 { // checked by the command
 		start = st
 	}
 	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: start, Timeout: 10 * time.Second})

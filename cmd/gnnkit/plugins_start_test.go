@@ -41,6 +41,13 @@ func TestPluginStartTimeoutEnv(t *testing.T) {
 			}
 		})
 	}
+	t.Run("plugins-list/env=soon", func(t *testing.T) {
+		t.Setenv("GNNKIT_PLUGIN_DIR", t.TempDir()) // no plugins: the value is checked all the same
+		t.Setenv("GNNKIT_PLUGIN_START_TIMEOUT", "soon")
+		if _, err := run(t, "plugins", "list"); err == nil || !strings.Contains(err.Error(), `GNNKIT_PLUGIN_START_TIMEOUT="soon"`) {
+			t.Errorf("err = %v, want the variable's error", err)
+		}
+	})
 	t.Run("plugins-list", func(t *testing.T) {
 		t.Setenv("GNNKIT_PLUGIN_DIR", dir)
 		t.Setenv("GNNKIT_PLUGIN_START_TIMEOUT", "500ms")

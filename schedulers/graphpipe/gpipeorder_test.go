@@ -153,7 +153,7 @@ func TestGPipeFamilies(t *testing.T) {
 		return out
 	}
 	fams, pools := eval(&Scheduler{Graph: true, Kind: OneFOneB, GPipeOrder: true})
-	want := []family{{OneFOneB, true}, {OneFOneB, false}, {GPipe, true}, {GPipe, false}}
+	want := []family{{OneFOneB, true, false}, {OneFOneB, false, false}, {GPipe, true, false}, {GPipe, false, false}}
 	if !slices.Equal(fams, want) || len(pools) != 4 {
 		t.Fatalf("families %v, %d pools; want %v", fams, len(pools), want)
 	}
@@ -174,5 +174,19 @@ func TestGPipeFamilies(t *testing.T) {
 	fams, pools = eval(&Scheduler{Graph: true, Kind: OneFOneB})
 	if len(fams) != 2 || len(pools) != 2 {
 		t.Errorf("without GPipeOrder: %d families, %d pools; want 2", len(fams), len(pools))
+	}
+	// With dp=piper each order gains a family that is exactly the Piper
+	// chain baseline's search, and the PipeDream chain families stay
+	// their baselines'.
+	fams, pools = eval(&Scheduler{Graph: true, Kind: OneFOneB, GPipeOrder: true, ChainDP: ChainPiper})
+	want = []family{{OneFOneB, true, false}, {OneFOneB, false, false}, {OneFOneB, false, true}, {GPipe, true, false}, {GPipe, false, false}, {GPipe, false, true}}
+	if !slices.Equal(fams, want) || len(pools) != len(want) {
+		t.Fatalf("dp=piper: families %v, %d pools; want %v", fams, len(pools), want)
+	}
+	for f, base := range map[int]*Scheduler{1: {Kind: OneFOneB}, 2: {Kind: OneFOneB, ChainDP: ChainPiper}, 4: {Kind: GPipe}, 5: {Kind: GPipe, ChainDP: ChainPiper}} {
+		_, bp := eval(base)
+		if got, want := sigs(pools[f]), sigs(bp[0]); !slices.Equal(got, want) || len(got) == 0 {
+			t.Errorf("dp=piper: family %d (%v) has %d candidates, its baseline's %d; want the same partitions", f, fams[f], len(got), len(want))
+		}
 	}
 }

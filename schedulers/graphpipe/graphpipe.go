@@ -241,9 +241,10 @@ type Scheduler struct {
 	// ChainPiper, Piper's DP over the op DAG's downsets, which searches
 	// every chain of convex stages at the cost of every pair of nested
 	// downsets (ErrTooManyDownsets past its limits). The chain baselines
-	// (Graph false) then weigh Piper's answers alone; GraphPipe weighs
-	// them beside PipeDream's in its chain family (and as stage DAGs),
-	// so that it is never slower than either chain in the simulator.
+	// (Graph false) then weigh Piper's answers instead of PipeDream's;
+	// GraphPipe weighs them as a family of their own beside its others
+	// (and as stage DAGs), so that it is never slower than either chain
+	// in the simulator.
 	// Registry option: dp=pipedream or dp=piper.
 	ChainDP ChainDP
 }

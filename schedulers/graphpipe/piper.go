@@ -33,10 +33,13 @@ const (
 )
 
 func (k ChainDP) String() string {
-	if k == ChainPiper {
+	switch k {
+	case ChainPipeDream:
+		return "pipedream"
+	case ChainPiper:
 		return "piper"
 	}
-	return "pipedream"
+	return fmt.Sprintf("ChainDP(%d)", int(k))
 }
 
 // Limits of the Piper-style DP: the downsets it enumerates, and the
@@ -44,7 +47,52 @@ func (k ChainDP) String() string {
 var (
 	maxDownsets  = 200_000 // a variable, so that tests can lower it
 	maxPiperCell = 1 << 24 // 32 bytes each: 512 MiB
+	// maxPiperPairs bounds the time: each nested pair of downsets is a
+	// stage the DP prices (about 1 µs each here: uno-4's 9.6 million
+	// take 10-27 s; uno-5's 5·10⁸ would take about 10 minutes per call,
+	// and the search calls it per micro-batch count tried).
+	maxPiperPairs = 50_000_000
 )
+
+// countPairs counts the pairs of nested downsets (J ⊊ I), stopping once
+// past limit: what Piper's DP prices, counted about 20 times faster.
+func countPairs(ctx context.Context, w *core.Workload, ds *downsets, limit int) (int, error) {
+	n := ds.n
+	cur := make([]uint64, ds.words)
+	pairs := 0
+	var rec func(o int, grown bool)
+	rec = func(o int, grown bool) {
+		if pairs > limit {
+			return
+		}
+		for o < n && cur[o/64]&(1<<(o%64)) != 0 {
+			o++
+		}
+		if o == n {
+			if grown {
+				pairs++
+			}
+			return
+		}
+		rec(o+1, grown)
+		for _, q := range w.Ops[o].Deps {
+			if cur[q/64]&(1<<(q%64)) == 0 {
+				return
+			}
+		}
+		cur[o/64] |= 1 << (o % 64)
+		rec(o+1, true)
+		cur[o/64] &^= 1 << (o % 64)
+	}
+	for J := 1; J < len(ds.sets) && pairs <= limit; J++ {
+		if J%1024 == 0 && ctx.Err() != nil {
+			return pairs, ctx.Err()
+		}
+		copy(cur, ds.sets[J])
+		rec(0, false)
+	}
+	return pairs, nil
+}
 
 // Downsets returns the number of downsets of w's op graph (sets of ops
 // closed under their inputs): the states of the Piper-style chain DP
@@ -192,8 +240,15 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 		return nil, nil, err
 	}
 	N := len(ds.sets)
-	if cells := N * (D + 1) * len(caps); cells > maxPiperCell {
-		return nil, nil, fmt.Errorf("%w: %d downsets on %d devices at %d replica caps need %d table cells (at most %d)", ErrTooManyDownsets, N, D, len(caps), cells, maxPiperCell)
+	if per := (D + 1) * len(caps); N > maxPiperCell/per {
+		return nil, nil, fmt.Errorf("%w: %d downsets on %d devices at %d replica caps need %d table cells (at most %d)", ErrTooManyDownsets, N, D, len(caps), N*per, maxPiperCell)
+	}
+	pairs, err := countPairs(ctx, w, ds, maxPiperPairs)
+	if err != nil {
+		return nil, nil, err
+	}
+	if pairs > maxPiperPairs {
+		return nil, nil, fmt.Errorf("%w: the %d downsets hold more than %d nested pairs, each a stage the DP prices (minutes per micro-batch count)", ErrTooManyDownsets, N, maxPiperPairs)
 	}
 	inf := math.Inf(1)
 	best := make([][][]piperCell, len(caps))
@@ -298,7 +353,7 @@ func piperPair(c *costs, kind Kind, D int, caps []int, best [][][]piperCell, can
 		next, cc, pmc := best[ci][I], cand[ci], pm[ci]
 		for d := 1; d <= min(r, D); d++ {
 			lb := T / float64(d)
-			if lb > pmc[D]*(1+eps) && lb > pmc[d]*(1+eps) {
+			if lb > pmc[d]*(1+eps) {
 				continue // pm is non-increasing: no u >= d takes it
 			}
 			rate := -1.0

@@ -142,62 +142,98 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// skipped without simulation (Simulate < 0), where the estimate alone
 	// would choose and may flatter the second pass's plans.
 	second := s.Simulate >= 0 && c.secondPass()
-	run := func(kind Kind, root *spNode, chain, dag *[]*candidate) error {
-		seen := map[string]bool{}
-		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, chain, dag); err != nil {
+	run := func(kind Kind, root *spNode, chain, pchain, dag *[]*candidate) error {
+		seen, pseen := map[string]bool{}, map[string]bool{}
+		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, pseen, chain, pchain, dag); err != nil {
 			return err
 		}
 		if second {
-			return s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, chain, dag)
+			return s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, pseen, chain, pchain, dag)
 		}
 		return nil
 	}
-	var chain, dag []*candidate
+	piper := s.ChainDP == ChainPiper
 	if !s.Graph {
-		if err := run(s.Kind, nil, &chain, nil); err != nil {
+		// The chain baselines' one family: PipeDream's chains, or with
+		// dp=piper Piper's.
+		var pool []*candidate
+		var err error
+		if piper {
+			err = run(s.Kind, nil, nil, &pool, nil)
+		} else {
+			err = run(s.Kind, nil, &pool, nil, nil)
+		}
+		if err != nil {
 			return nil, err
 		}
-		return [][]*candidate{chain}, nil
+		return [][]*candidate{pool}, nil
 	}
-	if err := run(OneFOneB, root, &chain, &dag); err != nil {
+	// GraphPipe: its DAG family, each chain baseline's family, and with
+	// dp=piper the Piper baseline's family, so that each chain family is
+	// exactly its baseline's search and the best of each is simulated.
+	var chain, pchain, dag []*candidate
+	pc := func(p *[]*candidate) *[]*candidate {
+		if piper {
+			return p
+		}
+		return nil
+	}
+	if err := run(OneFOneB, root, &chain, pc(&pchain), &dag); err != nil {
 		return nil, err
 	}
 	out := [][]*candidate{dag, chain}
+	if piper {
+		out = append(out, pchain)
+	}
 	if s.gpipeFamily() {
 		// The DAG answers again in GPipe's order (the DAG DP's memory
 		// check is 1F1B's: its answers are the same either way), and the
-		// GPipe chain baseline's search.
+		// GPipe chain baselines' searches.
 		gdag := make([]*candidate, 0, len(dag))
 		for _, cd := range dag {
 			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second, pred: c.estimate(cd.part, GPipe)})
 		}
-		var gchain []*candidate
-		if err := run(GPipe, nil, &gchain, nil); err != nil {
+		var gchain, gpchain []*candidate
+		if err := run(GPipe, nil, &gchain, pc(&gpchain), nil); err != nil {
 			return nil, err
 		}
 		out = append(out, gdag, gchain)
+		if piper {
+			out = append(out, gpchain)
+		}
 	}
 	return out, nil
 }
 
 // family is one of the search's pools (Scheduler.pools): the schedule
-// its candidates run under and whether they are the DAG DP's.
+// its candidates run under, whether they are the DAG DP's, and whether
+// they are Piper's chains (dp=piper).
 type family struct {
-	kind Kind
-	dag  bool
+	kind  Kind
+	dag   bool
+	piper bool
 }
 
 // families are the pools the search weighs, in pools' order: the chain
-// baselines' one chain family under their kind; GraphPipe's DAG and
-// chain families under its generalised 1F1B, then, where gpipeFamily,
-// the same DAG answers and the GPipe chain baseline's in GPipe's order.
+// baselines' one chain family under their kind (PipeDream's, or with
+// dp=piper Piper's); GraphPipe's DAG and chain families under its
+// generalised 1F1B (with dp=piper a Piper chain family after
+// PipeDream's), then, where gpipeFamily, the same DAG answers and the
+// GPipe chain baselines' in GPipe's order.
 func (s *Scheduler) families() []family {
+	piper := s.ChainDP == ChainPiper
 	if !s.Graph {
-		return []family{{kind: s.Kind}}
+		return []family{{kind: s.Kind, piper: piper}}
 	}
 	f := []family{{kind: OneFOneB, dag: true}, {kind: OneFOneB}}
+	if piper {
+		f = append(f, family{kind: OneFOneB, piper: true})
+	}
 	if s.gpipeFamily() {
 		f = append(f, family{kind: GPipe, dag: true}, family{kind: GPipe})
+		if piper {
+			f = append(f, family{kind: GPipe, piper: true})
+		}
 	}
 	return f
 }
@@ -224,25 +260,29 @@ func capsOf(caps []int, only map[int]bool) []int {
 	return keep
 }
 
-// runDPs runs the chain DP (and with root, the DAG DP over root's
-// series-parallel tree) under kind with cv's stage times at the replica caps, and
-// adds their answers to the pools, each estimated with c and marked
-// second as given, in a fixed order (the chain answers and their DAG
-// readings, the DAG answers, then the shared-trunk variants of this
-// run's DAG candidates), each signature once over seen.
-func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen map[string]bool, chain, dag *[]*candidate) error {
+// runDPs runs the DPs under kind with cv's stage times at the replica
+// caps, and adds their answers to the pools, each estimated with c and
+// marked second as given: with chain, PipeDream's chain DP (its answers
+// into chain, each signature once over seen); with pchain, Piper's
+// (into pchain, each once over pseen, so that the pool is the Piper
+// baseline's whole search); with root, the DAG DP over root's
+// series-parallel tree. The DAG pool (dag, over seen) takes, in a fixed
+// order, the chain answers read as stage DAGs (PipeDream's, then
+// Piper's), the DAG answers, then the shared-trunk variants of this
+// run's DAG candidates.
+func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen, pseen map[string]bool, chain, pchain, dag *[]*candidate) error {
 	D, n := len(devs), len(w.Ops)
 	// Piper's tables first, on their own: they price stages with
 	// cv.stat, which the DAG search below uses too.
 	var pds *downsets
 	var ptables [][][]piperCell
-	if s.ChainDP == ChainPiper {
+	if pchain != nil {
 		var err error
 		pds, ptables, err = piperTables(ctx, w, cv, D, caps, kind)
 		if errors.Is(err, ErrTooManyDownsets) {
 			instead := "dp=pipedream (the default chain DP) or graphpipe (its series-parallel DP)"
 			if root != nil {
-				instead = "dp=pipedream (the default: graphpipe's chain family from PipeDream's DP only)"
+				instead = "dp=pipedream (the default: graphpipe's chains from PipeDream's DP only)"
 			}
 			return fmt.Errorf("%s (dp=piper): %w; Piper's DP runs over every pair of nested downsets, whose number grows as the product of the branches' lengths: use %s", s.Name(), err, instead)
 		}
@@ -250,44 +290,18 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			return err
 		}
 	}
-	// addPiper adds Piper's answers (chain candidates, and with asDAG
-	// their readings as stage DAGs) in a fixed order.
-	addPiper := func(add func(pool *[]*candidate, p Partition, from string, r int), asDAG bool) {
-		for i, best := range ptables {
-			for u := 1; u <= D; u++ {
-				for _, spend := range []bool{true, false} {
-					p, ok := piperFrom(pds, best, u, devs, spend)
-					if !ok {
-						continue
-					}
-					add(chain, p, "chain (piper)", caps[i])
-					if asDAG {
-						q := p
-						q.Chain = false
-						add(dag, q, "chain (piper) as dag", caps[i])
-					}
-				}
-			}
-		}
-	}
-	if root == nil && pds != nil {
-		addPiper(func(pool *[]*candidate, p Partition, from string, r int) {
-			if key := signature(p, kind); !seen[key] {
-				seen[key] = true
-				*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
-			}
-		}, false)
-		return nil
-	}
 	// The chain tables (read-only on cv) run side by side with each
 	// other and with the DAG search; the candidates are then taken in a
 	// fixed order, so the answer does not depend on the interleaving.
-	x := newChainDP(cv)
-	tables := make([][][]chainCell, len(caps))
+	var tables [][][]chainCell
 	var graphs [][]stagePlan
 	var wg sync.WaitGroup
-	for i, r := range caps {
-		wg.Go(func() { tables[i] = x.table(D, r, kind) })
+	if chain != nil {
+		x := newChainDP(cv)
+		tables = make([][][]chainCell, len(caps))
+		for i, r := range caps {
+			wg.Go(func() { tables[i] = x.table(D, r, kind) })
+		}
 	}
 	if root != nil {
 		t, sh := newSPTree(root, cv), newShared(cv)
@@ -306,37 +320,50 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	add := func(pool *[]*candidate, p Partition, from string, r int) {
-		key := signature(p, kind)
-		if seen[key] {
-			return
+	adder := func(seen map[string]bool) func(pool *[]*candidate, p Partition, from string, r int) {
+		return func(pool *[]*candidate, p Partition, from string, r int) {
+			key := signature(p, kind)
+			if seen[key] {
+				return
+			}
+			seen[key] = true
+			*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
 		}
-		seen[key] = true
-		*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
 	}
+	add, padd := adder(seen), adder(pseen)
 	from := 0 // this run's DAG candidates start here
 	if dag != nil {
 		from = len(*dag)
 	}
-	for i, best := range tables {
-		for u := 1; u <= D; u++ {
-			for _, spend := range []bool{true, false} {
-				p, ok := chainFrom(best, n, u, devs, spend)
-				if !ok {
-					continue
-				}
-				add(chain, p, "chain", caps[i])
-				if root != nil {
-					q := p
-					q.Chain = false
-					add(dag, q, "chain as dag", caps[i])
+	// Each table's partition for every budget, both read-outs (chainFrom).
+	readOut := func(k int, read func(i, u int, spend bool) (Partition, bool), each func(p Partition, i int)) {
+		for i := range k {
+			for u := 1; u <= D; u++ {
+				for _, spend := range []bool{true, false} {
+					if p, ok := read(i, u, spend); ok {
+						each(p, i)
+					}
 				}
 			}
 		}
 	}
-	if pds != nil {
-		addPiper(add, root != nil)
+	asDAG := func(p Partition, from string, i int) {
+		if root != nil {
+			q := p
+			q.Chain = false
+			add(dag, q, from, caps[i])
+		}
 	}
+	readOut(len(tables), func(i, u int, spend bool) (Partition, bool) { return chainFrom(tables[i], n, u, devs, spend) },
+		func(p Partition, i int) {
+			add(chain, p, "chain", caps[i])
+			asDAG(p, "chain as dag", i)
+		})
+	readOut(len(ptables), func(i, u int, spend bool) (Partition, bool) { return piperFrom(pds, ptables[i], u, devs, spend) },
+		func(p Partition, i int) {
+			padd(pchain, p, "chain (piper)", caps[i])
+			asDAG(p, "chain (piper) as dag", i)
+		})
 	if root == nil {
 		return nil
 	}
@@ -955,11 +982,12 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			cs[i] = e.c
 		}
 		err := noFit(w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
-		if s.ChainDP == ChainPiper && !s.Graph {
-			// The figure bisects PipeDream's chains (Piper's DP at
-			// every step of a bisection would cost it seconds each):
-			// Piper's chains hold them, so it fits, and perhaps less does.
-			err = fmt.Errorf("%w; with dp=piper that figure is an upper bound: it is PipeDream's chains', and Piper's, which include them, may fit in less", err)
+		if s.ChainDP == ChainPiper {
+			// The figure bisects PipeDream's chains (and GraphPipe's DAG
+			// DP; Piper's DP at every step of a bisection would cost it
+			// seconds each): Piper's chains hold them, so it fits, and
+			// perhaps less does.
+			err = fmt.Errorf("%w; with dp=piper that figure is an upper bound: Piper's chains, which include PipeDream's it was found among, may fit in less", err)
 		}
 		return nil, err
 	}
