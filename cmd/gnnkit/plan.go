@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"slices"
@@ -101,14 +102,16 @@ speeds, memory and links, and plan with --cluster FILE.`,
 
 // planReport is what plan --json prints.
 type planReport struct {
-	Model     string     `json:"model"`
-	Data      string     `json:"data"`
-	Scheduler string     `json:"scheduler"`
-	Cluster   string     `json:"cluster"`
-	Units     int        `json:"units"`
-	Tasks     int        `json:"tasks"`
-	Plan      *core.Plan `json:"plan"`
-	Profile   string     `json:"profile,omitempty"`
+	Model     string `json:"model"`
+	Data      string `json:"data"`
+	Scheduler string `json:"scheduler"`
+	// SchedOpts are the --sched-opt options the scheduler was made with.
+	SchedOpts map[string]string `json:"sched_opts,omitempty"`
+	Cluster   string            `json:"cluster"`
+	Units     int               `json:"units"`
+	Tasks     int               `json:"tasks"`
+	Plan      *core.Plan        `json:"plan"`
+	Profile   string            `json:"profile,omitempty"`
 	// PlannedOn says where the op costs a pipeline scheduler planned with
 	// came from, when --measure measured them for it.
 	PlannedOn string `json:"planned_on,omitempty"`
@@ -344,6 +347,10 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		}
 		opts[k] = v
 	}
+	userOpts := maps.Clone(opts) // as the user gave them, for the report
+	if len(userOpts) == 0 {
+		userOpts = nil
+	}
 	// The pipeline schedulers plan with the op costs the simulator will
 	// use: hand them an existing --profile unless told otherwise.
 	if _, set := opts["profile"]; !set && f.profile != "" && !f.measure {
@@ -405,7 +412,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := plan.Validate(w); err != nil {
 		return fmt.Errorf("scheduler %s returned a bad plan: %w", sched.Name(), err)
 	}
-	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), Cluster: cl.Name,
+	rep := planReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), SchedOpts: userOpts, Cluster: cl.Name,
 		Units: len(plan.Units), Tasks: len(plan.Tasks), Plan: plan, Streams: streams(plan), Stages: stagesOf(plan, w),
 		Owners: ownersOf(plan, w)}
 	if planned != nil {
@@ -630,7 +637,14 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	p := r.Plan
 	row("model / data", fmt.Sprintf("%s / %s (%d nodes, %d edges, %d ops)", r.Model, r.Data, w.Dims.Nodes, w.Dims.Edges, len(w.Ops)))
 	row("cluster", r.Cluster)
-	row("scheduler", fmt.Sprintf("%s (planned in %v)", r.Scheduler, schedTime.Round(time.Microsecond)))
+	schedOpts := ""
+	for _, k := range slices.Sorted(maps.Keys(r.SchedOpts)) {
+		schedOpts += " " + k + "=" + r.SchedOpts[k]
+	}
+	if schedOpts != "" {
+		schedOpts = "," + schedOpts
+	}
+	row("scheduler", fmt.Sprintf("%s%s (planned in %v)", r.Scheduler, schedOpts, schedTime.Round(time.Microsecond)))
 	sizes := make([]int, len(p.Units))
 	sub := 0
 	for i, u := range p.Units {
