@@ -220,6 +220,18 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	return c
 }
 
+// scratchCopy is c with scratch of its own for stat (mark, seen,
+// parSeen and stamp, which stat writes), so that another goroutine can
+// price stages beside c; everything else is shared and read-only.
+func (c *costs) scratchCopy() *costs {
+	cp := *c
+	cp.mark = make([]int32, len(c.mark))
+	cp.seen = make([]int32, len(c.seen))
+	cp.parSeen = make([]int32, len(c.parSeen))
+	cp.stamp = 0
+	return &cp
+}
+
 // stageStat is what one stage (a set of ops) costs per micro-batch on
 // one replica.
 type stageStat struct {

@@ -7,6 +7,9 @@ import (
 	"math"
 	"math/bits"
 	"math/rand/v2"
+	"runtime"
+	"sync"
+	"sync/atomic"
 
 	"github.com/gnnkit/gnnkit/core"
 )
@@ -265,79 +268,186 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 			best[ci][0][u] = piperCell{t: 0, next: -1} // id 0: every op placed
 		}
 	}
-	n := ds.n
-	cur := make([]uint64, ds.words)
-	stage := make([]int, 0, n)
-	cand := make([][]piperCell, len(caps))
-	pm := make([][]float64, len(caps))
-	for ci := range caps {
-		cand[ci] = make([]piperCell, D+1)
-		pm[ci] = make([]float64, D+1)
+	// The states of one size are independent (their supersets are
+	// larger, solved before them): each size's are shared out over
+	// workers, each with its own buffers and stage pricer (costs.stat
+	// writes scratch). A state's answer is the same whichever worker
+	// solves it.
+	workers := piperWorkers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
 	}
-	leaves := 0
-	for J := 1; J < N; J++ {
-		copy(cur, ds.sets[J])
-		h0 := ds.hash(cur)
-		for ci := range caps {
-			for u := range cand[ci] {
-				cand[ci][u] = piperCell{t: inf, next: -1}
-				pm[ci][u] = inf
+	if N < piperParallel[0] {
+		workers = 1
+	}
+	ws := make([]*piperWorker, workers)
+	for i := range ws {
+		pc := c
+		if i > 0 {
+			pc = c.scratchCopy()
+		}
+		ws[i] = newPiperWorker(ctx, w, ds, pc, kind, D, caps, best)
+	}
+	for lo := 1; lo < N; {
+		hi := lo + 1
+		for hi < N && ds.size(hi) == ds.size(lo) {
+			hi++
+		}
+		if workers == 1 || hi-lo < piperParallel[1] {
+			for J := lo; J < hi; J++ {
+				if err := ws[0].solve(J); err != nil {
+					return nil, nil, err
+				}
+			}
+		} else {
+			var next atomic.Int64
+			next.Store(int64(lo))
+			errs := make([]error, workers)
+			var wg sync.WaitGroup
+			for i, wk := range ws {
+				wg.Go(func() {
+					for {
+						J := int(next.Add(1) - 1)
+						if J >= hi {
+							return
+						}
+						if err := wk.solve(J); err != nil {
+							errs[i] = err
+							next.Store(int64(hi))
+							return
+						}
+					}
+				})
+			}
+			wg.Wait()
+			if err := errors.Join(errs...); err != nil {
+				if e := ctx.Err(); e != nil {
+					return nil, nil, e
+				}
+				return nil, nil, err
 			}
 		}
-		var rec func(o int, h uint64, T float64)
-		rec = func(o int, h uint64, T float64) {
-			if err != nil {
-				return
-			}
-			for o < n && cur[o/64]&(1<<(o%64)) != 0 {
-				o++
-			}
-			if o == n {
-				if len(stage) == 0 {
-					return
-				}
-				leaves++
-				if leaves%8192 == 0 && ctx.Err() != nil {
-					err = ctx.Err()
-					return
-				}
-				I := ds.lookup(cur, h)
-				if I < 0 {
-					err = fmt.Errorf("piper: internal error: a downset's superset is not a downset")
-					return
-				}
-				piperPair(c, kind, D, caps, best, cand, pm, I, stage, T)
-				return
-			}
-			rec(o+1, h, T) // without o
-			for _, q := range w.Ops[o].Deps {
-				if cur[q/64]&(1<<(q%64)) == 0 {
-					return
-				}
-			}
-			cur[o/64] |= 1 << (o % 64)
-			stage = append(stage, o)
-			rec(o+1, h^ds.zob[o], T+c.time[o])
-			stage = stage[:len(stage)-1]
-			cur[o/64] &^= 1 << (o % 64)
-		}
-		rec(0, h0, 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		for ci := range caps {
-			row := best[ci][J]
-			for u := 1; u <= D; u++ {
-				v, prev := cand[ci][u], row[u-1]
-				if v.t < prev.t*(1-eps) || (v.t <= prev.t*(1+eps) && v.stages < prev.stages) || math.IsInf(prev.t, 1) && !math.IsInf(v.t, 1) {
-					row[u] = v
-				} else {
-					row[u] = prev
-				}
-			}
-		}
+		lo = hi
 	}
 	return ds, best, nil
+}
+
+// piperWorkers is how many goroutines piperTables runs (0: GOMAXPROCS),
+// on graphs of at least piperParallel[0] downsets, for sizes of at least
+// piperParallel[1] states (below, the goroutines cost more than they
+// save); variables, so that tests can compare one with several.
+var (
+	piperWorkers  = 0
+	piperParallel = [2]int{2048, 64}
+)
+
+// size is the number of ops in downset id.
+func (ds *downsets) size(id int) int {
+	k := 0
+	for _, x := range ds.sets[id] {
+		k += bits.OnesCount64(x)
+	}
+	return k
+}
+
+// piperWorker solves states of Piper's DP: its own buffers, and a stage
+// pricer of its own.
+type piperWorker struct {
+	ctx    context.Context
+	w      *core.Workload
+	ds     *downsets
+	c      *costs
+	kind   Kind
+	D      int
+	caps   []int
+	best   [][][]piperCell
+	cur    []uint64
+	stage  []int
+	cand   [][]piperCell
+	pm     [][]float64
+	leaves int
+	err    error
+}
+
+func newPiperWorker(ctx context.Context, w *core.Workload, ds *downsets, c *costs, kind Kind, D int, caps []int, best [][][]piperCell) *piperWorker {
+	wk := &piperWorker{ctx: ctx, w: w, ds: ds, c: c, kind: kind, D: D, caps: caps, best: best,
+		cur: make([]uint64, ds.words), stage: make([]int, 0, ds.n), cand: make([][]piperCell, len(caps)), pm: make([][]float64, len(caps))}
+	for ci := range caps {
+		wk.cand[ci] = make([]piperCell, D+1)
+		wk.pm[ci] = make([]float64, D+1)
+	}
+	return wk
+}
+
+// solve fills best[·][J] from the states of J's strict supersets: a
+// depth-first walk over them, each weighed as J's first stage (piperPair),
+// then the "at most u devices" merge.
+func (wk *piperWorker) solve(J int) error {
+	ds, inf := wk.ds, math.Inf(1)
+	copy(wk.cur, ds.sets[J])
+	for ci := range wk.caps {
+		for u := range wk.cand[ci] {
+			wk.cand[ci][u] = piperCell{t: inf, next: -1}
+			wk.pm[ci][u] = inf
+		}
+	}
+	wk.err = nil
+	wk.walk(0, ds.hash(wk.cur), 0)
+	if wk.err != nil {
+		return wk.err
+	}
+	for ci := range wk.caps {
+		row := wk.best[ci][J]
+		for u := 1; u <= wk.D; u++ {
+			v, prev := wk.cand[ci][u], row[u-1]
+			if v.t < prev.t*(1-eps) || (v.t <= prev.t*(1+eps) && v.stages < prev.stages) || math.IsInf(prev.t, 1) && !math.IsInf(v.t, 1) {
+				row[u] = v
+			} else {
+				row[u] = prev
+			}
+		}
+	}
+	return nil
+}
+
+// walk extends the current set by the ops from o on (each op in or out,
+// in only when its inputs are), h its hash and T the added ops' compute.
+func (wk *piperWorker) walk(o int, h uint64, T float64) {
+	if wk.err != nil {
+		return
+	}
+	cur, n := wk.cur, wk.ds.n
+	for o < n && cur[o/64]&(1<<(o%64)) != 0 {
+		o++
+	}
+	if o == n {
+		if len(wk.stage) == 0 {
+			return
+		}
+		wk.leaves++
+		if wk.leaves%8192 == 0 && wk.ctx.Err() != nil {
+			wk.err = wk.ctx.Err()
+			return
+		}
+		I := wk.ds.lookup(cur, h)
+		if I < 0 {
+			wk.err = fmt.Errorf("piper: internal error: a downset's superset is not a downset")
+			return
+		}
+		piperPair(wk.c, wk.kind, wk.D, wk.caps, wk.best, wk.cand, wk.pm, I, wk.stage, T)
+		return
+	}
+	wk.walk(o+1, h, T) // without o
+	for _, q := range wk.w.Ops[o].Deps {
+		if cur[q/64]&(1<<(q%64)) == 0 {
+			return
+		}
+	}
+	cur[o/64] |= 1 << (o % 64)
+	wk.stage = append(wk.stage, o)
+	wk.walk(o+1, h^wk.ds.zob[o], T+wk.c.time[o])
+	wk.stage = wk.stage[:len(wk.stage)-1]
+	cur[o/64] &^= 1 << (o % 64)
 }
 
 // piperPair weighs stage (the ops of downset I outside the current one,

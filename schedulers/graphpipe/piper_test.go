@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/bits"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -416,5 +417,78 @@ func BenchmarkCountPairs(b *testing.B) {
 		if _, err := countPairs(context.Background(), w, ds, math.MaxInt); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestPiperWorkers: Piper's tables are the same whether one goroutine or
+// several solve the states (each size's states shared out).
+func TestPiperWorkers(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		cfg   core.ModelConfig
+		n     int
+	}{
+		{"uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 3}, 8},
+		{"dlrm", core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}, 8},
+	} {
+		w, c, _ := piperCase(t, tc.model, tc.cfg, tc.n, 16, 0)
+		caps := replicaCaps(tc.n, 0)
+		tables := func(workers int) [][][]piperCell {
+			saved, savedP := piperWorkers, piperParallel
+			piperWorkers, piperParallel = workers, [2]int{0, 0} // every size shared out
+			defer func() { piperWorkers, piperParallel = saved, savedP }()
+			_, best, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return best
+		}
+		one, four := tables(1), tables(4)
+		for ci := range one {
+			for J := range one[ci] {
+				if !slices.Equal(one[ci][J], four[ci][J]) {
+					t.Fatalf("%s-%d cap %d, state %d: one worker %v, four %v", tc.model, tc.cfg.Branches, caps[ci], J, one[ci][J], four[ci][J])
+				}
+			}
+		}
+	}
+}
+
+// BenchmarkChainDPs times the partitioners' DPs alone on the same costs
+// (uno of 3 and 4 branches, the benchmark's widths, over 8 simulated
+// A100s at 16 micro-batches, every replica cap): PipeDream's table,
+// Piper's downset tables and GraphPipe's DAG search. The whole searches
+// (the DPs, the estimate and the candidates' simulation) are in
+// `go run ./bench/graphpipebench -search`.
+func BenchmarkChainDPs(b *testing.B) {
+	for _, branches := range []int{3, 4} {
+		cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: branches}
+		w, c, _ := piperCase(b, "uno", cfg, 8, 16, 0)
+		caps := replicaCaps(8, 0)
+		b.Run(fmt.Sprintf("uno-%d/pipedream", branches), func(b *testing.B) {
+			x := newChainDP(c)
+			for b.Loop() {
+				for _, r := range caps {
+					x.table(8, r, OneFOneB)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("uno-%d/piper", branches), func(b *testing.B) {
+			for b.Loop() {
+				if _, _, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("uno-%d/graphpipe", branches), func(b *testing.B) {
+			root, _ := Decompose(w)
+			for b.Loop() {
+				t, sh := newSPTree(root, c), newShared(c)
+				hint := math.Inf(1)
+				for _, r := range caps {
+					_, hint = graphSearch(t, c, 8, r, sh, hint)
+				}
+			}
+		})
 	}
 }
