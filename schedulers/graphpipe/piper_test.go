@@ -393,13 +393,17 @@ func TestGraphPipeWeighsPiper(t *testing.T) {
 // TestPiperNoFit: a model no chain fits gets the no-fit error with the
 // memory PipeDream's chains need, said to be an upper bound for Piper's.
 func TestPiperNoFit(t *testing.T) {
-	w, cl := unoWorkload(t, core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 2, Branches: 3}, 256, 4)
+	cfg := core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 2, Branches: 3}
+	cl, err := sim.Preset("pcie-a100", 4)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i := range cl.Devices {
 		cl.Devices[i].MemBytes = 64 << 10
 	}
-	w = workloadOn(t, "uno", core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 2, Branches: 3}, 256, cl.Infos())
+	w := workloadOn(t, "uno", cfg, 256, cl.Infos())
 	s := &Scheduler{Kind: OneFOneB, Cluster: cl, ChainDP: ChainPiper}
-	_, err := s.Schedule(context.Background(), w)
+	_, err = s.Schedule(context.Background(), w)
 	if !errors.Is(err, ErrNoFit) || !strings.Contains(err.Error(), "the smallest per-device memory that fits") || !strings.Contains(err.Error(), "upper bound") {
 		t.Fatalf("err = %v, want ErrNoFit naming the memory, as an upper bound", err)
 	}
