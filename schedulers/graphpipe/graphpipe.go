@@ -60,6 +60,17 @@ func init() {
 				"shared": {&sc.Disjoint, true, false, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
 				"gpipe":  {&sc.GPipeOrder, false, true, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
 			}
+			// The options that take one of a few words: each word's
+			// setting, and what the error says they mean.
+			enums := map[string]struct {
+				values map[string]func()
+				want   string
+			}{
+				"step": {map[string]func(){"owners": func() { sc.Step = StepOwners }, "home": func() { sc.Step = StepHome }},
+					"owners (each parameter stepped on its owner) or home (the whole model on home)"},
+				"dp": {map[string]func(){"pipedream": func() { sc.ChainDP = ChainPipeDream }, "piper": func() { sc.ChainDP = ChainPiper }},
+					"pipedream (the chains from PipeDream's DP over a topological order, the default) or piper (also from Piper's DP over the op graph's downsets: every chain of convex stages, far slower on many branches)"},
+			}
 			for k, v := range opts {
 				if sw, ok := switches[k]; ok {
 					on, ok := onOff(v)
@@ -88,26 +99,12 @@ func init() {
 					sc.Cluster = c
 					continue
 				}
-				if k == "dp" {
-					switch v {
-					case "pipedream":
-						sc.ChainDP = ChainPipeDream
-					case "piper":
-						sc.ChainDP = ChainPiper
-					default:
-						return nil, fmt.Errorf("%s: option dp=%q: want pipedream (the chains from PipeDream's DP over a topological order, the default) or piper (also from Piper's DP over the op graph's downsets: every chain of convex stages, far slower on many branches)", s.name, v)
+				if e, ok := enums[k]; ok {
+					set, ok := e.values[v]
+					if !ok {
+						return nil, fmt.Errorf("%s: option %s=%q: want %s", s.name, k, v, e.want)
 					}
-					continue
-				}
-				if k == "step" {
-					switch v {
-					case "owners":
-						sc.Step = StepOwners
-					case "home":
-						sc.Step = StepHome
-					default:
-						return nil, fmt.Errorf("%s: option step=%q: want owners (each parameter stepped on its owner) or home (the whole model on home)", s.name, v)
-					}
+					set()
 					continue
 				}
 				n, err := strconv.Atoi(v)
