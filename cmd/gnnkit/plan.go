@@ -404,7 +404,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		planned.use(gp)
 	}
 	t0 := time.Now()
+	endBar := piperBar(sched, !f.asJSON)
 	plan, err := sched.Schedule(ctx, w)
+	endBar()
 	if err != nil {
 		return core.ScheduleError(sched.Name(), err)
 	}

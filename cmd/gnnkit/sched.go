@@ -2,10 +2,17 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"strings"
+	"sync"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 )
 
 // resolveScheduler turns a --scheduler value into a scheduler. The closer
@@ -27,3 +34,49 @@ func resolveScheduler(ctx context.Context, name string, opts map[string]string) 
 type nopCloser struct{}
 
 func (nopCloser) Close() error { return nil }
+
+// piperBar shows a progress bar on stderr while Piper's DP runs (a
+// pipeline scheduler with dp=piper, which can take minutes): one bar per
+// run of the DP, over the pairs of nested downsets it prices, cleared
+// when the run ends. The returned func ends the last one and detaches.
+// Nothing for other schedulers, or when !show.
+func piperBar(s core.Scheduler, show bool) (done func()) {
+	gs, ok := s.(*graphpipe.Scheduler)
+	if !ok || gs.ChainDP != graphpipe.ChainPiper || !show {
+		return func() {}
+	}
+	var mu sync.Mutex
+	var bar *progressbar.ProgressBar
+	runs := 0
+	gs.Progress = func(d, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if d == 0 || bar == nil {
+			if bar != nil {
+				_ = bar.Finish()
+			}
+			runs++
+			bar = progressbar.NewOptions64(total,
+				progressbar.OptionSetWriter(os.Stderr),
+				progressbar.OptionSetDescription(fmt.Sprintf("Piper's DP, run %d: stage pairs", runs)),
+				progressbar.OptionShowCount(),
+				progressbar.OptionSetWidth(24),
+				progressbar.OptionThrottle(100*time.Millisecond),
+				progressbar.OptionSetPredictTime(true),
+				progressbar.OptionClearOnFinish())
+		}
+		_ = bar.Set64(d)
+		if d >= total { // this run is over: clear its line for what follows
+			_ = bar.Finish()
+			bar = nil
+		}
+	}
+	return func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if bar != nil {
+			_ = bar.Finish()
+		}
+		gs.Progress = nil
+	}
+}

@@ -284,6 +284,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			progressbar.OptionClearOnFinish())
 	}
 	evaluated := false // the progress bar shows a validation accuracy once there is one
+	endPiper := piperBar(sched, !f.asJSON && !f.quiet)
 	sum, err := engine.Train(ctx, tr, infos, engine.TrainOptions{
 		Epochs: f.epochs, Scheduler: sched, Train: ds.Train, Val: ds.Val, Test: ds.Test, Trace: f.trace != "",
 		BatchSize: f.batchSize, Fanouts: f.fanout, EvalEvery: evalEvery,
@@ -302,6 +303,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 			}
 		},
 	})
+	endPiper()
 	if bar != nil {
 		_ = bar.Finish()
 	}

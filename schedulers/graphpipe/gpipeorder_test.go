@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -114,7 +115,7 @@ func TestGPipeOption(t *testing.T) {
 	for _, o := range []string{"trim", "groups", "shared"} { // the switches on by default
 		on, err1 := core.NewScheduler("graphpipe", map[string]string{o: "on"})
 		off, err2 := core.NewScheduler("graphpipe", map[string]string{o: "off"})
-		if err1 != nil || err2 != nil || *on.(*Scheduler) == *off.(*Scheduler) || *on.(*Scheduler) != *s.(*Scheduler) {
+		if err1 != nil || err2 != nil || reflect.DeepEqual(on, off) || !reflect.DeepEqual(on, s) {
 			t.Errorf("%s=on and off: errs %v, %v; want the default and something else", o, err1, err2)
 		}
 	}

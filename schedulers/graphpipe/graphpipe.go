@@ -244,6 +244,12 @@ type Scheduler struct {
 	// in the simulator.
 	// Registry option: dp=pipedream or dp=piper.
 	ChainDP ChainDP
+	// Progress, when set, is told how far Piper's DP is (ChainDP =
+	// ChainPiper, which can take minutes): the pairs of nested downsets
+	// priced and their total, from 0 to the total in each run of the DP
+	// (one per micro-batch count tried, pass and schedule order). It may
+	// be called from several goroutines at once.
+	Progress func(done, total int64)
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the

@@ -237,7 +237,7 @@ type piperCell struct {
 // stages). Each pair of nested downsets is priced once (costs.stat) for
 // all caps; a stage's compute alone (costs.time) over its replicas is a
 // lower bound on its rate that skips most of the device counts.
-func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []int, kind Kind) (*downsets, [][][]piperCell, error) {
+func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []int, kind Kind, progress func(done, total int64)) (*downsets, [][][]piperCell, error) {
 	ds, err := enumerateDownsets(ctx, w)
 	if err != nil {
 		return nil, nil, err
@@ -253,6 +253,8 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 	if pairs > maxPiperPairs {
 		return nil, nil, fmt.Errorf("%w: the %d downsets hold more than %d nested pairs, each a stage the DP prices (minutes per micro-batch count)", ErrTooManyDownsets, N, maxPiperPairs)
 	}
+	pr := &piperProgress{report: progress, total: int64(pairs)}
+	pr.add(0)
 	inf := math.Inf(1)
 	best := make([][][]piperCell, len(caps))
 	for ci := range caps {
@@ -286,7 +288,7 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 		if i > 0 {
 			pc = c.scratchCopy()
 		}
-		ws[i] = newPiperWorker(ctx, w, ds, pc, kind, D, caps, best)
+		ws[i] = newPiperWorker(ctx, w, ds, pc, kind, D, caps, best, pr)
 	}
 	for lo := 1; lo < N; {
 		hi := lo + 1
@@ -329,7 +331,34 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 		}
 		lo = hi
 	}
+	for _, wk := range ws {
+		pr.add(int64(wk.leaves % piperProgressEvery))
+	}
 	return ds, best, nil
+}
+
+// piperProgressEvery is how many priced pairs a worker counts between
+// reports (Scheduler.Progress).
+const piperProgressEvery = 8192
+
+// piperProgress reports the pairs Piper's DP has priced, of its total,
+// from every worker, one report at a time and never backwards (nil
+// report: none).
+type piperProgress struct {
+	report func(done, total int64)
+	total  int64
+	mu     sync.Mutex
+	done   int64
+}
+
+func (p *piperProgress) add(n int64) {
+	if p.report == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.done = min(p.done+n, p.total)
+	p.report(p.done, p.total)
 }
 
 // piperWorkers is how many goroutines piperTables runs (0: GOMAXPROCS),
@@ -367,10 +396,11 @@ type piperWorker struct {
 	pm     [][]float64
 	leaves int
 	err    error
+	pr     *piperProgress
 }
 
-func newPiperWorker(ctx context.Context, w *core.Workload, ds *downsets, c *costs, kind Kind, D int, caps []int, best [][][]piperCell) *piperWorker {
-	wk := &piperWorker{ctx: ctx, w: w, ds: ds, c: c, kind: kind, D: D, caps: caps, best: best,
+func newPiperWorker(ctx context.Context, w *core.Workload, ds *downsets, c *costs, kind Kind, D int, caps []int, best [][][]piperCell, pr *piperProgress) *piperWorker {
+	wk := &piperWorker{ctx: ctx, w: w, ds: ds, c: c, kind: kind, D: D, caps: caps, best: best, pr: pr,
 		cur: make([]uint64, ds.words), stage: make([]int, 0, ds.n), cand: make([][]piperCell, len(caps)), pm: make([][]float64, len(caps))}
 	for ci := range caps {
 		wk.cand[ci] = make([]piperCell, D+1)
@@ -425,9 +455,12 @@ func (wk *piperWorker) walk(o int, h uint64, T float64) {
 			return
 		}
 		wk.leaves++
-		if wk.leaves%8192 == 0 && wk.ctx.Err() != nil {
-			wk.err = wk.ctx.Err()
-			return
+		if wk.leaves%piperProgressEvery == 0 {
+			if wk.ctx.Err() != nil {
+				wk.err = wk.ctx.Err()
+				return
+			}
+			wk.pr.add(piperProgressEvery)
 		}
 		I := wk.ds.lookup(cur, h)
 		if I < 0 {

@@ -8,6 +8,7 @@ import (
 	"math/bits"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unsafe"
@@ -201,7 +202,7 @@ func TestPiperChain(t *testing.T) {
 			t.Fatalf("%d ops, %d downsets: not a chain", len(w.Ops), len(ds.sets))
 		}
 		caps := replicaCaps(8, 0)
-		_, pt, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB)
+		_, pt, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +246,7 @@ func TestPiperNeverWorse(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w, c, devs := piperCase(t, tc.model, tc.cfg, tc.n, 16, tc.memCap)
 			caps := replicaCaps(tc.n, 0)
-			ds, pt, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB)
+			ds, pt, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -441,7 +442,7 @@ func TestPiperWorkers(t *testing.T) {
 			saved, savedP := piperWorkers, piperParallel
 			piperWorkers, piperParallel = workers, [2]int{0, 0} // every size shared out
 			defer func() { piperWorkers, piperParallel = saved, savedP }()
-			_, best, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB)
+			_, best, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -479,7 +480,7 @@ func BenchmarkChainDPs(b *testing.B) {
 		})
 		b.Run(fmt.Sprintf("uno-%d/piper", branches), func(b *testing.B) {
 			for b.Loop() {
-				if _, _, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB); err != nil {
+				if _, _, err := piperTables(context.Background(), w, c, 8, caps, OneFOneB, nil); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -495,4 +496,43 @@ func BenchmarkChainDPs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestPiperProgress: Scheduler.Progress hears each run of Piper's DP go
+// from 0 to its total, the nested pairs countPairs counts, never
+// backwards, from several workers at once.
+func TestPiperProgress(t *testing.T) {
+	saved, savedP := piperWorkers, piperParallel
+	piperWorkers, piperParallel = 4, [2]int{0, 0}
+	defer func() { piperWorkers, piperParallel = saved, savedP }()
+	w, cl := presetWorkload(t, "dlrm", core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}, 8192, 4)
+	ds, err := enumerateDownsets(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pairs, _ := countPairs(context.Background(), w, ds, math.MaxInt)
+	var mu sync.Mutex
+	var runs, last int64
+	var back bool
+	s := &Scheduler{Kind: OneFOneB, MicroBatches: 16, Cluster: cl, ChainDP: ChainPiper, Progress: func(done, total int64) {
+		mu.Lock()
+		defer mu.Unlock()
+		if total != int64(pairs) {
+			t.Errorf("total %d, want the %d nested pairs", total, pairs)
+		}
+		switch {
+		case done == 0:
+			runs++
+		case done < last:
+			back = true
+		}
+		last = done
+	}}
+	if _, err := s.Schedule(context.Background(), w); err != nil {
+		t.Fatal(err)
+	}
+	if runs == 0 || last != int64(pairs) || back {
+		t.Errorf("%d runs reported, the last ending at %d of %d, backwards %v; want every run from 0 to the total", runs, last, pairs, back)
+	}
+	t.Logf("%d runs of Piper's DP over %d pairs", runs, pairs)
 }

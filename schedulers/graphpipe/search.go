@@ -278,7 +278,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	var ptables [][][]piperCell
 	if pchain != nil {
 		var err error
-		pds, ptables, err = piperTables(ctx, w, cv, D, caps, kind)
+		pds, ptables, err = piperTables(ctx, w, cv, D, caps, kind, s.Progress)
 		if errors.Is(err, ErrTooManyDownsets) {
 			instead := "dp=pipedream (the default chain DP) or graphpipe (its series-parallel DP)"
 			if root != nil {
