@@ -255,6 +255,18 @@ func main() {
 	}
 }
 
+// samplesBatch is an iteration of n samples with no edges between
+// them (the MLP models read only their features) and the batch of all
+// of them.
+func samplesBatch(n int) (*core.Graph, []int32) {
+	g, _ := core.Undirected(n, nil, nil)
+	batch := make([]int32, n)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	return g, batch
+}
+
 // parseDevices reads a comma-separated list of device counts.
 func parseDevices(list, flagName string) ([]int, error) {
 	var devices []int
@@ -351,11 +363,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 		if err != nil {
 			return nil, err
 		}
-		g, _ := core.Undirected(samples, nil, nil)
-		batch := make([]int32, samples)
-		for i := range batch {
-			batch[i] = int32(i)
-		}
+		g, batch := samplesBatch(samples)
 		for _, n := range devices {
 			cl, err := sim.Preset(preset, n)
 			if err != nil {
@@ -612,7 +620,7 @@ func measured(m, replicas int) {
 	mod, err := core.BuildModel("uno", cfg)
 	check(err)
 	const n = 2048
-	g, _ := core.Undirected(n, nil, nil)
+	g, batch := samplesBatch(n)
 	feats := make([]float32, n*cfg.InDim)
 	labels := make([]int32, n)
 	for i := range feats {
@@ -620,10 +628,6 @@ func measured(m, replicas int) {
 	}
 	for i := range labels {
 		labels[i] = int32(i % cfg.Classes)
-	}
-	batch := make([]int32, n)
-	for i := range batch {
-		batch[i] = int32(i)
 	}
 	data := engine.Data{Graph: g, Features: feats, FeatureDim: cfg.InDim, Labels: labels}
 	// The machine and the model's op costs, measured (a trainer of its

@@ -67,11 +67,7 @@ func searchTable(out io.Writer, c searchConfig) error {
 		if err != nil {
 			return err
 		}
-		g, _ := core.Undirected(c.samples, nil, nil)
-		batch := make([]int32, c.samples)
-		for i := range batch {
-			batch[i] = int32(i)
-		}
+		g, batch := samplesBatch(c.samples)
 		for _, n := range c.devices {
 			cl, err := sim.Preset(c.preset, n)
 			if err != nil {

@@ -79,8 +79,12 @@ func newPluginsListCmd() *cobra.Command {
 		Short: "Start each plugin in the plugin folder and show its name, protocol version and SHA-256",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if _, err := host.EnvStartTimeout(); err != nil {
-				return err // as train and bench run: before any plugin starts
+			start, err := host.EnvStartTimeout() // as train and bench run: checked before any plugin starts
+			if err != nil {
+				return err
+			}
+			if start == 0 {
+				start = 10 * time.Second
 			}
 			dir, err := pluginDir()
 			if err != nil {
@@ -92,7 +96,7 @@ func newPluginsListCmd() *cobra.Command {
 			}
 			reps := make([]pluginReport, 0, len(entries))
 			for _, e := range entries {
-				reps = append(reps, inspectPlugin(cmd.Context(), e))
+				reps = append(reps, inspectPlugin(cmd.Context(), e, start))
 			}
 			out := cmd.OutOrStdout()
 			if asJSON {
@@ -131,8 +135,9 @@ func orDash(s string) string {
 	return s
 }
 
-// inspectPlugin launches one plugin to ask its name and version.
-func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
+// inspectPlugin launches one plugin, allowed start to start, to ask its
+// name and version.
+func inspectPlugin(ctx context.Context, e host.Entry, start time.Duration) pluginReport {
 	r := pluginReport{Name: e.Name, Path: e.Path, Pinned: e.Pin != nil}
 	sum, err := host.Checksum(e.Path)
 	if err != nil {
@@ -143,10 +148,6 @@ func inspectPlugin(ctx context.Context, e host.Entry) pluginReport {
 	if e.Err != nil { // a malformed pin: listed, not started
 		r.Error = strings.TrimPrefix(e.Err.Error(), "host: plugin "+e.Path+": ")
 		return r
-	}
-	start := 10 * time.Second
-	if st, _ := host.EnvStartTimeout(); st > 0 { // checked by the command
-		start = st
 	}
 	p, err := host.Start(ctx, e.Path, host.Options{SHA256: e.Pin, StartTimeout: start, Timeout: 10 * time.Second})
 	if err != nil {

@@ -731,8 +731,8 @@ func minChainMemory(c *costs, D, maxRep int, kind Kind) int64 {
 	return bisectMemory(c, func() bool {
 		best := x.table(D, maxRep, kind)
 		for u := 1; u <= D; u++ {
-			for _, spend := range []bool{true, false} {
-				if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs, spend); ok && c.estimate(part, kind).fits {
+			for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
+				if c.estimate(part, kind).fits {
 					return true
 				}
 			}
@@ -766,8 +766,8 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 			c.memCap = need
 			best := newChainDP(c).table(D, maxRep, kind)
 			for u := 1; u <= D; u++ {
-				for _, spend := range []bool{true, false} {
-					if part, ok := chainFrom(best, len(c.w.Ops), u, c.devs, spend); ok && fits(part, kind) {
+				for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
+					if fits(part, kind) {
 						chain = append(chain, part)
 					}
 				}

@@ -316,6 +316,19 @@ func chainFrom(best [][]chainCell, n, u int, devs []core.DeviceID, spend bool) (
 	return part, true
 }
 
+// chainReadOuts are both partitions chainFrom reads for budget u (each
+// rest at the whole budget left, then the one the DP weighed; none where
+// nothing fits), the order the search weighs them in.
+func chainReadOuts(best [][]chainCell, n, u int, devs []core.DeviceID) []Partition {
+	var out []Partition
+	for _, spend := range []bool{true, false} {
+		if p, ok := chainFrom(best, n, u, devs, spend); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
 // spNode is a node of the series-parallel decomposition of the op DAG.
 type spNode struct {
 	kind     int // leaf, series, parallel

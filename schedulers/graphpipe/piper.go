@@ -60,41 +60,64 @@ var (
 // countPairs counts the pairs of nested downsets (J ⊊ I), stopping once
 // past limit: what Piper's DP prices, counted about 20 times faster.
 func countPairs(ctx context.Context, w *core.Workload, ds *downsets, limit int) (int, error) {
-	n := ds.n
 	cur := make([]uint64, ds.words)
 	pairs := 0
+	for J := 1; J < len(ds.sets) && pairs <= limit; J++ {
+		if J%1024 == 0 && ctx.Err() != nil {
+			return pairs, ctx.Err()
+		}
+		copy(cur, ds.sets[J])
+		supersets(w, cur, func(_ []uint64, grown bool) bool {
+			if grown {
+				pairs++
+			}
+			return pairs <= limit
+		})
+	}
+	return pairs, nil
+}
+
+// supersets calls leaf for every downset of w's ops that contains cur (a
+// downset), each once, with cur holding it and grown false for cur
+// itself: each op after cur's, in index order, is left out or, when its
+// inputs are all in, taken. leaf returns false to end the walk. cur is
+// as it was on return. (piperWorker.walk is the same walk, carrying the
+// added ops, their hash and compute for Piper's DP.)
+func supersets(w *core.Workload, cur []uint64, leaf func(cur []uint64, grown bool) bool) {
+	n := len(w.Ops)
+	stop := false
 	var rec func(o int, grown bool)
 	rec = func(o int, grown bool) {
-		if pairs > limit {
+		if stop {
 			return
 		}
 		for o < n && cur[o/64]&(1<<(o%64)) != 0 {
 			o++
 		}
 		if o == n {
-			if grown {
-				pairs++
-			}
+			stop = !leaf(cur, grown)
 			return
 		}
-		rec(o+1, grown)
+		rec(o+1, grown) // without o
 		for _, q := range w.Ops[o].Deps {
 			if cur[q/64]&(1<<(q%64)) == 0 {
-				return
+				return // o's inputs are not all in: o cannot be
 			}
 		}
 		cur[o/64] |= 1 << (o % 64)
 		rec(o+1, true)
 		cur[o/64] &^= 1 << (o % 64)
 	}
-	for J := 1; J < len(ds.sets) && pairs <= limit; J++ {
-		if J%1024 == 0 && ctx.Err() != nil {
-			return pairs, ctx.Err()
-		}
-		copy(cur, ds.sets[J])
-		rec(0, false)
+	rec(0, false)
+}
+
+// popcount is the number of ops in the set s.
+func popcount(s []uint64) int {
+	k := 0
+	for _, x := range s {
+		k += bits.OnesCount64(x)
 	}
-	return pairs, nil
+	return k
 }
 
 // Downsets returns the number of downsets of w's op graph (sets of ops
@@ -129,50 +152,26 @@ func enumerateDownsets(ctx context.Context, w *core.Workload) (*downsets, error)
 	for o := range ds.zob {
 		ds.zob[o] = rng.Uint64()
 	}
-	cur := make([]uint64, ds.words)
 	var err error
-	var rec func(o int)
-	rec = func(o int) {
-		if err != nil {
-			return
+	supersets(w, make([]uint64, ds.words), func(cur []uint64, _ bool) bool {
+		if len(ds.sets) >= maxDownsets {
+			err = fmt.Errorf("%w: the %d-op graph has more than %d", ErrTooManyDownsets, n, maxDownsets)
+			return false
 		}
-		if o == n {
-			if len(ds.sets) >= maxDownsets {
-				err = fmt.Errorf("%w: the %d-op graph has more than %d", ErrTooManyDownsets, n, maxDownsets)
-				return
-			}
-			if len(ds.sets)%4096 == 0 && ctx.Err() != nil {
-				err = ctx.Err()
-				return
-			}
-			ds.sets = append(ds.sets, append([]uint64(nil), cur...))
-			return
+		if len(ds.sets)%4096 == 0 && ctx.Err() != nil {
+			err = ctx.Err()
+			return false
 		}
-		rec(o + 1) // without o
-		for _, q := range w.Ops[o].Deps {
-			if cur[q/64]&(1<<(q%64)) == 0 {
-				return // o's inputs are not all in: o cannot be
-			}
-		}
-		cur[o/64] |= 1 << (o % 64)
-		rec(o + 1)
-		cur[o/64] &^= 1 << (o % 64)
-	}
-	rec(0)
+		ds.sets = append(ds.sets, append([]uint64(nil), cur...))
+		return true
+	})
 	if err != nil {
 		return nil, err
-	}
-	size := func(s []uint64) int {
-		k := 0
-		for _, x := range s {
-			k += bits.OnesCount64(x)
-		}
-		return k
 	}
 	// Largest first (a stable counting sort by size).
 	bySize := make([][][]uint64, n+1)
 	for _, s := range ds.sets {
-		k := size(s)
+		k := popcount(s)
 		bySize[k] = append(bySize[k], s)
 	}
 	ds.sets = ds.sets[:0]
@@ -279,7 +278,7 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)
 	}
-	if N < piperParallel[0] {
+	if N < piperMinDownsets {
 		workers = 1
 	}
 	ws := make([]*piperWorker, workers)
@@ -295,7 +294,7 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 		for hi < N && ds.size(hi) == ds.size(lo) {
 			hi++
 		}
-		if workers == 1 || hi-lo < piperParallel[1] {
+		if workers == 1 || hi-lo < piperMinStates {
 			for J := lo; J < hi; J++ {
 				if err := ws[0].solve(J); err != nil {
 					return nil, nil, err
@@ -362,22 +361,17 @@ func (p *piperProgress) add(n int64) {
 }
 
 // piperWorkers is how many goroutines piperTables runs (0: GOMAXPROCS),
-// on graphs of at least piperParallel[0] downsets, for sizes of at least
-// piperParallel[1] states (below, the goroutines cost more than they
+// on graphs of at least piperMinDownsets downsets, for sizes of at least
+// piperMinStates states (below, the goroutines cost more than they
 // save); variables, so that tests can compare one with several.
 var (
-	piperWorkers  = 0
-	piperParallel = [2]int{2048, 64}
+	piperWorkers     = 0
+	piperMinDownsets = 2048
+	piperMinStates   = 64
 )
 
 // size is the number of ops in downset id.
-func (ds *downsets) size(id int) int {
-	k := 0
-	for _, x := range ds.sets[id] {
-		k += bits.OnesCount64(x)
-	}
-	return k
-}
+func (ds *downsets) size(id int) int { return popcount(ds.sets[id]) }
 
 // piperWorker solves states of Piper's DP: its own buffers, and a stage
 // pricer of its own.

@@ -439,9 +439,9 @@ func TestPiperWorkers(t *testing.T) {
 		w, c, _ := piperCase(t, tc.model, tc.cfg, tc.n, 16, 0)
 		caps := replicaCaps(tc.n, 0)
 		tables := func(workers int) [][][]piperCell {
-			saved, savedP := piperWorkers, piperParallel
-			piperWorkers, piperParallel = workers, [2]int{0, 0} // every size shared out
-			defer func() { piperWorkers, piperParallel = saved, savedP }()
+			saved, savedD, savedS := piperWorkers, piperMinDownsets, piperMinStates
+			piperWorkers, piperMinDownsets, piperMinStates = workers, 0, 0 // every size shared out
+			defer func() { piperWorkers, piperMinDownsets, piperMinStates = saved, savedD, savedS }()
 			_, best, err := piperTables(context.Background(), w, c, tc.n, caps, OneFOneB, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -502,9 +502,9 @@ func BenchmarkChainDPs(b *testing.B) {
 // from 0 to its total, the nested pairs countPairs counts, never
 // backwards, from several workers at once.
 func TestPiperProgress(t *testing.T) {
-	saved, savedP := piperWorkers, piperParallel
-	piperWorkers, piperParallel = 4, [2]int{0, 0}
-	defer func() { piperWorkers, piperParallel = saved, savedP }()
+	saved, savedD, savedS := piperWorkers, piperMinDownsets, piperMinStates
+	piperWorkers, piperMinDownsets, piperMinStates = 4, 0, 0
+	defer func() { piperWorkers, piperMinDownsets, piperMinStates = saved, savedD, savedS }()
 	w, cl := presetWorkload(t, "dlrm", core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 8}, 8192, 4)
 	ds, err := enumerateDownsets(context.Background(), w)
 	if err != nil {
