@@ -346,7 +346,92 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		}
 		printSummary(out, "GraphPipe's throughput over the chain baselines (simulated, memory-capped, m searched):", capped, true, chains)
 	}
-	return fixed, capped, nil
+	return fixed, capped, reproduce(out, c)
+}
+
+// capLimit is the memory-capped table's per-device memory: the model's
+// training state (what a home-step plan's home holds) / capFrac.
+func capLimit(cm *sim.CostModel, capFrac float64) int64 {
+	return int64(float64(cm.Resident(true, false, cm.ParamBytes())) / capFrac)
+}
+
+// planCommand is the gnnkit plan command line that plans and simulates
+// model md as the tables do, on the same workload (samples rows of
+// md.cfg.InDim features with no edges, every row a training target: a
+// stochastic block model with no edges and all its nodes in the
+// training split), preset and options, leaving out --devices and
+// --scheduler. mem > 0 caps every device's memory at mem bytes and has
+// the scheduler search m (the memory-capped table); else m is c.m.
+// ok is false where the command line cannot express the configuration
+// (an odd sample count: the split takes the same count of each of the
+// two classes; ports off: only a cluster file can say that).
+func planCommand(md model, c config, mem int64) (cmd string, ok bool) {
+	if c.samples%2 != 0 || !c.ports || md.cfg.Classes != 2 {
+		return "", false
+	}
+	args := []string{"gnnkit plan", "--model " + md.name, fmt.Sprintf("--branches %d", md.cfg.Branches),
+		fmt.Sprintf("--hidden %d", md.cfg.Hidden), fmt.Sprintf("--layers %d", md.cfg.Layers)}
+	if md.cfg.TableRows > 0 {
+		args = append(args, fmt.Sprintf("--table-rows %d", md.cfg.TableRows))
+	}
+	args = append(args, fmt.Sprintf("--data synthetic:sbm,nodes=%d,feat=%d,classes=2,avgdeg=0,train=%d,val=0,test=0", c.samples, md.cfg.InDim, c.samples/2),
+		"--preset "+c.preset)
+	if mem > 0 {
+		args = append(args, fmt.Sprintf("--device-mem %d", mem))
+	} else if c.m > 0 {
+		args = append(args, fmt.Sprintf("--sched-opt m=%d", c.m))
+	}
+	if c.simulate > 0 {
+		args = append(args, fmt.Sprintf("--sched-opt simulate=%d", c.simulate))
+	}
+	return strings.Join(append(args, "--simulate"), " "), true
+}
+
+// reproduce prints, per model, the gnnkit plan command that gives any
+// row of the simulated tables (planCommand), with what to add for each
+// scheduler.
+func reproduce(out io.Writer, c config) error {
+	fmt.Fprintf(out, "\nany row from the command line: add --devices N and --scheduler graphpipe, 1f1b or gpipe")
+	if c.gpipeOrder {
+		fmt.Fprintf(out, " (graphpipe: with --sched-opt gpipe=on)")
+	}
+	fmt.Fprintf(out, "; graphpipe-disjoint is graphpipe with --sched-opt shared=off")
+	if c.piper {
+		fmt.Fprintf(out, ", 1f1b-piper 1f1b with --sched-opt dp=piper")
+	}
+	fmt.Fprintln(out, ":")
+	for _, md := range c.models {
+		cmd, ok := planCommand(md, c, 0)
+		if !ok {
+			fmt.Fprintf(out, "  %s: not from the command line (it needs an even -samples, -ports and two classes)\n", md)
+			continue
+		}
+		fmt.Fprintf(out, "  %s: %s\n", md, cmd)
+		if c.capFrac <= 0 {
+			continue
+		}
+		mod, err := core.BuildModel(md.name, md.cfg)
+		if err != nil {
+			return err
+		}
+		cl, err := sim.Preset(c.preset, 1)
+		if err != nil {
+			return err
+		}
+		g, batch := samplesBatch(c.samples)
+		w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
+		prof, err := sim.Roofline(w, cl.Devices[0])
+		if err != nil {
+			return err
+		}
+		cm, err := sim.NewCostModel(w, prof, cl)
+		if err != nil {
+			return err
+		}
+		capped, _ := planCommand(md, c, capLimit(cm, c.capFrac))
+		fmt.Fprintf(out, "    memory-capped: %s\n", capped)
+	}
+	return nil
 }
 
 // table simulates every model on every device count under the three
@@ -417,7 +502,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			boundM := max((workM+steps)/time.Duration(n), maxStep)
 			capStr := "device's"
 			if capFrac > 0 {
-				limit := int64(float64(cm.Resident(true, false, cm.ParamBytes())) / capFrac)
+				limit := capLimit(cm, capFrac)
 				for i := range cl.Devices {
 					cl.Devices[i].MemBytes = limit
 				}
