@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -185,6 +186,79 @@ func enumerateDownsets(ctx context.Context, w *core.Workload) (*downsets, error)
 	return ds, nil
 }
 
+// downsetCache keeps the last op graph's downsets and nested-pair
+// count. The search runs Piper's DP once per micro-batch count and pass
+// on one workload, and both depend on its op graph alone (uno-4: 0.7 s
+// to count the pairs, beside a 7 s DP). Keyed by the graph itself
+// (opGraphKey), so a different workload misses; the downsets are only
+// read once built, so concurrent searches may share them.
+var downsetCache struct {
+	sync.Mutex
+	key        string
+	ds         *downsets
+	maxSets    int // maxDownsets they were enumerated under
+	pairs      int // the nested pairs counted, or -1
+	pairsLimit int // the limit they were counted under
+}
+
+// opGraphKey is w's op graph: its op count and every op's Deps.
+func opGraphKey(w *core.Workload) string {
+	b := binary.AppendUvarint(nil, uint64(len(w.Ops)))
+	for _, op := range w.Ops {
+		b = binary.AppendUvarint(b, uint64(len(op.Deps)))
+		for _, q := range op.Deps {
+			b = binary.AppendUvarint(b, uint64(q))
+		}
+	}
+	return string(b)
+}
+
+// cachedDownsets is enumerateDownsets(ctx, w), from downsetCache when it
+// holds w's op graph enumerated under the same limit.
+func cachedDownsets(ctx context.Context, w *core.Workload) (*downsets, error) {
+	key := opGraphKey(w)
+	dc := &downsetCache
+	dc.Lock()
+	if dc.ds != nil && dc.key == key && dc.maxSets == maxDownsets {
+		ds := dc.ds
+		dc.Unlock()
+		return ds, nil
+	}
+	limit := maxDownsets
+	dc.Unlock()
+	ds, err := enumerateDownsets(ctx, w)
+	if err != nil {
+		return nil, err
+	}
+	dc.Lock()
+	dc.key, dc.ds, dc.maxSets, dc.pairs = key, ds, limit, -1
+	dc.Unlock()
+	return ds, nil
+}
+
+// cachedPairs is countPairs(ctx, w, ds, limit), from downsetCache when
+// ds is its downsets and they were counted under the same limit.
+func cachedPairs(ctx context.Context, w *core.Workload, ds *downsets, limit int) (int, error) {
+	dc := &downsetCache
+	dc.Lock()
+	if dc.ds == ds && dc.pairs >= 0 && dc.pairsLimit == limit {
+		pairs := dc.pairs
+		dc.Unlock()
+		return pairs, nil
+	}
+	dc.Unlock()
+	pairs, err := countPairs(ctx, w, ds, limit)
+	if err != nil {
+		return 0, err
+	}
+	dc.Lock()
+	if dc.ds == ds {
+		dc.pairs, dc.pairsLimit = pairs, limit
+	}
+	dc.Unlock()
+	return pairs, nil
+}
+
 func (ds *downsets) hash(s []uint64) uint64 {
 	var h uint64
 	for wi, x := range s {
@@ -237,7 +311,7 @@ type piperCell struct {
 // all caps; a stage's compute alone (costs.time) over its replicas is a
 // lower bound on its rate that skips most of the device counts.
 func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []int, kind Kind, progress func(done, total int64)) (*downsets, [][][]piperCell, error) {
-	ds, err := enumerateDownsets(ctx, w)
+	ds, err := cachedDownsets(ctx, w)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -245,7 +319,7 @@ func piperTables(ctx context.Context, w *core.Workload, c *costs, D int, caps []
 	if per := (D + 1) * len(caps); N > maxPiperCell/per {
 		return nil, nil, fmt.Errorf("%w: %d downsets on %d devices at %d replica caps need %d table cells (at most %d)", ErrTooManyDownsets, N, D, len(caps), N*per, maxPiperCell)
 	}
-	pairs, err := countPairs(ctx, w, ds, maxPiperPairs)
+	pairs, err := cachedPairs(ctx, w, ds, maxPiperPairs)
 	if err != nil {
 		return nil, nil, err
 	}

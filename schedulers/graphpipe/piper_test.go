@@ -536,3 +536,57 @@ func TestPiperProgress(t *testing.T) {
 	}
 	t.Logf("%d runs of Piper's DP over %d pairs", runs, pairs)
 }
+
+// TestDownsetCache: the search's repeated Piper DPs on one workload (a
+// micro-batch count and pass each) enumerate its downsets and count
+// their pairs once; an equal op graph built again hits, another graph,
+// another enumeration limit or another pair limit misses, and what a
+// hit returns is what enumerating and counting afresh gives.
+func TestDownsetCache(t *testing.T) {
+	ctx := context.Background()
+	cfg := core.ModelConfig{InDim: 64, Hidden: 64, Classes: 2, Layers: 3, Branches: 3}
+	w, _ := presetWorkload(t, "uno", cfg, 64, 1)
+	ds, err := cachedDownsets(ctx, w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, _ := presetWorkload(t, "uno", cfg, 64, 1) // another workload, the same op graph
+	if ds2, err := cachedDownsets(ctx, again); err != nil || ds2 != ds {
+		t.Errorf("the same op graph enumerated again (%v)", err)
+	}
+	fresh, err := enumerateDownsets(ctx, w)
+	if err != nil || len(fresh.sets) != len(ds.sets) {
+		t.Fatalf("cached %d downsets, fresh %d (%v)", len(ds.sets), len(fresh.sets), err)
+	}
+	for i := range fresh.sets {
+		if !equalBits(fresh.sets[i], ds.sets[i]) {
+			t.Fatalf("downset %d differs from a fresh enumeration", i)
+		}
+	}
+	want, _ := countPairs(ctx, w, fresh, math.MaxInt)
+	for _, limit := range []int{math.MaxInt, 100, math.MaxInt} {
+		got, err := cachedPairs(ctx, w, ds, limit)
+		wl := want
+		if want > limit {
+			wl = limit + 1 // countPairs stops one past its limit
+		}
+		if err != nil || got != wl {
+			t.Errorf("pairs under limit %d: %d, %v; want %d", limit, got, err, wl)
+		}
+	}
+	cfg.Branches = 2
+	other, _ := presetWorkload(t, "uno", cfg, 64, 1)
+	ods, err := cachedDownsets(ctx, other)
+	if err != nil || ods == ds || len(ods.sets) == len(ds.sets) {
+		t.Errorf("another op graph got the cached downsets (%v)", err)
+	}
+	if got, _ := cachedPairs(ctx, w, ds, math.MaxInt); got != want {
+		t.Errorf("pairs of downsets no longer cached: %d, want %d", got, want)
+	}
+	saved := maxDownsets
+	maxDownsets = 10
+	defer func() { maxDownsets = saved }()
+	if _, err := cachedDownsets(ctx, other); !errors.Is(err, ErrTooManyDownsets) {
+		t.Errorf("a lower limit on downsets: %v, want ErrTooManyDownsets", err)
+	}
+}
