@@ -49,7 +49,8 @@ the DAG for Graphviz).
 
 With --simulate it replays the plan in the discrete-event simulator (package
 sim) and prints the predicted iteration time, bubble fraction, per-device
-busy time and peak memory, and writes the simulated schedule as a trace.
+busy time and peak memory; --trace FILE also writes the simulated schedule
+as a trace to open in ui.perfetto.dev.
 Op costs come from --profile FILE (a GraphPipe-schema profile), from
 --measure (profile the model on this machine's CPU first, or on the first
 device of --measure-backend; with --profile the profile is also written
@@ -772,6 +773,8 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		}
 		if r.Trace != "" {
 			row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
+		} else {
+			row("trace", "not written (--trace FILE writes the simulated schedule for ui.perfetto.dev)")
 		}
 	}
 	for _, n := range r.Notes {
