@@ -225,10 +225,9 @@ type Scheduler struct {
 	// GPipeOrder makes GraphPipe also weigh GPipe's order (option
 	// gpipe=on): its DAG answers and the GPipe chain baseline's whole
 	// search, every micro-batch in flight, beside its generalised 1F1B,
-	// so that at a fixed MicroBatches it is never slower than either
-	// chain baseline (with m searched, its walk over m may stop at
-	// another count than the GPipe chain's: none did on the
-	// benchmark). It trades
+	// so that it is never slower than either chain baseline in the
+	// simulator (with m searched too: each chain family is its
+	// baseline's own walk over the counts). It trades
 	// memory for time: off (the default), GraphPipe keeps the paper's
 	// schedule, whose in-flight bound is what makes it lighter than the
 	// chains.

@@ -332,11 +332,17 @@ func TestPartitionSearchTime(t *testing.T) {
 	// the CPU time of the search at one count, or 5 times the bound in
 	// CPU time (under other tests' load the one-count search's CPU time
 	// once read below 4.0 s, where 4.9 s is usual, taking the ratio past
-	// 5, where 4.0–4.1 is usual).
+	// 5, where 4.0–4.1 is usual). GraphPipe's search with m searched also
+	// runs the 1F1B chain's own walk over the counts (chainWalks), so it
+	// gets that walk's time on top: at most the 1F1B chain's whole
+	// search with m searched, timed here too (7.3 s, CPU 10.9 s; with it
+	// GraphPipe's went 16.8 → 20.4 s, CPU 23.2 → 28.9 s).
+	_, elc, cpuc := timed(&graphpipe.Scheduler{Kind: graphpipe.OneFOneB})
+	t.Logf("the 1F1B chain alone, m searched: %v (CPU %v)", elc, cpuc)
 	p, el, cpu = timed(&graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB})
 	t.Logf("m searched: m = %v (%v counts tried), %d stages, searched in %v (CPU %v)", p.Metrics["micro_batches"], p.Metrics["micro_batch_counts_tried"], int(p.Metrics["stages"]), el, cpu)
-	if !within(el, cpu, 10*time.Second) && !(cpu > 0 && (cpu <= 25*time.Second || cpuFixed > 0 && cpu <= 5*cpuFixed)) {
-		t.Errorf("search with m searched took %v (CPU %v, %v at one count), want <= 10s, or 5x the one-count search or 25 s in CPU time", el, cpu, cpuFixed)
+	if !within(el, cpu, 10*time.Second+elc) && !(cpu > 0 && (cpu <= 25*time.Second+cpuc || cpuFixed > 0 && cpu <= 5*cpuFixed+cpuc)) {
+		t.Errorf("search with m searched took %v (CPU %v, %v at one count, the 1F1B chain's %v), want <= 10s, or 5x the one-count search or 25 s in CPU time, each plus the 1F1B chain's search", el, cpu, cpuFixed, cpuc)
 	}
 }
 

@@ -776,6 +776,60 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 	return out, nil
 }
 
+// chainWalks makes each of GraphPipe's chain families, with m searched,
+// exactly its baseline's whole search: the baseline's own walk over the
+// counts (its objective, its replica caps), whose candidates at every
+// count it tried replace those GraphPipe's walk found for the family.
+// Counts only the baseline tried join evals, GraphPipe's other families
+// holding nothing there; evals come back in ladder order, as searchM
+// gives them. Each family's candidates are then simulated and refined
+// alike and the fastest kept, so GraphPipe is never slower than a chain
+// baseline in the simulator. (At a fixed m both searches run the same
+// count at every cap: nothing to do.)
+func (s *Scheduler) chainWalks(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID, evals []*mEval) ([]*mEval, error) {
+	fams := s.families()
+	byM := map[int]*mEval{}
+	for _, e := range evals {
+		byM[e.m] = e
+	}
+	for f, fam := range fams {
+		if fam.dag {
+			continue
+		}
+		b := s.baseline(fam)
+		bev, err := b.searchM(ctx, w, cm, devs)
+		if err != nil {
+			return nil, err
+		}
+		for _, e := range evals {
+			e.pools[f] = nil
+		}
+		for _, be := range bev {
+			e := byM[be.m]
+			if e == nil {
+				e = &mEval{m: be.m, c: be.c, pools: make([][]*candidate, len(fams)), score: math.Inf(1)}
+				byM[be.m] = e
+				evals = append(evals, e)
+			}
+			e.pools[f] = be.pools[0]
+		}
+	}
+	sort.SliceStable(evals, func(i, j int) bool { return evals[i].m < evals[j].m })
+	return evals, nil
+}
+
+// baseline is the chain scheduler whose whole search GraphPipe's chain
+// family fam is: s's settings under fam's schedule and chain DP.
+func (s *Scheduler) baseline(fam family) *Scheduler {
+	b := *s
+	b.Graph, b.Kind, b.GPipeOrder, b.Disjoint = false, fam.kind, false, false
+	b.ChainDP = ChainPipeDream
+	if fam.piper {
+		b.ChainDP = ChainPiper
+	}
+	return &b
+}
+
 // search picks the plan: every candidate at every micro-batch count
 // searchM tried estimated, per family the best few by estimate (and the
 // best of each count) simulated with the executor's semantics
@@ -785,6 +839,11 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	evals, err := s.searchM(ctx, w, cm, devs)
 	if err != nil {
 		return nil, err
+	}
+	if s.Graph && s.MicroBatches <= 0 {
+		if evals, err = s.chainWalks(ctx, w, cm, devs, evals); err != nil {
+			return nil, err
+		}
 	}
 	// The families' pools, merged over the counts.
 	pools := make([][]*candidate, len(evals[0].pools))

@@ -1,0 +1,123 @@
+package graphpipe
+
+import (
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/sim"
+)
+
+// TestChainWalks: with m searched, each of GraphPipe's chain families is
+// exactly its baseline's whole search (the baseline's walk over the
+// counts, its candidates at each count, in order), whatever counts
+// GraphPipe's own walk tried; so GraphPipe is never slower than a chain
+// baseline in the simulator. The multi-branch GNN on 8 PCIe A100s of
+// 2 GiB is where GraphPipe's walk alone lost: it ended at m = 4
+// (60.25 ms) where the 1F1B chain's walk found 60.06 ms at m = 1.
+func TestChainWalks(t *testing.T) {
+	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []core.DeviceID
+	for _, d := range w.Devices {
+		devs = append(devs, d.ID)
+	}
+	// (count, signature) of family f's candidates over evals, in order.
+	walk := func(evals []*mEval, f int) []string {
+		var out []string
+		for _, e := range evals {
+			for _, cd := range e.pools[f] {
+				out = append(out, fmt.Sprintf("m%d %s", e.m, signature(cd.part, cd.kind)))
+			}
+		}
+		return out
+	}
+	for _, s := range []*Scheduler{
+		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof},
+		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof, GPipeOrder: true},
+	} {
+		own, err := s.searchM(t.Context(), w, cm, devs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ownMs := map[int]bool{}
+		for _, e := range own {
+			ownMs[e.m] = true
+		}
+		evals, err := s.chainWalks(t.Context(), w, cm, devs, own)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.IsSortedFunc(evals, func(a, b *mEval) int { return a.m - b.m }) {
+			t.Errorf("gpipe=%v: counts out of ladder order", s.GPipeOrder)
+		}
+		for f, fam := range s.families() {
+			if fam.dag {
+				continue
+			}
+			base, err := s.baseline(fam).searchM(t.Context(), w, cm, devs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, want := walk(evals, f), walk(base, 0)
+			if !slices.Equal(got, want) || len(got) == 0 {
+				t.Errorf("gpipe=%v, family %v: %d candidates, its baseline's walk %d; want the same, count by count", s.GPipeOrder, fam, len(got), len(want))
+			}
+			for _, e := range base {
+				if !ownMs[e.m] {
+					t.Logf("gpipe=%v, family %v: m = %d from the baseline's walk alone", s.GPipeOrder, fam, e.m)
+				}
+			}
+		}
+		for f, fam := range s.families() {
+			if fam.dag && len(walk(evals, f)) != len(walk(own, f)) {
+				t.Errorf("gpipe=%v: the DAG family %v changed", s.GPipeOrder, fam)
+			}
+		}
+	}
+
+	if testing.Short() {
+		t.Skip("the GNN case plans a 65,536-node graph three times")
+	}
+	ds, err := data.Open("synthetic:sbm,nodes=65536,feat=512,classes=16,avgdeg=10,train=512,val=0,test=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mod, err := core.BuildModel("mbgnn", core.ModelConfig{InDim: ds.FeatureDim, Hidden: 256, Classes: ds.NumClasses, Layers: 2, Branches: 4, Dropout: 0.5}) // as gnnkit plan builds it
+	if err != nil {
+		t.Fatal(err)
+	}
+	gcl, err := sim.Preset("pcie-a100", 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range gcl.Devices {
+		gcl.Devices[i].MemBytes = 2 << 30
+	}
+	gw := core.NewWorkload(mod, ds.Graph, ds.FeatureDim, ds.Train, gcl.Infos(), 1)
+	gprof, err := sim.Roofline(gw, gcl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	iter := map[string]float64{}
+	for _, s := range []*Scheduler{
+		{Graph: true, Kind: OneFOneB, Cluster: gcl, Profile: gprof},
+		{Kind: OneFOneB, Cluster: gcl, Profile: gprof},
+		{Kind: GPipe, Cluster: gcl, Profile: gprof},
+	} {
+		p, err := s.Schedule(t.Context(), gw)
+		if err != nil {
+			t.Fatalf("%s: %v", s.Name(), err)
+		}
+		iter[s.Name()] = p.Metrics["simulated_iteration_ms"]
+		t.Logf("mbgnn-4, 8 devices of 2 GiB, %s: %.3f ms at m = %v", s.Name(), iter[s.Name()], p.Metrics["micro_batches"])
+	}
+	if iter["graphpipe"] > iter["1f1b"] {
+		t.Errorf("GraphPipe %.3f ms, slower than the 1F1B chain's %.3f ms", iter["graphpipe"], iter["1f1b"])
+	}
+}
