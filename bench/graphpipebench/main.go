@@ -13,6 +13,7 @@
 //	go run ./bench/graphpipebench -capfrac 0    # the fixed-m table only
 //	go run ./bench/graphpipebench -measure=false -piper   # also the 1F1B chain from Piper's downset DP
 //	go run ./bench/graphpipebench -search       # search time: PipeDream, Piper, GraphPipe, one core each
+//	go run ./bench/graphpipebench -gnn          # the multi-branch GNN under memory caps, m searched
 //
 // Two simulated tables: every scheduler at the same fixed m (-m), on
 // the preset's devices; and memory-capped, where every scheduler searches
@@ -25,7 +26,9 @@
 // (every chain of convex stages) and counts among the best chains.
 //
 // -search prints instead the search-time table: each partitioner's
-// whole search timed on one core, with the plan it picks.
+// whole search timed on one core, with the plan it picks. -gnn prints
+// instead the multi-branch GNN table: mbgnn on a graph, under per-device
+// memory caps, every scheduler searching m.
 package main
 
 import (
@@ -202,7 +205,32 @@ func main() {
 	searchLimit := flag.Duration("search-limit", time.Minute, "with -search: stop a search after this long (reported as stopped)")
 	piper := flag.Bool("piper", false, "also plan the 1F1B chain with Piper's downset DP (1f1b-piper, option dp=piper): every chain of convex stages, counted among the best chains; slow (uno-4: seconds per micro-batch count), and refused on uno-8 (too many downsets)")
 	searchOnly := flag.String("search-models", "", "with -search: only the models whose names are in this comma-separated list (as the table names them: uno-4, dlrm-8, …); empty: all")
+	gnn := flag.Bool("gnn", false, "print only the multi-branch GNN table instead: mbgnn over -gnn-data at -gnn-branches towers, on -gnn-devices devices of each -gnn-caps memory, every scheduler searching m (minutes)")
+	gnnData := flag.String("gnn-data", "synthetic:sbm,nodes=65536,feat=512,classes=16,avgdeg=10,train=512,val=0,test=0", "with -gnn: the dataset (a --data spec); every training node a target of the full-graph iteration")
+	gnnBranches := flag.String("gnn-branches", "4,8", "with -gnn: mbgnn's tower counts")
+	gnnDevices := flag.String("gnn-devices", "4,8,16", "with -gnn: simulated device counts")
+	gnnCaps := flag.String("gnn-caps", "4GiB,2GiB,1GiB,512MiB", "with -gnn: per-device memory caps")
+	gnnHidden := flag.Int("gnn-hidden", 256, "with -gnn: mbgnn's width")
 	flag.Parse()
+	if *gnn {
+		branches, err := parseDevices(*gnnBranches, "-gnn-branches")
+		check(err)
+		devs, err := parseDevices(*gnnDevices, "-gnn-devices")
+		check(err)
+		var caps []int64
+		for _, f := range strings.Split(*gnnCaps, ",") {
+			n, err := core.ParseBytes(strings.TrimSpace(f))
+			if err != nil || n <= 0 {
+				check(fmt.Errorf("-gnn-caps %q: want positive sizes separated by commas, e.g. 2GiB,1GiB", *gnnCaps))
+			}
+			caps = append(caps, n)
+		}
+		if *gnnHidden < 1 {
+			check(fmt.Errorf("-gnn-hidden %d: want a positive width", *gnnHidden))
+		}
+		check(gnnTable(os.Stdout, gnnConfig{data: *gnnData, branches: branches, hidden: *gnnHidden, devices: devs, caps: caps, preset: *preset}))
+		return
+	}
 	if *search {
 		devs, err := parseDevices(*searchDevs, "-search-devices")
 		check(err)

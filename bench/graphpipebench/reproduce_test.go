@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,17 +60,7 @@ func TestPlanCommandReproducesRows(t *testing.T) {
 		t.Errorf("the fixed-m command must fix m and the capped one cap memory instead: %q", cmds)
 	}
 
-	bin := filepath.Join(t.TempDir(), "gnnkit")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
-	}
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		gotool = "/usr/local/go/bin/go"
-	}
-	if b, err := exec.Command(gotool, "build", "-o", bin, "../../cmd/gnnkit").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
+	bin := buildGnnkit(t)
 	for ti, cmd := range cmds {
 		for sched, extra := range map[string][]string{
 			"graphpipe":          {"--scheduler", "graphpipe"},
@@ -123,4 +114,78 @@ func stderrOf(err error) string {
 		return string(ee.Stderr)
 	}
 	return ""
+}
+
+// TestGNNTableSmoke runs the multi-branch GNN table on a small graph:
+// every row has the three schedulers' cells or "does not fit", GraphPipe
+// is never slower than the best chain (chainWalks: each chain family is
+// its baseline's whole search), and the row's plan is the one gnnkit
+// plan prints for the same command line.
+func TestGNNTableSmoke(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds gnnkit and plans a GNN 7 times")
+	}
+	c := gnnConfig{data: "synthetic:sbm,nodes=2048,feat=64,classes=4,avgdeg=8,train=256,val=0,test=0", branches: []int{3}, hidden: 64,
+		devices: []int{4}, caps: []int64{1 << 30, 16 << 20}, preset: "pcie-a100"}
+	var out bytes.Buffer
+	if err := gnnTable(&out, c); err != nil {
+		t.Fatal(err)
+	}
+	var rows [][]string
+	for _, line := range strings.Split(out.String(), "\n") {
+		if strings.HasPrefix(line, "| mbgnn-3 | 4 |") {
+			rows = append(rows, strings.Split(strings.Trim(line, "| "), " | "))
+		}
+	}
+	if len(rows) != 2 || !strings.Contains(out.String(), "any row from the command line: gnnkit plan --model mbgnn") {
+		t.Fatalf("want 2 rows and the command line:\n%s", out.String())
+	}
+	for _, r := range rows {
+		if len(r) != 7 {
+			t.Fatalf("row %q: %d cells, want 7", r, len(r))
+		}
+		if x, err := strconv.ParseFloat(strings.TrimSuffix(r[6], "x"), 64); err == nil && x < 1 {
+			t.Errorf("row %q: GraphPipe slower than the best chain", r)
+		}
+	}
+	bin := buildGnnkit(t)
+	for i, mem := range []string{"1073741824", "16777216"} {
+		args := []string{"plan", "--model", "mbgnn", "--branches", "3", "--hidden", "64", "--data", c.data, "--preset", "pcie-a100",
+			"--device-mem", mem, "--simulate", "--devices", "4", "--scheduler", "graphpipe", "--json"}
+		b, err := exec.Command(bin, args...).Output()
+		if strings.HasPrefix(rows[i][3], "does not fit") {
+			if err == nil {
+				t.Errorf("row %q: the command planned", rows[i])
+			}
+			continue
+		}
+		var res struct {
+			Simulation struct {
+				IterationNS int64 `json:"iteration_ns"`
+			} `json:"simulation"`
+		}
+		if err != nil || json.Unmarshal(b, &res) != nil {
+			t.Fatalf("gnnkit %s: %v, %s", strings.Join(args, " "), err, stderrOf(err))
+		}
+		if got := fmt.Sprintf("%.2f ms", float64(res.Simulation.IterationNS)/1e6); !strings.HasPrefix(rows[i][3], got) {
+			t.Errorf("row %q: the command simulates %s", rows[i], got)
+		}
+	}
+}
+
+// buildGnnkit builds the gnnkit command into a temporary folder.
+func buildGnnkit(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "gnnkit")
+	if runtime.GOOS == "windows" {
+		bin += ".exe"
+	}
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		gotool = "/usr/local/go/bin/go"
+	}
+	if b, err := exec.Command(gotool, "build", "-o", bin, "../../cmd/gnnkit").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, b)
+	}
+	return bin
 }
