@@ -16,7 +16,10 @@ import (
 // GraphPipe's own walk tried; so GraphPipe is never slower than a chain
 // baseline in the simulator. The multi-branch GNN on 8 PCIe A100s of
 // 2 GiB is where GraphPipe's walk alone lost: it ended at m = 4
-// (60.25 ms) where the 1F1B chain's walk found 60.06 ms at m = 1.
+// (60.25 ms) where the 1F1B chain's walk found 60.06 ms at m = 1. There
+// too a walk must cross a count where nothing fits: at m = 16 a chain
+// fits, at m = 8 none does, and m = 1 is 4x faster; stopping at the
+// count where nothing fits, the 1F1B chain took 241.7 ms at m = 8.
 func TestChainWalks(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
 	cm, err := sim.NewCostModel(w, prof, cl)
@@ -104,7 +107,7 @@ func TestChainWalks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	iter := map[string]float64{}
+	iter, ms := map[string]float64{}, map[string]float64{}
 	for _, s := range []*Scheduler{
 		{Graph: true, Kind: OneFOneB, Cluster: gcl, Profile: gprof},
 		{Kind: OneFOneB, Cluster: gcl, Profile: gprof},
@@ -114,10 +117,15 @@ func TestChainWalks(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", s.Name(), err)
 		}
-		iter[s.Name()] = p.Metrics["simulated_iteration_ms"]
+		iter[s.Name()], ms[s.Name()] = p.Metrics["simulated_iteration_ms"], p.Metrics["micro_batches"]
 		t.Logf("mbgnn-4, 8 devices of 2 GiB, %s: %.3f ms at m = %v", s.Name(), iter[s.Name()], p.Metrics["micro_batches"])
 	}
-	if iter["graphpipe"] > iter["1f1b"] {
-		t.Errorf("GraphPipe %.3f ms, slower than the 1F1B chain's %.3f ms", iter["graphpipe"], iter["1f1b"])
+	if iter["graphpipe"] > iter["1f1b"] || iter["graphpipe"] > iter["gpipe"] {
+		t.Errorf("GraphPipe %.3f ms, slower than a chain: 1F1B %.3f ms, GPipe %.3f ms", iter["graphpipe"], iter["1f1b"], iter["gpipe"])
+	}
+	for _, name := range []string{"graphpipe", "1f1b", "gpipe"} {
+		if ms[name] != 1 {
+			t.Errorf("%s chose m = %v; want m = 1, past the count where nothing fits", name, ms[name])
+		}
 	}
 }

@@ -77,13 +77,18 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		scale = float64(used) / hc
 	}
 	// The transfers between two stages per micro-batch, each value on its
-	// own (latency each), by producing and consuming stage. Through ports
-	// (sim.Link.PortGBps) a replica's sends share its port, as do its
-	// receives: portOut[s] and portIn[s] are the seconds stage s's
-	// activations take through its port per micro-batch, out and in (their
-	// gradients come back the same way), and lat[s] its port's latency.
-	xs := map[[2]int]float64{}
+	// own (latency each), by producing and consuming stage: xs forward,
+	// xsB the gradients sent back, of the values whose gradient is needed
+	// (costs.needGrad; the simulator and the executor send no other).
+	// Through ports (sim.Link.PortGBps) a replica's sends share its port,
+	// as do its receives: portOut[s] and portIn[s] are the seconds stage
+	// s's activations take through its port per micro-batch, out and in,
+	// gradOut[s] and gradIn[s] its gradients', and lat[s] its port's
+	// latency. Where every gradient is needed, xsB is xs and the gradient
+	// loads are the activations' the other way.
+	xs, xsB := map[[2]int]float64{}, map[[2]int]float64{}
 	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
+	gradOut, gradIn := make([]float64, S), make([]float64, S)
 	if !c.sync {
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
@@ -93,11 +98,20 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 				if sq != so && !seen[[2]int{q, so}] {
 					seen[[2]int{q, so}] = true
 					a, b := part.Devices[sq][0], part.Devices[so][0]
-					xs[[2]int{sq, so}] += secs(c.cm.Transfer(a, b, int64(c.out[q])))
+					t := secs(c.cm.Transfer(a, b, int64(c.out[q])))
+					xs[[2]int{sq, so}] += t
+					grad := c.needGrad[q]
+					if grad {
+						xsB[[2]int{sq, so}] += t
+					}
 					if _, gbps := c.cm.Cluster().PortBetween(a, b); gbps > 0 {
 						x := c.out[q] / (gbps * 1e9)
 						portOut[sq] += x
 						portIn[so] += x
+						if grad {
+							gradOut[so] += x
+							gradIn[sq] += x
+						}
 						l := secs(c.cm.Transfer(a, b, 0))
 						lat[sq], lat[so] = math.Max(lat[sq], l), math.Max(lat[so], l)
 					}
@@ -108,18 +122,26 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
 	// links at once), and no sooner than s's port sends all its
-	// activations and q's receives all of its.
-	e := func(s, q int) float64 {
+	// activations and q's receives all of its. eB(s, q): the same for
+	// the gradients q sends s back (q's port sending, s's receiving).
+	edge := func(xs map[[2]int]float64, out, in []float64, s, q int) float64 {
 		x := xs[[2]int{s, q}]
 		if part.Chain {
 			for p := 0; p < q; p++ {
 				x = math.Max(x, xs[[2]int{p, q}])
 			}
 		}
-		if portOut[s] > 0 || portIn[q] > 0 {
-			x = math.Max(x, math.Max(portOut[s], portIn[q])+math.Max(lat[s], lat[q]))
+		if out[s] > 0 || in[q] > 0 {
+			x = math.Max(x, math.Max(out[s], in[q])+math.Max(lat[s], lat[q]))
 		}
 		return x
+	}
+	e := func(s, q int) float64 { return edge(xs, portOut, portIn, s, q) }
+	eB := func(s, q int) float64 { return edge(xsB, gradIn, gradOut, s, q) }
+	// portLoad is the busier direction of stage s's port per micro-batch:
+	// its activations and gradients out, or in.
+	portLoad := func(s int) float64 {
+		return math.Max(portOut[s]+gradOut[s], portIn[s]+gradIn[s])
 	}
 	f, b, t := make([]float64, S), make([]float64, S), make([]float64, S)
 	per := make([]float64, S)
@@ -142,7 +164,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		for _, q := range succs[s] {
 			x := e(s, q)
 			df = math.Max(df, x+latF[q])
-			db = math.Max(db, x+latB[q])
+			db = math.Max(db, eB(s, q)+latB[q])
 			// Micro-batch i goes from replica i mod d_s to replica i mod
 			// d_q, so a link between two replicas carries every
 			// lcm(d_s, d_q)-th micro-batch, one transfer at a time, each
@@ -157,8 +179,8 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// A port carries a replica's activations out and in and their
 		// gradients back, per micro-batch (under GPipe a phase one way): a
 		// port busier than the stages is the bottleneck.
-		steady = math.Max(steady, (per[s]-1)*(portOut[s]+portIn[s]))
-		comm = math.Max(comm, (per[s]-1)*(portOut[s]+portIn[s]))
+		steady = math.Max(steady, (per[s]-1)*portLoad(s))
+		comm = math.Max(comm, (per[s]-1)*portLoad(s))
 		linkSteady = math.Max(linkSteady, (per[s]-1)*math.Max(portOut[s], portIn[s]))
 		latF[s], latB[s] = f[s]+df, b[s]+db
 		steadyF = math.Max(steadyF, (per[s]-1)*f[s])
@@ -188,7 +210,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	upB, upF := make([]float64, S), make([]float64, S)
 	for _, s := range order {
 		for _, q := range preds[s] {
-			upB[s] = math.Max(upB[s], e(q, s)+b[q]+upB[q])
+			upB[s] = math.Max(upB[s], eB(q, s)+b[q]+upB[q])
 			upF[s] = math.Max(upF[s], upF[q]+f[q]+e(q, s))
 		}
 	}
@@ -204,7 +226,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// than L + (ceil(m/d_s) − 1)·t_s by what they hide; where the
 		// stages below are busier, their queue shows in its waits. A link
 		// or port busier than the stages adds its steady part to L.
-		tp, last, ok := taskPipe(c.m, part.Devices, succs, warm, f, b, e)
+		tp, last, ok := taskPipe(c.m, part.Devices, succs, warm, f, b, e, eB)
 		if !ok {
 			// The 1F1B order deadlocks: BuildPlan gives this partition
 			// GPipe's order (Scheduler.build), so price that.
@@ -225,7 +247,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 		// from a source) through its whole load, then the backward path
 		// from the latest of them up to a source (upB).
 		for _, hs := range shared {
-			var load, port float64
+			var load, portO, portI float64
 			start, tail := math.Inf(1), math.Inf(1)
 			for _, h := range hs {
 				if h.replica >= c.m {
@@ -234,12 +256,13 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 				d := len(part.Devices[h.stage])
 				n := float64((c.m - h.replica + d - 1) / d)
 				load += n * t[h.stage]
-				port += n * (portOut[h.stage] + portIn[h.stage])
+				portO += n * (portOut[h.stage] + gradOut[h.stage])
+				portI += n * (portIn[h.stage] + gradIn[h.stage])
 				start = math.Min(start, upF[h.stage])
 				tail = math.Min(tail, upB[h.stage])
 			}
 			if load > 0 {
-				p.pipe = math.Max(p.pipe, start+math.Max(load, port)+tail)
+				p.pipe = math.Max(p.pipe, start+math.Max(load, math.Max(portO, portI))+tail)
 			}
 		}
 	}
@@ -809,12 +832,12 @@ func topoStages(preds, succs [][]int) []int {
 // micro-batches (i ≡ r mod d_s) in BuildPlan's 1F1B order, each task
 // after the one before it there; stage s's forward of micro-batch i
 // after its predecessors' forwards of i and the transfers e(p, s), its
-// backward after its forward and its successors' backwards of i and
-// e(s, q). Compute f[s] and b[s] per task; what it leaves out is
+// backward after its forward and its successors' backwards of i and the
+// gradients they send back, eB(s, q). Compute f[s] and b[s] per task; what it leaves out is
 // contention: stages sharing a device, and transfers sharing a link or
 // port (estimate bounds those apart). ok is false if the order
 // deadlocks.
-func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []float64, e func(s, q int) float64) (end float64, last [][]float64, ok bool) {
+func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []float64, e, eB func(s, q int) float64) (end float64, last [][]float64, ok bool) {
 	S := len(devs)
 	if m <= 0 || S == 0 {
 		return 0, nil, true
@@ -868,9 +891,8 @@ func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []f
 	in, out := make([][]edge, S), make([][]edge, S)
 	for s := range S {
 		for _, q := range succs[s] {
-			x := e(s, q)
-			out[s] = append(out[s], edge{q, x})
-			in[q] = append(in[q], edge{s, x})
+			out[s] = append(out[s], edge{q, e(s, q)})
+			in[q] = append(in[q], edge{s, eB(s, q)})
 		}
 	}
 	for s := range S {

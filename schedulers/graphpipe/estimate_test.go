@@ -3,9 +3,12 @@ package graphpipe
 import (
 	"math"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/data"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -68,7 +71,7 @@ func TestTaskPipe(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			e := func(s, q int) float64 { return tc.x }
-			end, last, ok := taskPipe(tc.m, tc.devs, tc.succs, tc.warm, tc.f, tc.b, e)
+			end, last, ok := taskPipe(tc.m, tc.devs, tc.succs, tc.warm, tc.f, tc.b, e, e)
 			if ok == tc.deadlock {
 				t.Fatalf("ok %v, want %v", ok, !tc.deadlock)
 			}
@@ -285,5 +288,95 @@ func TestBisectMemory(t *testing.T) {
 	}
 	if c.memCap != 12345 {
 		t.Errorf("memCap %g after, want it restored", c.memCap)
+	}
+}
+
+// TestEstimateSendsNeededGradients: the estimate prices only the
+// gradients the simulator and the executor send back, those of values
+// whose gradient is needed (needGrads). A multi-branch GNN's input
+// dropout feeds every tower but has no parameter upstream: with it on a
+// stage of its own, each tower sends nothing back to it. Counting those
+// gradients anyway (every needGrad true, as before) priced this plan far
+// over its simulation, enough that GraphPipe's search did not simulate
+// it on mbgnn-4 over PCIe A100s of 2 GiB.
+func TestEstimateSendsNeededGradients(t *testing.T) {
+	ds, err := data.Open("synthetic:sbm,nodes=16384,feat=256,classes=8,avgdeg=10,train=256,val=0,test=0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const towers = 4
+	mod, err := core.BuildModel("mbgnn", core.ModelConfig{InDim: ds.FeatureDim, Hidden: 128, Classes: ds.NumClasses, Layers: 2, Dropout: 0.5, Branches: towers})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cl, err := sim.Preset("pcie-a100", towers+2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := core.NewWorkload(mod, ds.Graph, ds.FeatureDim, ds.Train, cl.Infos(), 1)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Stage 0 the input dropout, stage 1+k tower k, the last the join,
+	// the fusion MLP and the loss: one device each.
+	part := Partition{StageOf: make([]int, len(w.Ops))}
+	ng := needGrads(w)
+	drops := 0
+	for o, op := range w.Ops {
+		switch {
+		case op.Name == "drop_in":
+			part.StageOf[o] = 0
+			drops++
+			if ng[o] {
+				t.Errorf("needGrads: the input dropout's gradient is needed")
+			}
+		case strings.HasPrefix(op.Name, "tower"):
+			k, err := strconv.Atoi(strings.TrimLeft(strings.SplitN(op.Name, ".", 2)[0], "tower"))
+			if err != nil {
+				t.Fatalf("op %s: %v", op.Name, err)
+			}
+			part.StageOf[o] = 1 + k
+		default:
+			part.StageOf[o] = 1 + towers
+		}
+		if len(op.Params) > 0 && !ng[o] {
+			t.Errorf("needGrads: op %s reads parameters but its gradient is not needed", op.Name)
+		}
+	}
+	if drops != 1 {
+		t.Fatalf("%d ops named drop_in, want 1", drops)
+	}
+	for s := range towers + 2 {
+		part.Devices = append(part.Devices, []core.DeviceID{cl.Devices[s].ID})
+	}
+	p, err := BuildPlan(w, part, 1, OneFOneB, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Simulate(p, w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []core.DeviceID
+	for _, d := range w.Devices {
+		devs = append(devs, d.ID)
+	}
+	c := newCosts(cm, w, devs, 1, StepOwners)
+	simMS := float64(res.Iteration) / 1e6
+	est := c.estimate(part, OneFOneB).iter * 1e3
+	all := *c
+	all.needGrad = slices.Repeat([]bool{true}, len(w.Ops))
+	every := all.estimate(part, OneFOneB).iter * 1e3
+	t.Logf("simulated %.3f ms; estimated %.3f ms, %.3f ms counting every gradient", simMS, est, every)
+	if math.Abs(est-simMS) > 0.1*simMS {
+		t.Errorf("estimate %.3f ms, more than 10%% from the simulation's %.3f ms", est, simMS)
+	}
+	if every < est*1.15 {
+		t.Errorf("counting the dropout's gradients too gives %.3f ms, want it well over %.3f ms (the test's plan sends them nowhere)", every, est)
 	}
 }

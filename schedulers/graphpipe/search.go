@@ -735,16 +735,22 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 	only = bestCaps(evals[cur].pools)
 	for {
 		next, nsc := -1, sc
-		for _, j := range []int{cur - 1, cur + 1} {
-			if j < 0 || j >= len(ladder) {
-				continue
-			}
-			x, err := get(j)
-			if err != nil {
-				return nil, err
-			}
-			if x < nsc {
-				next, nsc = j, x
+		for _, d := range []int{-1, 1} {
+			// The nearest count on this side where something fits: a
+			// graph model's memory need not shrink with more, smaller
+			// micro-batches (their neighbourhoods overlap), so a count
+			// where nothing fits can lie between two where plans do.
+			for j := cur + d; j >= 0 && j < len(ladder); j += d {
+				x, err := get(j)
+				if err != nil {
+					return nil, err
+				}
+				if x < nsc {
+					next, nsc = j, x
+				}
+				if !math.IsInf(x, 1) {
+					break
+				}
 			}
 		}
 		if next < 0 && math.IsInf(sc, 1) {
