@@ -41,6 +41,9 @@ func gnnTable(out io.Writer, c gnnConfig) error {
 	if err != nil {
 		return err
 	}
+	if ds.Graph == nil || ds.FeatureDim == 0 || ds.NumClasses == 0 || len(ds.Train) == 0 {
+		return fmt.Errorf("-gnn-data %s: want a graph with features, labels and a training split (its nodes are the iteration's targets)", c.data)
+	}
 	be, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1})
 	if err != nil {
 		return err
@@ -52,79 +55,9 @@ func gnnTable(out io.Writer, c gnnConfig) error {
 	fmt.Fprintln(out, "| model | devices | memory cap | graphpipe | 1f1b | gpipe | GraphPipe vs best chain |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|")
 	for _, b := range c.branches {
-		// As gnnkit plan builds it (gcn's defaults: dropout 0.5, 2 layers).
-		mod, err := core.BuildModel("mbgnn", core.ModelConfig{InDim: ds.FeatureDim, Hidden: c.hidden, Classes: ds.NumClasses, Layers: 2, Dropout: 0.5, Branches: b})
-		if err != nil {
+		if err := gnnRows(ctx, out, c, ds, be, b); err != nil {
 			return err
 		}
-		tr, err := engine.New(engine.Config{Model: mod, Devices: be.Devices()[:1], Seed: 1, Data: engine.Data{Graph: ds.Graph, Features: ds.Features, FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
-		if err != nil {
-			return err
-		}
-		batch := tr.FullBatch(ds.Train)
-		for _, n := range c.devices {
-			for _, mem := range c.caps {
-				cl, err := sim.Preset(c.preset, n)
-				if err != nil {
-					tr.Close()
-					return err
-				}
-				for i := range cl.Devices {
-					cl.Devices[i].MemBytes = mem
-				}
-				w, err := tr.Workload(batch, cl.Infos())
-				if err != nil {
-					tr.Close()
-					return err
-				}
-				prof, err := sim.Roofline(w, cl.Devices[0])
-				if err != nil {
-					tr.Close()
-					return err
-				}
-				var cells []string
-				iters := map[string]time.Duration{}
-				for _, s := range []*graphpipe.Scheduler{
-					{Graph: true, Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
-					{Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
-					{Kind: graphpipe.GPipe, Cluster: cl, Profile: prof},
-				} {
-					p, err := s.Schedule(ctx, w)
-					if err != nil {
-						cells = append(cells, noFit(err))
-						continue
-					}
-					res, err := sim.Simulate(p, w, prof, cl)
-					if err != nil {
-						tr.Close()
-						return fmt.Errorf("%s on mbgnn-%d, %d devices: %w", s.Name(), b, n, err)
-					}
-					var peak int64
-					for _, v := range res.PeakMem {
-						peak = max(peak, v)
-					}
-					iters[s.Name()] = res.Iteration
-					cells = append(cells, fmt.Sprintf("%.2f ms (m %d, %d stages, %d devices, %s)", float64(res.Iteration)/1e6,
-						int(p.Metrics["micro_batches"]), int(p.Metrics["stages"]), len(res.PeakMem), core.FormatBytes(peak)))
-				}
-				ratio := "-"
-				if gp, ok := iters["graphpipe"]; ok {
-					best := time.Duration(0)
-					for _, k := range []string{"1f1b", "gpipe"} {
-						if it, ok := iters[k]; ok && (best == 0 || it < best) {
-							best = it
-						}
-					}
-					if best > 0 {
-						ratio = fmt.Sprintf("%.2fx", float64(best)/float64(gp))
-					} else {
-						ratio = "no chain fits"
-					}
-				}
-				fmt.Fprintf(out, "| mbgnn-%d | %d | %s | %s | %s |\n", b, n, core.FormatBytes(mem), strings.Join(cells, " | "), ratio)
-			}
-		}
-		tr.Close()
 	}
 	fmt.Fprintf(out, "\nany row from the command line: gnnkit plan --model mbgnn --branches B --hidden %d --data %s --preset %s --device-mem BYTES --simulate --devices N --scheduler graphpipe, 1f1b or gpipe\n",
 		c.hidden, c.data, c.preset)
@@ -136,7 +69,8 @@ func gnnTable(out io.Writer, c gnnConfig) error {
 // else the error.
 func noFit(err error) string {
 	if !errors.Is(err, graphpipe.ErrNoFit) {
-		return err.Error()
+		// One markdown cell: no column breaks, no line breaks.
+		return strings.NewReplacer("|", "\\|", "\n", " ").Replace(err.Error())
 	}
 	msg := err.Error()
 	if i := strings.Index(msg, "is about "); i >= 0 {
@@ -147,4 +81,78 @@ func noFit(err error) string {
 		return "does not fit (needs about " + need + ")"
 	}
 	return "does not fit"
+}
+
+// gnnRows prints mbgnn-b's rows: every device count and memory cap.
+func gnnRows(ctx context.Context, out io.Writer, c gnnConfig, ds *data.Dataset, be *cpu.Backend, b int) error {
+	// As gnnkit plan builds it (gcn's defaults: dropout 0.5, 2 layers).
+	mod, err := core.BuildModel("mbgnn", core.ModelConfig{InDim: ds.FeatureDim, Hidden: c.hidden, Classes: ds.NumClasses, Layers: 2, Dropout: 0.5, Branches: b})
+	if err != nil {
+		return err
+	}
+	tr, err := engine.New(engine.Config{Model: mod, Devices: be.Devices()[:1], Seed: 1, Data: engine.Data{Graph: ds.Graph, Features: ds.Features, FeatureDim: ds.FeatureDim, Labels: ds.Labels}})
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	batch := tr.FullBatch(ds.Train)
+	for _, n := range c.devices {
+		for _, mem := range c.caps {
+			cl, err := sim.Preset(c.preset, n)
+			if err != nil {
+				return err
+			}
+			for i := range cl.Devices {
+				cl.Devices[i].MemBytes = mem
+			}
+			w, err := tr.Workload(batch, cl.Infos())
+			if err != nil {
+				return err
+			}
+			prof, err := sim.Roofline(w, cl.Devices[0])
+			if err != nil {
+				return err
+			}
+			var cells []string
+			iters := map[string]time.Duration{}
+			for _, s := range []*graphpipe.Scheduler{
+				{Graph: true, Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
+				{Kind: graphpipe.OneFOneB, Cluster: cl, Profile: prof},
+				{Kind: graphpipe.GPipe, Cluster: cl, Profile: prof},
+			} {
+				p, err := s.Schedule(ctx, w)
+				if err != nil {
+					cells = append(cells, noFit(err))
+					continue
+				}
+				res, err := sim.Simulate(p, w, prof, cl)
+				if err != nil {
+					return fmt.Errorf("%s on mbgnn-%d, %d devices: %w", s.Name(), b, n, err)
+				}
+				var peak int64
+				for _, v := range res.PeakMem {
+					peak = max(peak, v)
+				}
+				iters[s.Name()] = res.Iteration
+				cells = append(cells, fmt.Sprintf("%.2f ms (m %d, %d stages, %d devices, %s)", float64(res.Iteration)/1e6,
+					int(p.Metrics["micro_batches"]), int(p.Metrics["stages"]), len(res.PeakMem), core.FormatBytes(peak)))
+			}
+			ratio := "-"
+			if gp, ok := iters["graphpipe"]; ok {
+				best := time.Duration(0)
+				for _, k := range []string{"1f1b", "gpipe"} {
+					if it, ok := iters[k]; ok && (best == 0 || it < best) {
+						best = it
+					}
+				}
+				if best > 0 {
+					ratio = fmt.Sprintf("%.2fx", float64(best)/float64(gp))
+				} else {
+					ratio = "no chain fits"
+				}
+			}
+			fmt.Fprintf(out, "| mbgnn-%d | %d | %s | %s | %s |\n", b, n, core.FormatBytes(mem), strings.Join(cells, " | "), ratio)
+		}
+	}
+	return nil
 }

@@ -213,6 +213,17 @@ func main() {
 	gnnHidden := flag.Int("gnn-hidden", 256, "with -gnn: mbgnn's width")
 	flag.Parse()
 	if *gnn {
+		// The GNN table has its own data, devices and caps, and searches
+		// m under the preset's own links: refuse what it would ignore.
+		var ignored []string
+		flag.Visit(func(f *flag.Flag) {
+			if !strings.HasPrefix(f.Name, "gnn") && f.Name != "preset" {
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			check(fmt.Errorf("-gnn takes -preset and the -gnn-* flags only; %s would be ignored", strings.Join(ignored, ", ")))
+		}
 		branches, err := parseDevices(*gnnBranches, "-gnn-branches")
 		check(err)
 		devs, err := parseDevices(*gnnDevices, "-gnn-devices")
@@ -409,7 +420,7 @@ func planCommand(md model, c config, mem int64) (cmd string, ok bool) {
 	} else if c.m > 0 {
 		args = append(args, fmt.Sprintf("--sched-opt m=%d", c.m))
 	}
-	if c.simulate > 0 {
+	if c.simulate != 0 {
 		args = append(args, fmt.Sprintf("--sched-opt simulate=%d", c.simulate))
 	}
 	return strings.Join(append(args, "--simulate"), " "), true

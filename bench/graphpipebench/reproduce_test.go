@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -173,19 +175,47 @@ func TestGNNTableSmoke(t *testing.T) {
 	}
 }
 
-// buildGnnkit builds the gnnkit command into a temporary folder.
+// The gnnkit command, built once for the package's tests.
+var gnnkitBin struct {
+	once sync.Once
+	path string
+	err  error
+}
+
+// buildGnnkit builds the gnnkit command (once) and returns its path.
 func buildGnnkit(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "gnnkit")
-	if runtime.GOOS == "windows" {
-		bin += ".exe"
+	gnnkitBin.once.Do(func() {
+		dir, err := os.MkdirTemp("", "graphpipebench-gnnkit")
+		if err != nil {
+			gnnkitBin.err = err
+			return
+		}
+		bin := filepath.Join(dir, "gnnkit")
+		if runtime.GOOS == "windows" {
+			bin += ".exe"
+		}
+		gotool, err := exec.LookPath("go")
+		if err != nil {
+			gotool = "/usr/local/go/bin/go"
+		}
+		if b, err := exec.Command(gotool, "build", "-o", bin, "../../cmd/gnnkit").CombinedOutput(); err != nil {
+			gnnkitBin.err = fmt.Errorf("go build: %v\n%s", err, b)
+			return
+		}
+		gnnkitBin.path = bin
+	})
+	if gnnkitBin.err != nil {
+		t.Fatal(gnnkitBin.err)
 	}
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		gotool = "/usr/local/go/bin/go"
+	return gnnkitBin.path
+}
+
+// TestMain removes the gnnkit command the tests built.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if gnnkitBin.path != "" {
+		os.RemoveAll(filepath.Dir(gnnkitBin.path))
 	}
-	if b, err := exec.Command(gotool, "build", "-o", bin, "../../cmd/gnnkit").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, b)
-	}
-	return bin
+	os.Exit(code)
 }

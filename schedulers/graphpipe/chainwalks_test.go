@@ -13,13 +13,15 @@ import (
 // TestChainWalks: with m searched, each of GraphPipe's chain families is
 // exactly its baseline's whole search (the baseline's walk over the
 // counts, its candidates at each count, in order), whatever counts
-// GraphPipe's own walk tried; so GraphPipe is never slower than a chain
-// baseline in the simulator. The multi-branch GNN on 8 PCIe A100s of
-// 2 GiB is where GraphPipe's walk alone lost: it ended at m = 4
-// (60.25 ms) where the 1F1B chain's walk found 60.06 ms at m = 1. There
-// too a walk must cross a count where nothing fits: at m = 16 a chain
-// fits, at m = 8 none does, and m = 1 is 4x faster; stopping at the
-// count where nothing fits, the 1F1B chain took 241.7 ms at m = 8.
+// GraphPipe's own walk tried, the baselines' other counts included, and
+// its DAG families are untouched; so GraphPipe is never slower than a
+// chain baseline in the simulator. On the multi-branch GNN below, over 8
+// PCIe A100s of 2 GiB, GraphPipe's walk alone had stopped at m = 2,
+// 75.51 ms, where the 1F1B chain's found 58.97 ms at m = 1. Since the
+// estimate prices only the gradients sent back, GraphPipe's own DAG plan
+// wins there (54.86 ms at m = 1); the case now also checks that every
+// walk crosses the count where nothing fits (a chain fits at m = 16, none
+// at m = 8): stopping there, the 1F1B chain took 241.7 ms at m = 8.
 func TestChainWalks(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
 	cm, err := sim.NewCostModel(w, prof, cl)
@@ -48,9 +50,22 @@ func TestChainWalks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// GraphPipe's walk as it was (chainWalks rewrites its evals' pools).
+		before := make([]*mEval, len(own))
 		ownMs := map[int]bool{}
-		for _, e := range own {
+		for i, e := range own {
+			cp := *e
+			cp.pools = slices.Clone(e.pools)
+			before[i] = &cp
 			ownMs[e.m] = true
+		}
+		// Its walk as if it had tried only its first count, so that the
+		// baselines' walks bring counts of their own.
+		first := *before[slices.IndexFunc(before, func(e *mEval) bool { return e.m == 16 })]
+		first.pools = slices.Clone(first.pools)
+		short, err := s.chainWalks(t.Context(), w, cm, devs, []*mEval{&first})
+		if err != nil {
+			t.Fatal(err)
 		}
 		evals, err := s.chainWalks(t.Context(), w, cm, devs, own)
 		if err != nil {
@@ -71,15 +86,27 @@ func TestChainWalks(t *testing.T) {
 			if !slices.Equal(got, want) || len(got) == 0 {
 				t.Errorf("gpipe=%v, family %v: %d candidates, its baseline's walk %d; want the same, count by count", s.GPipeOrder, fam, len(got), len(want))
 			}
+			if got := walk(short, f); !slices.Equal(got, want) {
+				t.Errorf("gpipe=%v, family %v, GraphPipe's walk at m = 16 alone: %d candidates, its baseline's walk %d; want the same", s.GPipeOrder, fam, len(got), len(want))
+			}
 			for _, e := range base {
 				if !ownMs[e.m] {
 					t.Logf("gpipe=%v, family %v: m = %d from the baseline's walk alone", s.GPipeOrder, fam, e.m)
 				}
 			}
 		}
+		if len(short) < 2 || !slices.IsSortedFunc(short, func(a, b *mEval) int { return a.m - b.m }) {
+			t.Errorf("gpipe=%v: from m = 16 alone, chainWalks gave %d counts; want the baselines' counts too, in ladder order", s.GPipeOrder, len(short))
+		}
 		for f, fam := range s.families() {
-			if fam.dag && len(walk(evals, f)) != len(walk(own, f)) {
-				t.Errorf("gpipe=%v: the DAG family %v changed", s.GPipeOrder, fam)
+			if !fam.dag {
+				continue
+			}
+			if got, want := walk(evals, f), walk(before, f); !slices.Equal(got, want) {
+				t.Errorf("gpipe=%v: the DAG family %v changed: %d candidates, %d before", s.GPipeOrder, fam, len(got), len(want))
+			}
+			if got, want := walk(short, f), walk([]*mEval{before[slices.IndexFunc(before, func(e *mEval) bool { return e.m == 16 })]}, f); !slices.Equal(got, want) {
+				t.Errorf("gpipe=%v: the DAG family %v gained candidates at the baselines' counts", s.GPipeOrder, fam)
 			}
 		}
 	}

@@ -369,7 +369,7 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	c := newCosts(cm, w, devs, 1, StepOwners)
 	simMS := float64(res.Iteration) / 1e6
 	est := c.estimate(part, OneFOneB).iter * 1e3
-	all := *c
+	all := c.scratchCopy() // stat's scratch of its own
 	all.needGrad = slices.Repeat([]bool{true}, len(w.Ops))
 	every := all.estimate(part, OneFOneB).iter * 1e3
 	t.Logf("simulated %.3f ms; estimated %.3f ms, %.3f ms counting every gradient", simMS, est, every)
@@ -378,5 +378,27 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	}
 	if every < est*1.15 {
 		t.Errorf("counting the dropout's gradients too gives %.3f ms, want it well over %.3f ms (the test's plan sends them nowhere)", every, est)
+	}
+	// The chain DP's stages (ops [i, j) of the topological order) count
+	// the gradients they receive as costs.stat does: none for a stage of
+	// the dropout alone.
+	x := newChainDP(c)
+	n := len(w.Ops)
+	for _, r := range [][2]int{{0, 1}, {0, 2}, {0, n / 2}, {1, n / 2}, {n / 3, n}, {0, n}} {
+		rows := x.rows()
+		for i := n - 1; i >= r[0]; i-- {
+			x.advance(rows, i)
+		}
+		var ops []int
+		for o := r[0]; o < r[1]; o++ {
+			ops = append(ops, o)
+		}
+		got, want := x.stat(rows, r[1]), c.stat(ops)
+		if got.gin != want.gin || math.Abs(got.b-want.b) > 1e-9*want.b || got.trans != want.trans {
+			t.Errorf("ops [%d, %d): the chain DP's stage receives %v gradient bytes (backward %v s, transient %v), costs.stat's %v (%v s, %v)", r[0], r[1], got.gin, got.b, got.trans, want.gin, want.b, want.trans)
+		}
+		if r == [2]int{0, 1} && want.gin != 0 {
+			t.Errorf("a stage of the input dropout alone receives %v gradient bytes, want 0", want.gin)
+		}
 	}
 }

@@ -159,9 +159,11 @@ func (x *chainDP) advance(r *chainRows, i int) {
 	c := x.c
 	r.i = i
 	// gin: row i+1's plus op i's output for the stages that end before
-	// its last consumer.
-	for j := i + 1; j <= min(x.n, c.maxCons[i]); j++ {
-		r.gin[j] += c.out[i]
+	// its last consumer, where its gradient is needed (costs.stat's rule).
+	if c.needGrad[i] {
+		for j := i + 1; j <= min(x.n, c.maxCons[i]); j++ {
+			r.gin[j] += c.out[i]
+		}
 	}
 	r.in[i] = 0
 	for j := i + 1; j <= x.n; j++ {

@@ -696,11 +696,14 @@ func bestCaps(pools [][]*candidate) map[int]bool {
 // the ladder 1, 2, 4, … (mLadder), the same for every scheduler: start
 // at mStart and its two neighbours, then keep stepping from the best
 // count towards the better neighbour while the best estimated iteration
-// among the DPs' plain pass's fitting candidates (mEval.score) improves;
-// when nothing fits at the count and its neighbours, try every count
-// (under 1F1B more micro-batches hold less, under GPipe a graph model's
-// overlapping units can hold more) and go on from the best that fits.
-// Every count it evaluated contributes its candidates. The partitioners
+// among the DPs' plain pass's fitting candidates (mEval.score) improves.
+// A neighbour where nothing fits is stepped over to the next count on
+// that side, so the walk crosses such counts (under 1F1B more
+// micro-batches hold less, but a graph model's units overlap, their
+// neighbourhoods, and under GPipe, which keeps them all, fewer can hold
+// less): from a count where nothing fits it thus reaches the nearest
+// that fits on each side, and where nothing fits anywhere it has tried
+// every count. Every count it evaluated contributes its candidates. The partitioners
 // run at every replica cap at the first count only; the other counts run
 // them at the caps of each family's best few fitting candidates there
 // (bestCaps; every cap if none fits). Both bound the search (usually 3-4
@@ -750,21 +753,6 @@ func (s *Scheduler) searchM(ctx context.Context, w *core.Workload, cm *sim.CostM
 				}
 				if !math.IsInf(x, 1) {
 					break
-				}
-			}
-		}
-		if next < 0 && math.IsInf(sc, 1) {
-			// Nothing fits yet: try every count. More micro-batches
-			// hold less under 1F1B, but a graph model's units overlap
-			// (their neighbourhoods), so under GPipe, which keeps them
-			// all, fewer can hold less.
-			for j := range ladder {
-				x, err := get(j)
-				if err != nil {
-					return nil, err
-				}
-				if x < nsc {
-					next, nsc = j, x
 				}
 			}
 		}
