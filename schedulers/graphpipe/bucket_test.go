@@ -122,6 +122,21 @@ func rooflineWorkload(t *testing.T, model string, cfg core.ModelConfig, samples,
 	return w, cl, prof
 }
 
+// costModelOf is the simulator's cost model of w on cl with prof, and
+// w's device IDs: what evalM and newCosts take.
+func costModelOf(t *testing.T, w *core.Workload, prof *sim.Profile, cl *sim.Cluster) (*sim.CostModel, []core.DeviceID) {
+	t.Helper()
+	cm, err := sim.NewCostModel(w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var devs []core.DeviceID
+	for _, d := range w.Devices {
+		devs = append(devs, d.ID)
+	}
+	return cm, devs
+}
+
 // workloadOn is model of cfg over devs, one iteration of samples rows.
 func workloadOn(t testing.TB, model string, cfg core.ModelConfig, samples int, devs []core.DeviceInfo) *core.Workload {
 	t.Helper()

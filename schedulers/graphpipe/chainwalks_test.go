@@ -24,14 +24,7 @@ import (
 // at m = 8): stopping there, the 1F1B chain took 241.7 ms at m = 8.
 func TestChainWalks(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var devs []core.DeviceID
-	for _, d := range w.Devices {
-		devs = append(devs, d.ID)
-	}
+	cm, devs := costModelOf(t, w, prof, cl)
 	// (count, signature) of family f's candidates over evals, in order.
 	walk := func(evals []*mEval, f int) []string {
 		var out []string

@@ -358,14 +358,7 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var devs []core.DeviceID
-	for _, d := range w.Devices {
-		devs = append(devs, d.ID)
-	}
+	cm, devs := costModelOf(t, w, prof, cl)
 	c := newCosts(cm, w, devs, 1, StepOwners)
 	simMS := float64(res.Iteration) / 1e6
 	est := c.estimate(part, OneFOneB).iter * 1e3

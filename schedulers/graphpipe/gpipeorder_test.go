@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
-	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestGraphPipeWeighsGPipeOrder: dlrm-8 on 8 A100s at 16 micro-batches
@@ -130,14 +129,7 @@ func TestGPipeOption(t *testing.T) {
 func TestGPipeFamilies(t *testing.T) {
 	cfg := core.ModelConfig{InDim: 512, Hidden: 1024, Classes: 2, Layers: 3, Branches: 4}
 	w, cl, prof := rooflineWorkload(t, "dlrm", cfg, 2048, 8)
-	cm, err := sim.NewCostModel(w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var devs []core.DeviceID
-	for _, d := range w.Devices {
-		devs = append(devs, d.ID)
-	}
+	cm, devs := costModelOf(t, w, prof, cl)
 	eval := func(s *Scheduler) ([]family, [][]*candidate) {
 		t.Helper()
 		e, err := s.evalM(t.Context(), w, cm, devs, 8, nil)
