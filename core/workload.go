@@ -100,6 +100,28 @@ func (w *Workload) Device(id DeviceID) (DeviceInfo, bool) {
 	return DeviceInfo{}, false
 }
 
+// OpsNeedGrad says, per op, whether a gradient of any of its outputs is
+// needed (Model.NeedsGrad): only those gradients are computed and sent
+// back across devices, so a value with no parameter upstream (an
+// input's dropout) gets none. Without the model (or with other ops than
+// its), every op's is.
+func (w *Workload) OpsNeedGrad() []bool {
+	ng := make([]bool, len(w.Ops))
+	if w.Model == nil || len(w.Model.Ops) != len(w.Ops) {
+		for i := range ng {
+			ng[i] = true
+		}
+		return ng
+	}
+	need := w.Model.NeedsGrad()
+	for i, op := range w.Model.Ops {
+		for _, v := range op.Outputs() {
+			ng[i] = ng[i] || need[v]
+		}
+	}
+	return ng
+}
+
 // Scheduler turns a workload into a plan. Schedule must be deterministic
 // for a fixed workload (including its seed) and honour ctx cancellation.
 type Scheduler interface {

@@ -434,19 +434,7 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 			s.consumers[d] = append(s.consumers[d], i)
 		}
 	}
-	s.needGrad = make([]bool, s.nOps)
-	for i := range s.needGrad {
-		s.needGrad[i] = true
-	}
-	if w.Model != nil && len(w.Model.Ops) == s.nOps {
-		ng := w.Model.NeedsGrad()
-		for i, op := range w.Model.Ops {
-			s.needGrad[i] = false
-			for _, v := range op.Outputs() {
-				s.needGrad[i] = s.needGrad[i] || ng[v]
-			}
-		}
-	}
+	s.needGrad = w.OpsNeedGrad()
 	// Units: sizes, and where each op of each unit runs.
 	nu := len(p.Units)
 	s.rows, s.edges, s.whole = make([]int64, nu), make([]int64, nu), make([]bool, nu)

@@ -43,8 +43,9 @@ type costs struct {
 	// simulator makes (walk), not the sum of temp.
 	walk      bool
 	gIn, gOut []float64
-	// needGrad[o]: a gradient of op o's output is needed (needGrads):
-	// only those cross devices on the way back.
+	// needGrad[o]: a gradient of op o's output is needed
+	// (core.Workload.OpsNeedGrad): only those cross devices on the way
+	// back.
 	needGrad []bool
 	// A micro-batch brings to a device only the inputs its ops there read
 	// (as the executor and the simulator do): readFeat[o] says op o reads
@@ -109,27 +110,6 @@ func microUnits(w *core.Workload, m int) []core.Unit {
 
 // newCosts prices w's ops for m micro-batches on devs with cm, for plans
 // stepped under mode step.
-// needGrads says, per op of w, whether a gradient of any of its outputs
-// is needed (core.Model.NeedsGrad, as the simulator and the executor
-// decide which gradients to send back): not of an input's dropout, say,
-// which has no parameter upstream. Without the model, every op's is.
-func needGrads(w *core.Workload) []bool {
-	ng := make([]bool, len(w.Ops))
-	if w.Model == nil || len(w.Model.Ops) != len(w.Ops) {
-		for i := range ng {
-			ng[i] = true
-		}
-		return ng
-	}
-	need := w.Model.NeedsGrad()
-	for i, op := range w.Model.Ops {
-		for _, v := range op.Outputs() {
-			ng[i] = ng[i] || need[v]
-		}
-	}
-	return ng
-}
-
 func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, step StepMode) *costs {
 	n := len(w.Ops)
 	units := microUnits(w, m)
@@ -161,7 +141,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	for o := range w.Ops {
 		c.walk = c.walk || c.gIn[o] > 0 || c.gOut[o] > 0
 	}
-	c.needGrad = needGrads(w)
+	c.needGrad = w.OpsNeedGrad()
 	for o, op := range w.Ops {
 		c.time[o] = c.fwd[o] + c.bwd[o]
 		c.wbyte[o] = float64(op.Cost.WeightBytes)

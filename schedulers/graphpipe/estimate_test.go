@@ -293,7 +293,7 @@ func TestBisectMemory(t *testing.T) {
 
 // TestEstimateSendsNeededGradients: the estimate prices only the
 // gradients the simulator and the executor send back, those of values
-// whose gradient is needed (needGrads). A multi-branch GNN's input
+// whose gradient is needed (Workload.OpsNeedGrad). A multi-branch GNN's input
 // dropout feeds every tower but has no parameter upstream: with it on a
 // stage of its own, each tower sends nothing back to it. Counting those
 // gradients anyway (every needGrad true, as before) priced this plan far
@@ -321,7 +321,7 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	// Stage 0 the input dropout, stage 1+k tower k, the last the join,
 	// the fusion MLP and the loss: one device each.
 	part := Partition{StageOf: make([]int, len(w.Ops))}
-	ng := needGrads(w)
+	ng := w.OpsNeedGrad()
 	drops := 0
 	for o, op := range w.Ops {
 		switch {
@@ -329,7 +329,7 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 			part.StageOf[o] = 0
 			drops++
 			if ng[o] {
-				t.Errorf("needGrads: the input dropout's gradient is needed")
+				t.Errorf("OpsNeedGrad: the input dropout's gradient is needed")
 			}
 		case strings.HasPrefix(op.Name, "tower"):
 			k, err := strconv.Atoi(strings.TrimLeft(strings.SplitN(op.Name, ".", 2)[0], "tower"))
@@ -341,7 +341,7 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 			part.StageOf[o] = 1 + towers
 		}
 		if len(op.Params) > 0 && !ng[o] {
-			t.Errorf("needGrads: op %s reads parameters but its gradient is not needed", op.Name)
+			t.Errorf("OpsNeedGrad: op %s reads parameters but its gradient is not needed", op.Name)
 		}
 	}
 	if drops != 1 {
@@ -350,21 +350,24 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	for s := range towers + 2 {
 		part.Devices = append(part.Devices, []core.DeviceID{cl.Devices[s].ID})
 	}
-	p, err := BuildPlan(w, part, 1, OneFOneB, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := sim.Simulate(p, w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
 	cm, devs := costModelOf(t, w, prof, cl)
-	c := newCosts(cm, w, devs, 1, StepOwners)
-	simMS := float64(res.Iteration) / 1e6
-	est := c.estimate(part, OneFOneB).iter * 1e3
-	all := c.scratchCopy() // stat's scratch of its own
-	all.needGrad = slices.Repeat([]bool{true}, len(w.Ops))
-	every := all.estimate(part, OneFOneB).iter * 1e3
+	// measure simulates part at m micro-batches under kind and estimates
+	// it, as landed and with every gradient counted (ms each).
+	measure := func(m int, kind Kind) (simMS, est, every float64) {
+		t.Helper()
+		p, err := BuildPlan(w, part, m, kind, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sim.Simulate(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, all := newCosts(cm, w, devs, m, StepOwners), newCosts(cm, w, devs, m, StepOwners)
+		all.needGrad = slices.Repeat([]bool{true}, len(w.Ops))
+		return float64(res.Iteration) / 1e6, c.estimate(part, kind).iter * 1e3, all.estimate(part, kind).iter * 1e3
+	}
+	simMS, est, every := measure(1, OneFOneB)
 	t.Logf("simulated %.3f ms; estimated %.3f ms, %.3f ms counting every gradient", simMS, est, every)
 	if math.Abs(est-simMS) > 0.1*simMS {
 		t.Errorf("estimate %.3f ms, more than 10%% from the simulation's %.3f ms", est, simMS)
@@ -377,21 +380,12 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 	// part, linkSteady, still counts the activations' loads in the
 	// backward phase as well: counting the gradients' alone there took
 	// the estimate to 20.4 ms against 25.4 ms simulated.)
-	gp, err := BuildPlan(w, part, 4, GPipe, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gres, err := sim.Simulate(gp, w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c4, all4 := newCosts(cm, w, devs, 4, StepOwners), newCosts(cm, w, devs, 4, StepOwners)
-	all4.needGrad = slices.Repeat([]bool{true}, len(w.Ops))
-	gSim, gEst, gEvery := float64(gres.Iteration)/1e6, c4.estimate(part, GPipe).iter*1e3, all4.estimate(part, GPipe).iter*1e3
+	gSim, gEst, gEvery := measure(4, GPipe)
 	t.Logf("GPipe, m = 4: simulated %.3f ms; estimated %.3f ms, %.3f ms counting every gradient", gSim, gEst, gEvery)
 	if math.Abs(gEst-gSim) > 0.1*gSim || math.Abs(gEst-gSim) >= math.Abs(gEvery-gSim) {
 		t.Errorf("GPipe, m = 4: estimate %.3f ms (%.3f ms counting every gradient), simulation %.3f ms: want within 10%% of it, and nearer it than the every-gradient one", gEst, gEvery, gSim)
 	}
+	c := newCosts(cm, w, devs, 1, StepOwners)
 	// The chain DP's stages (ops [i, j) of the topological order) count
 	// the gradients they receive as costs.stat does: none for a stage of
 	// the dropout alone.
