@@ -85,6 +85,9 @@ type costs struct {
 	// values it reads.
 	mark, seen []int32
 	stamp      int32
+	// memo keeps the estimates and chain read-outs made at these costs
+	// (searchMemo.costsAt; nil: nothing kept). Scratch copies share it.
+	memo *costMemo
 }
 
 func secs(d time.Duration) float64 { return d.Seconds() }
@@ -599,6 +602,7 @@ func (c *costs) amortized() *costs {
 	a.mark, a.seen = make([]int32, len(c.mark)), make([]int32, len(c.seen))
 	a.parSeen = make([]int32, len(c.parSeen))
 	a.stamp = 0
+	a.memo = nil // its own costs, whose estimates are not looked up in c's
 	return &a
 }
 

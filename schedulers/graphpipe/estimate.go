@@ -60,7 +60,9 @@ type prediction struct {
 // exact per replica under owner steps) plus min(k_s, ceil(m/d_s))
 // in-flight micro-batches under 1F1B (ceil(m/d_s) under GPipe) and one
 // backward's transients.
-func (c *costs) estimate(part Partition, kind Kind) prediction {
+//
+// The search calls it through estimate, which keeps its answers.
+func (c *costs) price(part Partition, kind Kind) prediction {
 	stages := part.Stages()
 	preds, succs := part.StageDAG(c.w)
 	k := InFlight(succs)
@@ -419,7 +421,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	// BucketBytes, the latest ops first): a parameter is final when the
 	// bucket reading it ends, off[s][p] before the whole backward does
 	// (the buckets after it).
-	off := make([]map[int32]float64, S)
+	off := make([][]float64, S) // by parameter; nil: no buckets
+	var offSet []bool           // off[s][p] set (reused from stage to stage)
 	// trans[s]: the backward transients beside which fetched gradients
 	// wait on a replica of s: with buckets the largest of every bucket
 	// but the first to run (earlier buckets' gradients arrive while the
@@ -438,7 +441,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			if bs == nil {
 				continue
 			}
-			off[s] = map[int32]float64{}
+			off[s] = make([]float64, nP)
+			if offSet == nil {
+				offSet = make([]bool, nP)
+			} else {
+				clear(offSet)
+			}
 			trans[s] = 0
 			for _, b := range bs[1:] {
 				trans[s] = math.Max(trans[s], c.stat(b).trans)
@@ -447,8 +455,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			for i := len(bs) - 1; i >= 0; i-- {
 				for _, o := range bs[i] {
 					for _, q := range c.opPar[o] {
-						if _, ok := off[s][q]; !ok {
-							off[s][q] = after
+						if !offSet[q] {
+							offSet[q], off[s][q] = true, after
 						}
 					}
 				}
@@ -505,8 +513,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	}
 	for s := range S {
 		for r, d := range active[s] {
+			at := pos[d]
 			for _, p := range stageParams[s] {
-				if ownerAt[p] == pos[d] {
+				if ownerAt[p] == at {
 					mine[p] = math.Max(mine[p], final(s, ends[s][r], p))
 				}
 			}
@@ -522,20 +531,24 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	}
 	into := make([][]red, len(devs)) // by the owner's plan position
 	// One reduction per owner and readiness (core.Plan.OwnerStepIn: a
-	// source's gradients final at different times travel apart).
+	// source's gradients final at different times travel apart):
+	// groups[o] are the current source's into owner o (its readiness,
+	// its index in into[o]), valid where groupsOf[o] is the source.
 	type group struct {
-		o   int
 		end float64
+		j   int
+	}
+	groups, groupsOf := make([][]group, len(devs)), make([]int, len(devs))
+	for o := range groupsOf {
+		groupsOf[o] = -1
 	}
 	stamp, endAt := make([]int, nP), make([]float64, nP)
 	for i := range stamp {
 		stamp[i] = -1
 	}
 	var list []int32
-	slot := map[group]int{} // reused: one device's reductions at a time
 	for e := range devs {
 		list = list[:0]
-		clear(slot)
 		for _, h := range hostedOn[e] {
 			for _, p := range stageParams[h[0]] {
 				end := final(h[0], ends[h[0]][h[1]], p)
@@ -552,11 +565,19 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			if o == e || o < 0 {
 				continue
 			}
-			g := group{o, endAt[p]}
-			j, ok := slot[g]
-			if !ok {
+			if groupsOf[o] != e {
+				groupsOf[o], groups[o] = e, groups[o][:0]
+			}
+			j := -1
+			for _, g := range groups[o] {
+				if g.end == endAt[p] {
+					j = g.j
+					break
+				}
+			}
+			if j < 0 {
 				j = len(into[o])
-				slot[g] = j
+				groups[o] = append(groups[o], group{endAt[p], j})
 				into[o] = append(into[o], red{e: e})
 			}
 			x := &into[o][j]

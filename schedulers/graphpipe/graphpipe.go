@@ -249,6 +249,11 @@ type Scheduler struct {
 	// (one per micro-batch count tried, pass and schedule order). It may
 	// be called from several goroutines at once.
 	Progress func(done, total int64)
+
+	// memo is what one search's walks share (searchMemo): set by
+	// Schedule on the copy that searches, so concurrent Schedule calls
+	// on one Scheduler share nothing.
+	memo *searchMemo
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the
@@ -313,7 +318,9 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			return nil, fmt.Errorf("%s: the cluster %q has no device %s of the workload", s.Name(), cl.Name, d)
 		}
 	}
-	p, err := s.search(ctx, w, cm, devs)
+	run := *s
+	run.memo = &searchMemo{}
+	p, err := run.search(ctx, w, cm, devs)
 	if err != nil {
 		return nil, err
 	}

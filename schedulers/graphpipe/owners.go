@@ -44,12 +44,18 @@ func spreadOwners(stageParams [][]int32, devs [][]core.DeviceID, bytes []float64
 		}
 		return cmp.Compare(bytes[b], bytes[a])
 	})
+	// Each replica's device by number (devIdx, as devs).
 	idx := map[core.DeviceID]int{}
-	for _, ds := range devs {
-		for _, d := range ds {
-			if _, ok := idx[d]; !ok {
-				idx[d] = len(idx)
+	devIdx := make([][]int, len(devs))
+	for s, ds := range devs {
+		devIdx[s] = make([]int, len(ds))
+		for r, d := range ds {
+			i, ok := idx[d]
+			if !ok {
+				i = len(idx)
+				idx[d] = i
 			}
+			devIdx[s][r] = i
 		}
 	}
 	owned := make([]float64, len(idx))
@@ -58,9 +64,9 @@ func spreadOwners(stageParams [][]int32, devs [][]core.DeviceID, bytes []float64
 		var best core.DeviceID
 		bi := -1
 		for _, s := range stagesOf[p] {
-			for _, d := range devs[s] {
-				if i := idx[d]; bi < 0 || owned[i] < owned[bi] {
-					best, bi = d, i
+			for r, i := range devIdx[s] {
+				if bi < 0 || owned[i] < owned[bi] {
+					best, bi = devs[s][r], i
 				}
 			}
 		}

@@ -191,8 +191,9 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		// GPipe chain baselines' searches.
 		gdag := make([]*candidate, 0, len(dag))
 		for _, cd := range dag {
-			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second, pred: c.estimate(cd.part, GPipe)})
+			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second})
 		}
+		estimateAll(gdag, func(*candidate) *costs { return c })
 		var gchain, gpchain []*candidate
 		if err := run(GPipe, nil, &gchain, pc(&gpchain), nil); err != nil {
 			return nil, err
@@ -293,17 +294,15 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	// The chain tables (read-only on cv) run side by side with each
 	// other and with the DAG search; the candidates are then taken in a
 	// fixed order, so the answer does not depend on the interleaving.
-	var tables [][][]chainCell
+	// A table's read-outs are kept on c (costs.chainReads): a chain
+	// baseline's walk after GraphPipe's (chainWalks) finds them there.
+	var reads [][]Partition // by cap: each budget's, both read-outs (chainReadOuts)
 	var graphs [][]stagePlan
 	var wg sync.WaitGroup
-	if chain != nil {
-		x := newChainDP(cv)
-		tables = make([][][]chainCell, len(caps))
-		for i, r := range caps {
-			wg.Go(func() { tables[i] = x.table(D, r, kind) })
-		}
-	}
 	if root != nil {
+		// The DAG search, one cap after another (each starts from the
+		// last one's target), is the longest of these: it runs first,
+		// and the chain tables take the other cores.
 		t, sh := newSPTree(root, cv), newShared(cv)
 		graphs = make([][]stagePlan, len(caps))
 		wg.Go(func() {
@@ -316,10 +315,37 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			}
 		})
 	}
+	if chain != nil {
+		x := sync.OnceValue(func() *chainDP { return newChainDP(cv) }) // read-only once built
+		reads = make([][]Partition, len(caps))
+		slots := runtime.GOMAXPROCS(0)
+		if root != nil {
+			slots--
+		}
+		sem := make(chan struct{}, max(1, slots))
+		for i, r := range caps {
+			wg.Go(func() {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				reads[i] = c.chainReads(readKey{second, r, kind, cv.memCap}, func() []Partition {
+					table := x().table(D, r, kind)
+					var out []Partition
+					for u := 1; u <= D; u++ {
+						out = append(out, chainReadOuts(table, n, u, devs)...)
+					}
+					return out
+				})
+			})
+		}
+	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The candidates first, in a fixed order; then their estimates, side
+	// by side (estimateAll).
+	var added []*candidate
+	defer func() { estimateAll(added, func(*candidate) *costs { return c }) }()
 	adder := func(seen map[string]bool) func(pool *[]*candidate, p Partition, from string, r int) {
 		return func(pool *[]*candidate, p Partition, from string, r int) {
 			key := signature(p, kind)
@@ -327,25 +353,15 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 				return
 			}
 			seen[key] = true
-			*pool = append(*pool, &candidate{part: p, kind: kind, from: from, cap: r, pred: c.estimate(p, kind), second: second})
+			cd := &candidate{part: p, kind: kind, from: from, cap: r, second: second}
+			*pool = append(*pool, cd)
+			added = append(added, cd)
 		}
 	}
 	add, padd := adder(seen), adder(pseen)
 	from := 0 // this run's DAG candidates start here
 	if dag != nil {
 		from = len(*dag)
-	}
-	// Each table's partition for every budget, both read-outs (chainFrom).
-	readOut := func(k int, read func(i, u int, spend bool) (Partition, bool), each func(p Partition, i int)) {
-		for i := range k {
-			for u := 1; u <= D; u++ {
-				for _, spend := range []bool{true, false} {
-					if p, ok := read(i, u, spend); ok {
-						each(p, i)
-					}
-				}
-			}
-		}
 	}
 	asDAG := func(p Partition, from string, i int) {
 		if root != nil {
@@ -354,16 +370,24 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			add(dag, q, from, caps[i])
 		}
 	}
-	readOut(len(tables), func(i, u int, spend bool) (Partition, bool) { return chainFrom(tables[i], n, u, devs, spend) },
-		func(p Partition, i int) {
+	for i, parts := range reads {
+		for _, p := range parts {
 			add(chain, p, "chain", caps[i])
 			asDAG(p, "chain as dag", i)
-		})
-	readOut(len(ptables), func(i, u int, spend bool) (Partition, bool) { return piperFrom(pds, ptables[i], u, devs, spend) },
-		func(p Partition, i int) {
-			padd(pchain, p, "chain (piper)", caps[i])
-			asDAG(p, "chain (piper) as dag", i)
-		})
+		}
+	}
+	// Piper's tables: each one's partition for every budget, both
+	// read-outs (piperFrom, as chainReadOuts).
+	for i := range ptables {
+		for u := 1; u <= D; u++ {
+			for _, spend := range []bool{true, false} {
+				if p, ok := piperFrom(pds, ptables[i], u, devs, spend); ok {
+					padd(pchain, p, "chain (piper)", caps[i])
+					asDAG(p, "chain (piper) as dag", i)
+				}
+			}
+		}
+	}
 	if root == nil {
 		return nil
 	}
@@ -497,8 +521,7 @@ type mEval struct {
 
 // evalM prices the ops for m micro-batches and runs the partitioners.
 func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostModel, devs []core.DeviceID, m int, only map[int]bool) (*mEval, error) {
-	c := newCosts(cm, w, devs, m, s.Step)
-	c.bucket = float64(s.planOptions().BucketBytes)
+	c := s.memo.costsAt(cm, w, devs, m, s.Step, float64(s.planOptions().BucketBytes))
 	pools, err := s.pools(ctx, w, c, devs, only)
 	if err != nil {
 		return nil, err
@@ -587,22 +610,19 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 			continue
 		}
 		bar := xs[min(len(xs), k)-1].pred.iter // the k-th best estimate
-		var wide [2][]*candidate               // widened plans, their shared-trunk variants
-		try := func(cd *candidate, q Partition, from string, shared int) {
+		// The plans to weigh first, in order; then their estimates, side
+		// by side (estimateAll).
+		var vs []*candidate
+		var shared []int // vs[i]'s kind: 0 widened, 1 its shared-trunk variant
+		try := func(cd *candidate, q Partition, from string, sh int) {
 			kq := key{signature(q, cd.kind), cd.m}
 			if seen[kq] {
 				return
 			}
 			seen[kq] = true
 			tried++
-			v := &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap, pred: costsAt[cd.m].estimate(q, cd.kind)}
-			if !v.pred.fits {
-				return
-			}
-			fitting++
-			if len(xs) < k || v.pred.iter < bar {
-				wide[shared] = append(wide[shared], v)
-			}
+			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap})
+			shared = append(shared, sh)
 		}
 		perM := map[int]int{} // sources widened per micro-batch count
 		for _, cd := range xs {
@@ -621,6 +641,17 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 				if st, ok := sharedTrunkFirsts(q, trunk); ok && s.trunkWithin(st) {
 					try(cd, st, "dag, widened, shared trunk on first replicas", 1)
 				}
+			}
+		}
+		estimateAll(vs, func(v *candidate) *costs { return costsAt[v.m] })
+		var wide [2][]*candidate // widened plans, their shared-trunk variants
+		for i, v := range vs {
+			if !v.pred.fits {
+				continue
+			}
+			fitting++
+			if len(xs) < k || v.pred.iter < bar {
+				wide[shared[i]] = append(wide[shared[i]], v)
 			}
 		}
 		for _, ws := range wide {
@@ -858,6 +889,23 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			// The plain pass's candidates first, against the plain
 			// pass's signatures alone (as without the second pass), then
 			// the second pass's against all.
+			// Each 1F1B candidate over memory's variant, side by side
+			// (fittingWarmup on scratch copies of the costs).
+			var over []*candidate
+			for _, cd := range pool {
+				if cd.kind == OneFOneB && !cd.pred.fits {
+					over = append(over, cd)
+				}
+			}
+			found := make([]*candidate, len(over))
+			_ = forEach(len(over), func(i int) error {
+				found[i] = fittingWarmup(w, costsAt[over[i].m].scratchCopy(), over[i])
+				return nil
+			})
+			variant := map[*candidate]*candidate{}
+			for i, cd := range over {
+				variant[cd] = found[i]
+			}
 			seen := map[string]bool{}
 			for _, cd := range pool {
 				if !cd.second {
@@ -874,7 +922,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 					if cd.second != second || cd.kind != OneFOneB || cd.pred.fits {
 						continue
 					}
-					if v := fittingWarmup(w, costsAt[cd.m], cd); v != nil && !seen[signature(v.part, v.kind)] {
+					if v := variant[cd]; v != nil && !seen[signature(v.part, v.kind)] {
 						seen[signature(v.part, v.kind)] = true
 						pools[f] = append(pools[f], v)
 					}
@@ -893,126 +941,29 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		root, _ := Decompose(w)
 		trunk = trunkOps(root)
 	}
+	// Each family weighed on a goroutine of its own (weigh: its best
+	// candidates built, simulated and refined), then taken in order.
+	tops := make([][]*candidate, len(pools))
+	tried, fits := make([]int, len(pools)), make([]int, len(pools))
+	err = forEach(len(pools), func(f int) error {
+		// Its own scratch copies of the costs: widened prices stages.
+		own := map[int]*costs{}
+		for m, c := range costsAt {
+			own[m] = c.scratchCopy()
+		}
+		var err error
+		tops[f], tried[f], fits[f], err = s.weigh(ctx, w, cm, pools[f], evals, k, own, devs, trunk)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
 	var best *candidate
 	var sims []*candidate // every simulated candidate (metrics, the plan's alternatives)
 	total, fitting := 0, 0
-	for _, pool := range pools {
-		total += len(pool)
-		var fit, fit2 []*candidate // the DPs' plain pass's, the second's
-		for _, cd := range pool {
-			switch {
-			case !cd.pred.fits:
-			case cd.second:
-				fit2 = append(fit2, cd)
-			default:
-				fit = append(fit, cd)
-			}
-		}
-		fitting += len(fit) + len(fit2)
-		byIter := func(xs []*candidate) {
-			sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
-		}
-		byIter(fit)
-		byIter(fit2)
-		n, n2 := len(fit), len(fit2)
-		if k > 0 {
-			n, n2 = min(n, k), min(n2, k)
-		} else {
-			n, n2 = min(n, 1), 0 // nothing simulated: pools ran no second pass
-		}
-		top := fit[:n:n]
-		if k > 0 && len(evals) > 1 {
-			// The best-estimated candidate of every count too, so the
-			// simulator, not the estimate alone, weighs the counts.
-			in := map[*candidate]bool{}
-			for _, cd := range top {
-				in[cd] = true
-			}
-			for _, e := range evals {
-				for _, cd := range fit {
-					if cd.m == e.m {
-						if !in[cd] {
-							in[cd] = true
-							top = append(top, cd)
-						}
-						break
-					}
-				}
-			}
-		}
-		// The second pass's best as many again, beside (not instead of)
-		// the plain pass's: the search weighs everything it weighed
-		// without the second pass, so its plan is never slower.
-		top = append(top, fit2[:n2]...)
-		// And the widened plans of each pass's best, beside the others
-		// again.
-		if k > 0 {
-			more, tried, fits := s.widenedBest(pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
-			top = append(top, more...)
-			total += tried
-			fitting += fits
-		}
-		for _, cd := range top {
-			if cd.plan, err = s.build(w, cd); err != nil {
-				return nil, err
-			}
-		}
-		var untrimmed []*candidate // top before trimWarmup
-		if k > 0 {
-			// Simulations are independent: run them side by side.
-			var wg sync.WaitGroup
-			sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
-			for _, cd := range top {
-				wg.Go(func() {
-					sem <- struct{}{}
-					defer func() { <-sem }()
-					if ctx.Err() != nil {
-						return
-					}
-					if res, err := sim.SimulateModel(cd.plan, cm.Clone(), sim.Options{}); err == nil {
-						cd.res = res // a plan the simulator rejects (deadlock) is not a candidate
-					}
-				})
-			}
-			wg.Wait()
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-			untrimmed = slices.Clone(top)
-			if !s.KeepWarmup {
-				// Each candidate's trim on its own goroutine; the
-				// estimate's cost tables are not safe for concurrent
-				// use, so its calls take turns.
-				var mu sync.Mutex
-				estimate := func(c *costs, p Partition, kind Kind) prediction {
-					mu.Lock()
-					defer mu.Unlock()
-					return c.estimate(p, kind)
-				}
-				errs := make([]error, len(top))
-				for i, cd := range top {
-					if cd.res != nil && cd.kind == OneFOneB && cd.plan.Metrics["fallback_gpipe"] == 0 {
-						wg.Go(func() {
-							sem <- struct{}{}
-							defer func() { <-sem }()
-							top[i], errs[i] = s.trimWarmup(ctx, w, cm, func(p Partition, kind Kind) prediction { return estimate(costsAt[cd.m], p, kind) }, cd)
-						})
-					}
-				}
-				wg.Wait()
-				if err := errors.Join(errs...); err != nil {
-					return nil, err
-				}
-			}
-		}
-		if k > 0 && !s.NoStepGroups {
-			// Grouped, a candidate's full warm-up may beat its trim.
-			grouped, err := s.groupedBest(ctx, w, cm, top, untrimmed)
-			if err != nil {
-				return nil, err
-			}
-			top = append(top, grouped...)
-		}
+	for f, top := range tops {
+		total += tried[f]
+		fitting += fits[f]
 		for _, cd := range top {
 			if k < 0 {
 				if best == nil || cd.pred.iter < best.pred.iter {
@@ -1089,6 +1040,119 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	return p, nil
 }
 
+// weigh is the search's work on one family's pool: its best candidates
+// by estimate (k of each DP pass's, the best of each micro-batch count
+// in evals, and the widened plans of each pass's best) built and, with
+// k > 0, simulated, trimmed (trimWarmup) and grouped (groupedBest); it
+// returns them with how many candidates the family had and how many of
+// those fit by the estimate. costsAt are the costs at each count, its
+// own (widened prices stages on them).
+func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) ([]*candidate, int, int, error) {
+	total := len(pool)
+	var fit, fit2 []*candidate // the DPs' plain pass's, the second's
+	for _, cd := range pool {
+		switch {
+		case !cd.pred.fits:
+		case cd.second:
+			fit2 = append(fit2, cd)
+		default:
+			fit = append(fit, cd)
+		}
+	}
+	fitting := len(fit) + len(fit2)
+	byIter := func(xs []*candidate) {
+		sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
+	}
+	byIter(fit)
+	byIter(fit2)
+	n, n2 := len(fit), len(fit2)
+	if k > 0 {
+		n, n2 = min(n, k), min(n2, k)
+	} else {
+		n, n2 = min(n, 1), 0 // nothing simulated: pools ran no second pass
+	}
+	top := fit[:n:n]
+	if k > 0 && len(evals) > 1 {
+		// The best-estimated candidate of every count too, so the
+		// simulator, not the estimate alone, weighs the counts.
+		in := map[*candidate]bool{}
+		for _, cd := range top {
+			in[cd] = true
+		}
+		for _, e := range evals {
+			for _, cd := range fit {
+				if cd.m == e.m {
+					if !in[cd] {
+						in[cd] = true
+						top = append(top, cd)
+					}
+					break
+				}
+			}
+		}
+	}
+	// The second pass's best as many again, beside (not instead of)
+	// the plain pass's: the search weighs everything it weighed
+	// without the second pass, so its plan is never slower.
+	top = append(top, fit2[:n2]...)
+	// And the widened plans of each pass's best, beside the others
+	// again.
+	if k > 0 {
+		more, tried, fits := s.widenedBest(pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
+		top = append(top, more...)
+		total += tried
+		fitting += fits
+	}
+	// Builds and simulations are independent: each candidate's on
+	// a goroutine of its own.
+	err := forEach(len(top), func(i int) error {
+		cd := top[i]
+		var err error
+		if cd.plan, err = s.build(w, cd); err != nil || k <= 0 || ctx.Err() != nil {
+			return err
+		}
+		if res, err := sim.SimulateModel(cd.plan, cm.Clone(), sim.Options{}); err == nil {
+			cd.res = res // a plan the simulator rejects (deadlock) is not a candidate
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, 0, 0, err
+	}
+	var untrimmed []*candidate // top before trimWarmup
+	if k > 0 {
+		if err := ctx.Err(); err != nil {
+			return nil, 0, 0, err
+		}
+		untrimmed = slices.Clone(top)
+		if !s.KeepWarmup {
+			// Each candidate's trim on its own goroutine, estimating
+			// on a scratch copy of the costs.
+			err := forEach(len(top), func(i int) error {
+				cd := top[i]
+				if cd.res == nil || cd.kind != OneFOneB || cd.plan.Metrics["fallback_gpipe"] != 0 {
+					return nil
+				}
+				var err error
+				top[i], err = s.trimWarmup(ctx, w, cm, costsAt[cd.m].scratchCopy().estimate, cd)
+				return err
+			})
+			if err != nil {
+				return nil, 0, 0, err
+			}
+		}
+	}
+	if k > 0 && !s.NoStepGroups {
+		// Grouped, a candidate's full warm-up may beat its trim.
+		grouped, err := s.groupedBest(ctx, w, cm, top, untrimmed)
+		if err != nil {
+			return nil, 0, 0, err
+		}
+		top = append(top, grouped...)
+	}
+	return top, total, fitting, nil
+}
+
 // groupTop is how many of a family's fastest simulated plans the search
 // also simulates with their owners' steps in readiness groups (each
 // with its untrimmed original too: at most twice as many).
@@ -1122,32 +1186,32 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 			done = append(done, untrimmed[i])
 		}
 	}
-	var out []*candidate
-	for _, cd := range done {
-		g := *cd
+	// Each one built and, where grouping changes its steps, simulated, on
+	// a goroutine of its own.
+	gs := make([]*candidate, len(done))
+	err := forEach(len(done), func(i int) error {
+		g := *done[i]
 		g.groups, g.res = true, nil
 		plan, err := s.build(w, &g)
-		if err != nil {
-			return nil, err
-		}
-		if steps(plan) == steps(cd.plan) {
-			continue // every owner's parameters are ready together
+		if err != nil || steps(plan) == steps(done[i].plan) || ctx.Err() != nil {
+			return err // none: every owner's parameters are ready together
 		}
 		g.plan = plan
-		out = append(out, &g)
+		if res, err := sim.SimulateModel(g.plan, cm.Clone(), sim.Options{}); err == nil {
+			g.res = res
+		}
+		gs[i] = &g
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	var wg sync.WaitGroup
-	for _, g := range out {
-		wg.Go(func() {
-			if ctx.Err() != nil {
-				return
-			}
-			if res, err := sim.SimulateModel(g.plan, cm.Clone(), sim.Options{}); err == nil {
-				g.res = res
-			}
-		})
+	var out []*candidate
+	for _, g := range gs {
+		if g != nil {
+			out = append(out, g)
+		}
 	}
-	wg.Wait()
 	return out, ctx.Err()
 }
 
