@@ -72,13 +72,9 @@ func noFit(err error) string {
 		// One markdown cell: no column breaks, no line breaks.
 		return strings.NewReplacer("|", "\\|", "\n", " ").Replace(err.Error())
 	}
-	msg := err.Error()
-	if i := strings.Index(msg, "is about "); i >= 0 {
-		need := msg[i+len("is about "):]
-		if j := strings.Index(need, " ("); j >= 0 {
-			need = need[:j]
-		}
-		return "does not fit (needs about " + need + ")"
+	var nf *graphpipe.NoFitError
+	if errors.As(err, &nf) && nf.Need > 0 {
+		return "does not fit (needs about " + core.FormatBytes(core.RoundUpShownBytes(nf.Need)) + ")" // as the message rounds it
 	}
 	return "does not fit"
 }

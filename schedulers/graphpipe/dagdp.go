@@ -808,10 +808,13 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 			need, under, m = n, u, c.m
 		}
 	}
+	e := &NoFitError{Scheduler: name, Devices: D, DeviceMem: int64(cs[0].memCap), M: m}
 	if need > maxDeviceMemory {
-		return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s, nor of %s, the most the simulator models (add devices)",
+		e.msg = fmt.Sprintf("%s: %v: no partition of the model fits %d devices of %s, nor of %s, the most the simulator models (add devices)",
 			name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), core.FormatBytes(maxDeviceMemory))
+		return e
 	}
+	e.Need = need
 	at := ""
 	if len(cs) > 1 {
 		at = fmt.Sprintf(" at m = %d", m)
@@ -820,8 +823,9 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 	if cs[0].memUneven {
 		uneven = fmt.Sprintf("; the partitioners hold every device to the smallest one's memory, %s's: give the devices equal memory or leave %s out", cs[0].memDev, cs[0].memDev)
 	}
-	return fmt.Errorf("%s: %w: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s%s is about %s (raise the devices' memory or add devices%s)",
+	e.msg = fmt.Sprintf("%s: %v: no partition of the model fits %d devices of %s; the smallest per-device memory that fits%s%s is about %s (raise the devices' memory or add devices%s)",
 		name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), under, at, core.FormatBytes(core.RoundUpShownBytes(need)), uneven)
+	return e
 }
 
 // maxDeviceMemory is the most memory a device may have (a cluster file's

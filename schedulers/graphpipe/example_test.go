@@ -115,3 +115,40 @@ func ExampleDownsets() {
 	// uno-8: 85 ops, 0 downsets, err true
 	// piper refused: true
 }
+
+// A model that fits no partition of the devices' memory: the error says
+// the least per-device memory that fits (NoFitError.Need), which a
+// caller can read, and which, given back, gets a plan.
+func ExampleNoFitError() {
+	cfg := core.ModelConfig{InDim: 1024, Hidden: 512, Classes: 2, Layers: 2, Branches: 4}
+	m, err := core.BuildModel("uno", cfg)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	g, _ := core.Undirected(2048, nil, nil)
+	batch := make([]int32, 2048)
+	for i := range batch {
+		batch[i] = int32(i)
+	}
+	plan := func(memory int64) error {
+		cl, _ := sim.Preset("pcie-a100", 4)
+		for i := range cl.Devices {
+			cl.Devices[i].MemBytes = memory
+		}
+		w := core.NewWorkload(m, g, cfg.InDim, batch, cl.Infos(), 1)
+		_, err := (&graphpipe.Scheduler{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: 8, Cluster: cl}).Schedule(context.Background(), w)
+		return err
+	}
+	err = plan(8 << 20)
+	var nf *graphpipe.NoFitError
+	if !errors.As(err, &nf) {
+		fmt.Println("unexpected:", err)
+		return
+	}
+	fmt.Printf("%s: no fit on %d devices of %s; needs about %s\n", nf.Scheduler, nf.Devices, core.FormatBytes(nf.DeviceMem), core.FormatBytes(core.RoundUpShownBytes(nf.Need)))
+	fmt.Println("planned at that memory:", plan(nf.Need) == nil)
+	// Output:
+	// graphpipe: no fit on 4 devices of 8.0 MiB; needs about 28.7 MiB
+	// planned at that memory: true
+}

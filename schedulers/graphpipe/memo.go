@@ -79,12 +79,14 @@ type predKey struct {
 
 // readKey names one chain table of runDPs at one costs: the DPs' pass
 // (second: the steps amortised), the replica cap, the schedule (its
-// memory check) and the memory it was checked against.
+// memory check), the memory it was checked against, and whether it is
+// Piper's (over downsets) or PipeDream's (over a topological order).
 type readKey struct {
 	second bool
 	cap    int
 	kind   Kind
 	memCap float64
+	piper  bool
 }
 
 // partKey identifies a partition exactly: every op's stage, each stage's
@@ -150,6 +152,38 @@ func (c *costs) chainReads(key readKey, read func() []Partition) []Partition {
 	c.memo.reads[key] = parts
 	c.memo.mu.Unlock()
 	return parts
+}
+
+// keptReads are the read-outs kept in c.memo at keys, in order, or nil
+// unless every one is.
+func (c *costs) keptReads(keys []readKey) [][]Partition {
+	if c.memo == nil {
+		return nil
+	}
+	c.memo.mu.Lock()
+	defer c.memo.mu.Unlock()
+	out := make([][]Partition, len(keys))
+	for i, k := range keys {
+		parts, ok := c.memo.reads[k]
+		if !ok {
+			return nil
+		}
+		out[i] = parts
+	}
+	c.memo.hits.Add(1)
+	return out
+}
+
+// keepReads keeps reads[i] at keys[i] in c.memo, where c has one.
+func (c *costs) keepReads(keys []readKey, reads [][]Partition) {
+	if c.memo == nil {
+		return
+	}
+	c.memo.mu.Lock()
+	defer c.memo.mu.Unlock()
+	for i, k := range keys {
+		c.memo.reads[k] = reads[i]
+	}
 }
 
 // estimateAll sets every candidate's pred to its estimate at costsOf(it),

@@ -37,9 +37,10 @@ func TestSearchMemo(t *testing.T) {
 		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof},
 		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof, GPipeOrder: true},
 		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof, MicroBatches: 8},
+		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof, ChainDP: ChainPiper},
 		{Kind: OneFOneB, Cluster: cl, Profile: prof},
 	} {
-		name := fmt.Sprintf("%s gpipe=%v m=%d", s.Name(), s.GPipeOrder, s.MicroBatches)
+		name := fmt.Sprintf("%s gpipe=%v m=%d dp=%v", s.Name(), s.GPipeOrder, s.MicroBatches, s.ChainDP)
 		plain := *s
 		want, err := plain.search(t.Context(), w, cm, devs)
 		if err != nil {

@@ -10,9 +10,35 @@ import (
 )
 
 // ErrNoFit reports a model that no partition fits on the devices. The
-// error wrapping it starts with the scheduler's name (graphpipe, 1f1b or
-// gpipe) and names the smallest per-device memory that would fit.
+// error wrapping it (a *NoFitError) starts with the scheduler's name
+// (graphpipe, 1f1b or gpipe) and names the smallest per-device memory
+// that would fit.
 var ErrNoFit = errors.New("model does not fit")
+
+// NoFitError is what a search returns when no partition of the model fits
+// the devices' memory: errors.Is(err, ErrNoFit) holds, and errors.As gives
+// the figures its message names, for a caller to act on (size a cluster,
+// retry with more memory) without reading the text.
+type NoFitError struct {
+	Scheduler string // graphpipe, 1f1b or gpipe
+	Devices   int
+	// DeviceMem is the memory every device was held to: the smallest
+	// device's (the partitioners hold all devices to it).
+	DeviceMem int64
+	// Need is the smallest per-device memory under which a partition fits
+	// by the search's estimate (found to 0.1%; the message rounds it up),
+	// 0 when none does up to the most the simulator models (add devices).
+	Need int64
+	// M is the micro-batch count Need is at (the count, of those the
+	// search tried, that needs least).
+	M   int
+	msg string
+}
+
+func (e *NoFitError) Error() string { return e.msg }
+
+// Unwrap makes errors.Is(err, ErrNoFit) hold.
+func (e *NoFitError) Unwrap() error { return ErrNoFit }
 
 const eps = 1e-9
 

@@ -275,20 +275,38 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	D, n := len(devs), len(w.Ops)
 	// Piper's tables first, on their own: they price stages with
 	// cv.stat, which the DAG search below uses too.
-	var pds *downsets
-	var ptables [][][]piperCell
+	// Their read-outs are kept on c as the chain tables' are (below),
+	// looked up only when every cap's is kept: a call for fewer caps
+	// would judge the tables' size (ErrTooManyDownsets) on fewer.
+	var preads [][]Partition // by cap: each budget's, both read-outs (piperFrom)
 	if pchain != nil {
-		var err error
-		pds, ptables, err = piperTables(ctx, w, cv, D, caps, kind, s.Progress)
-		if errors.Is(err, ErrTooManyDownsets) {
-			instead := "dp=pipedream (the default chain DP) or graphpipe (its series-parallel DP)"
-			if root != nil {
-				instead = "dp=pipedream (the default: graphpipe's chains from PipeDream's DP only)"
-			}
-			return fmt.Errorf("%s (dp=piper): %w; Piper's DP runs over every pair of nested downsets, whose number grows as the product of the branches' lengths: use %s", s.Name(), err, instead)
+		keys := make([]readKey, len(caps))
+		for i, r := range caps {
+			keys[i] = readKey{second: second, cap: r, kind: kind, memCap: cv.memCap, piper: true}
 		}
-		if err != nil {
-			return err
+		if preads = c.keptReads(keys); preads == nil {
+			pds, ptables, err := piperTables(ctx, w, cv, D, caps, kind, s.Progress)
+			if errors.Is(err, ErrTooManyDownsets) {
+				instead := "dp=pipedream (the default chain DP) or graphpipe (its series-parallel DP)"
+				if root != nil {
+					instead = "dp=pipedream (the default: graphpipe's chains from PipeDream's DP only)"
+				}
+				return fmt.Errorf("%s (dp=piper): %w; Piper's DP runs over every pair of nested downsets, whose number grows as the product of the branches' lengths: use %s", s.Name(), err, instead)
+			}
+			if err != nil {
+				return err
+			}
+			preads = make([][]Partition, len(caps))
+			for i := range caps {
+				for u := 1; u <= D; u++ {
+					for _, spend := range []bool{true, false} {
+						if p, ok := piperFrom(pds, ptables[i], u, devs, spend); ok {
+							preads[i] = append(preads[i], p)
+						}
+					}
+				}
+			}
+			c.keepReads(keys, preads)
 		}
 	}
 	// The chain tables (read-only on cv) run side by side with each
@@ -327,7 +345,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			wg.Go(func() {
 				sem <- struct{}{}
 				defer func() { <-sem }()
-				reads[i] = c.chainReads(readKey{second, r, kind, cv.memCap}, func() []Partition {
+				reads[i] = c.chainReads(readKey{second: second, cap: r, kind: kind, memCap: cv.memCap}, func() []Partition {
 					table := x().table(D, r, kind)
 					var out []Partition
 					for u := 1; u <= D; u++ {
@@ -376,16 +394,10 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			asDAG(p, "chain as dag", i)
 		}
 	}
-	// Piper's tables: each one's partition for every budget, both
-	// read-outs (piperFrom, as chainReadOuts).
-	for i := range ptables {
-		for u := 1; u <= D; u++ {
-			for _, spend := range []bool{true, false} {
-				if p, ok := piperFrom(pds, ptables[i], u, devs, spend); ok {
-					padd(pchain, p, "chain (piper)", caps[i])
-					asDAG(p, "chain (piper) as dag", i)
-				}
-			}
+	for i, parts := range preads {
+		for _, p := range parts {
+			padd(pchain, p, "chain (piper)", caps[i])
+			asDAG(p, "chain (piper) as dag", i)
 		}
 	}
 	if root == nil {
