@@ -17,11 +17,12 @@ import (
 // read-outs GraphPipe's made; and every candidate's kept estimate is what
 // a fresh costs, one estimate at a time, gives.
 func TestSearchMemo(t *testing.T) {
-	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
+	cfg := core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}
+	_, cl, prof := rooflineWorkload(t, "uno", cfg, 1024, 8)
 	for i := range cl.Devices {
 		cl.Devices[i].MemBytes = 28 << 20 // tight: the walks cross counts where little fits
 	}
-	w = workloadOn(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, cl.Infos())
+	w := workloadOn(t, "uno", cfg, 1024, cl.Infos())
 	cm, devs := costModelOf(t, w, prof, cl)
 	plan := func(p *core.Plan) string {
 		var b []byte
