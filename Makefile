@@ -42,11 +42,14 @@ vet:
 	$(GO) vet ./...
 
 ## test: vet, format check, build with CGO_ENABLED=0, and every test (fuzz seed corpora included;
-## the backend-plugin worker's host-side tests start real worker processes); then vet, build and
+## the backend-plugin worker's host-side tests start real worker processes), the partitioner's
+## search-time test after the others, on a machine they no longer share; then vet, build and
 ## compile the tests of the cuda-tagged packages (installing the CUDA headers if missing; no GPU needed)
 test: deps cuda-deps fmt-check vet
 	$(GO) build ./...
-	$(GO) test -count=1 ./...
+	GNNKIT_DEFER_TIMED=1 $(GO) test -count=1 ./...
+	@echo "timed alone (the other packages' tests would share its cores): the partitioner's 5 s search bound"
+	$(GO) test -count=1 -run 'TestPartitionSearchTime' -v ./schedulers/graphpipe
 	$(GO) test -tags purego ./backends/cpu/...
 	@if command -v gcc >/dev/null 2>&1; then \
 	  echo "race detector: executor, scheduler and worker suites"; \

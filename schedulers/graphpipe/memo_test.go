@@ -3,6 +3,7 @@ package graphpipe
 import (
 	"fmt"
 	"maps"
+	"math"
 	"slices"
 	"testing"
 
@@ -93,6 +94,40 @@ func TestSearchMemo(t *testing.T) {
 		}
 		if hits := e.c.memo.hits.Load(); (run == 0) != (hits < int64(n)) {
 			t.Errorf("run %d: %d lookups answered for %d candidates", run, hits, n)
+		}
+	}
+}
+
+// TestTableFrom: a chain table at cap r seeded with a larger cap's
+// budgets up to r (chainDP.tableFrom) is the table computed whole, cell
+// for cell, at every cap, under both schedules and both DP passes.
+func TestTableFrom(t *testing.T) {
+	// The benchmark's uno-4 on A100s of 512 MiB, where the chain DP
+	// pipelines (one stage of every replica does not fit).
+	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
+	_, cl, prof := rooflineWorkload(t, "uno", cfg, 8192, 16)
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = 512 << 20
+	}
+	w := workloadOn(t, "uno", cfg, 8192, cl.Infos())
+	cm, devs := costModelOf(t, w, prof, cl)
+	c := newCosts(cm, w, devs, 16, StepOwners)
+	D := len(devs)
+	for _, cv := range []*costs{c, c.amortized()} {
+		x := newChainDP(cv)
+		for _, kind := range []Kind{OneFOneB, GPipe} {
+			seed := x.table(D, D, kind)
+			if s := seed[0][D].stages; s < 2 || math.IsInf(seed[0][D].t, 1) {
+				t.Fatalf("amortize=%v %v: the whole budget's answer has %d stages (%v s per micro-batch); want a pipeline", cv.amortize, kind, s, seed[0][D].t)
+			}
+			for _, r := range replicaCaps(D, 0) {
+				want, got := x.table(D, r, kind), x.tableFrom(D, r, kind, seed)
+				for i := range want {
+					if !slices.Equal(got[i], want[i]) {
+						t.Fatalf("amortize=%v %v cap %d: row %d differs:\n%v\nwhole:\n%v", cv.amortize, kind, r, i, got[i], want[i])
+					}
+				}
+			}
 		}
 	}
 }

@@ -249,6 +249,15 @@ func (x *chainDP) rangePmax(i, j int) float64 {
 // prefix sums); lower bounds on both sides of a cut prune the split
 // points without changing the answer.
 func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
+	return x.tableFrom(D, maxRep, kind, nil)
+}
+
+// tableFrom is table, with the budgets u ≤ maxRep copied from seed, a
+// table of the same costs, D and kind at a replica cap of at least
+// maxRep (nil: none): at those budgets no stage can have more than
+// maxRep replicas anyway, so every cap from maxRep up fills them alike,
+// cell for cell.
+func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]chainCell {
 	n, pre, c := x.n, x.pre, x.c
 	inf := math.Inf(1)
 	best := make([][]chainCell, n+1)
@@ -261,10 +270,20 @@ func (x *chainDP) table(D, maxRep int, kind Kind) [][]chainCell {
 	for u := 0; u <= D; u++ {
 		best[n][u] = chainCell{t: 0}
 	}
+	from := 1 // the first budget computed here
+	if seed != nil {
+		from = min(maxRep, D) + 1
+		for i := range n {
+			copy(best[i][:from], seed[i][:from])
+		}
+	}
+	if from > D {
+		return best
+	}
 	rows := x.rows()
 	for i := n - 1; i >= 0; i-- {
 		x.advance(rows, i)
-		for u := 1; u <= D; u++ {
+		for u := from; u <= D; u++ {
 			cur := best[i][u-1] // at most u devices: u-1 will do
 			for d := 1; d <= min(u, maxRep); d++ {
 				r := u - d

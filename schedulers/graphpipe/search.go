@@ -341,20 +341,41 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			slots--
 		}
 		sem := make(chan struct{}, max(1, slots))
-		for i, r := range caps {
-			wg.Go(func() {
-				sem <- struct{}{}
-				defer func() { <-sem }()
-				reads[i] = c.chainReads(readKey{second: second, cap: r, kind: kind, memCap: cv.memCap}, func() []Partition {
-					table := x().table(D, r, kind)
-					var out []Partition
-					for u := 1; u <= D; u++ {
-						out = append(out, chainReadOuts(table, n, u, devs)...)
-					}
-					return out
-				})
-			})
+		readOuts := func(table [][]chainCell) []Partition {
+			var out []Partition
+			for u := 1; u <= D; u++ {
+				out = append(out, chainReadOuts(table, n, u, devs)...)
+			}
+			return out
 		}
+		key := func(r int) readKey { return readKey{second: second, cap: r, kind: kind, memCap: cv.memCap} }
+		// The largest cap's table first: the others copy its budgets up
+		// to their own cap (chainDP.tableFrom), then run side by side.
+		top := 0
+		for i, r := range caps {
+			if r > caps[top] {
+				top = i
+			}
+		}
+		wg.Go(func() {
+			var seed [][]chainCell // nil where the memo answers
+			sem <- struct{}{}
+			reads[top] = c.chainReads(key(caps[top]), func() []Partition {
+				seed = x().table(D, caps[top], kind)
+				return readOuts(seed)
+			})
+			<-sem
+			for i, r := range caps {
+				if i == top {
+					continue
+				}
+				wg.Go(func() {
+					sem <- struct{}{}
+					defer func() { <-sem }()
+					reads[i] = c.chainReads(key(r), func() []Partition { return readOuts(x().tableFrom(D, r, kind, seed)) })
+				})
+			}
+		})
 	}
 	wg.Wait()
 	if err := ctx.Err(); err != nil {
