@@ -808,13 +808,13 @@ func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, 
 			need, under, m = n, u, c.m
 		}
 	}
-	e := &NoFitError{Scheduler: name, Devices: D, DeviceMem: int64(cs[0].memCap), M: m}
+	e := &NoFitError{Scheduler: name, Devices: D, DeviceMem: int64(cs[0].memCap)}
 	if need > maxDeviceMemory {
 		e.msg = fmt.Sprintf("%s: %v: no partition of the model fits %d devices of %s, nor of %s, the most the simulator models (add devices)",
 			name, ErrNoFit, D, core.FormatBytes(int64(cs[0].memCap)), core.FormatBytes(maxDeviceMemory))
 		return e
 	}
-	e.Need = need
+	e.Need, e.M = need, m
 	at := ""
 	if len(cs) > 1 {
 		at = fmt.Sprintf(" at m = %d", m)

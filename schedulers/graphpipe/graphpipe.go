@@ -246,8 +246,10 @@ type Scheduler struct {
 	// Progress, when set, is told how far Piper's DP is (ChainDP =
 	// ChainPiper, which can take minutes): the pairs of nested downsets
 	// priced and their total, from 0 to the total in each run of the DP
-	// (one per micro-batch count tried, pass and schedule order). It may
-	// be called from several goroutines at once.
+	// (at most one per micro-batch count tried, pass and schedule order:
+	// with m searched, a chain baseline's walk inside GraphPipe's finds
+	// the tables GraphPipe's own walk made at a count, and reports no run
+	// there). It may be called from several goroutines at once.
 	Progress func(done, total int64)
 
 	// memo is what one search's walks share (searchMemo): set by

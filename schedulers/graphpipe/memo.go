@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -89,26 +90,29 @@ type readKey struct {
 	piper  bool
 }
 
-// partKey identifies a partition exactly: every op's stage, each stage's
-// devices by name, the chain flag and the warm-up cap (signature, which
-// the search dedups by, keeps only the devices' counts).
+// partKey identifies a partition exactly (up to SHA-256): every op's
+// stage, each stage's devices by name, the chain flag and the warm-up
+// cap, each length-prefixed (signature, which the search dedups by,
+// keeps only the devices' counts).
 func partKey(p Partition) [sha256.Size]byte {
-	b := make([]byte, 0, 2*len(p.StageOf)+8*len(p.Devices)+8)
+	b := binary.AppendUvarint(make([]byte, 0, 3*len(p.StageOf)+8*len(p.Devices)+16), uint64(len(p.StageOf)))
 	for _, s := range p.StageOf {
-		b = append(b, byte(s), byte(s>>8), byte(s>>16))
+		b = binary.AppendUvarint(b, uint64(s))
 	}
-	b = append(b, 0xff)
+	b = binary.AppendUvarint(b, uint64(len(p.Devices)))
 	for _, ds := range p.Devices {
+		b = binary.AppendUvarint(b, uint64(len(ds)))
 		for _, d := range ds {
+			b = binary.AppendUvarint(b, uint64(len(d)))
 			b = append(b, string(d)...)
-			b = append(b, 0)
 		}
-		b = append(b, 0xff)
 	}
+	chain := uint64(0)
 	if p.Chain {
-		b = append(b, 1)
+		chain = 1
 	}
-	b = append(b, byte(p.WarmupCap), byte(p.WarmupCap>>8), byte(p.WarmupCap>>16))
+	b = binary.AppendUvarint(b, chain)
+	b = binary.AppendUvarint(b, uint64(p.WarmupCap))
 	return sha256.Sum256(b)
 }
 
@@ -228,8 +232,17 @@ func estimateAll(cds []*candidate, costsOf func(*candidate) *costs) {
 // returns the error of the lowest index that failed (as a loop stopping
 // at its first error would, though every f runs).
 func forEach(n int, f func(i int) error) error {
+	return forEachIn(cores(), n, f)
+}
+
+// cores is a limit of one task per core, for forEachIn.
+func cores() chan struct{} { return make(chan struct{}, max(1, runtime.GOMAXPROCS(0))) }
+
+// forEachIn is forEach with the tasks taking turns in sem with whatever
+// else holds it (the search's families share one: their simulations,
+// each with a copy of the cost model, run at most one per core in all).
+func forEachIn(sem chan struct{}, n int, f func(i int) error) error {
 	errs := make([]error, n)
-	sem := make(chan struct{}, max(1, runtime.GOMAXPROCS(0)))
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {

@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/bits"
 	"sort"
@@ -30,12 +31,17 @@ type NoFitError struct {
 	// 0 when none does up to the most the simulator models (add devices).
 	Need int64
 	// M is the micro-batch count Need is at (the count, of those the
-	// search tried, that needs least).
+	// search tried, that needs least; 0 with Need 0).
 	M   int
 	msg string
 }
 
-func (e *NoFitError) Error() string { return e.msg }
+func (e *NoFitError) Error() string {
+	if e.msg == "" {
+		return fmt.Sprintf("%s: %v on %d devices of %s", e.Scheduler, ErrNoFit, e.Devices, core.FormatBytes(e.DeviceMem))
+	}
+	return e.msg
+}
 
 // Unwrap makes errors.Is(err, ErrNoFit) hold.
 func (e *NoFitError) Unwrap() error { return ErrNoFit }

@@ -975,17 +975,19 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		trunk = trunkOps(root)
 	}
 	// Each family weighed on a goroutine of its own (weigh: its best
-	// candidates built, simulated and refined), then taken in order.
+	// candidates built, simulated and refined), then taken in order;
+	// their builds and simulations take turns in one per core in all.
 	tops := make([][]*candidate, len(pools))
 	tried, fits := make([]int, len(pools)), make([]int, len(pools))
-	err = forEach(len(pools), func(f int) error {
+	sem := cores()
+	err = forEachIn(make(chan struct{}, len(pools)), len(pools), func(f int) error {
 		// Its own scratch copies of the costs: widened prices stages.
 		own := map[int]*costs{}
 		for m, c := range costsAt {
 			own[m] = c.scratchCopy()
 		}
 		var err error
-		tops[f], tried[f], fits[f], err = s.weigh(ctx, w, cm, pools[f], evals, k, own, devs, trunk)
+		tops[f], tried[f], fits[f], err = s.weigh(ctx, w, cm, pools[f], evals, k, own, devs, trunk, sem)
 		return err
 	})
 	if err != nil {
@@ -1079,8 +1081,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 // k > 0, simulated, trimmed (trimWarmup) and grouped (groupedBest); it
 // returns them with how many candidates the family had and how many of
 // those fit by the estimate. costsAt are the costs at each count, its
-// own (widened prices stages on them).
-func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) ([]*candidate, int, int, error) {
+// own (widened prices stages on them); its builds and simulations take
+// turns in sem, which the other families share.
+func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, sem chan struct{}) ([]*candidate, int, int, error) {
 	total := len(pool)
 	var fit, fit2 []*candidate // the DPs' plain pass's, the second's
 	for _, cd := range pool {
@@ -1138,7 +1141,7 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	}
 	// Builds and simulations are independent: each candidate's on
 	// a goroutine of its own.
-	err := forEach(len(top), func(i int) error {
+	err := forEachIn(sem, len(top), func(i int) error {
 		cd := top[i]
 		var err error
 		if cd.plan, err = s.build(w, cd); err != nil || k <= 0 || ctx.Err() != nil {
@@ -1161,7 +1164,7 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		if !s.KeepWarmup {
 			// Each candidate's trim on its own goroutine, estimating
 			// on a scratch copy of the costs.
-			err := forEach(len(top), func(i int) error {
+			err := forEachIn(sem, len(top), func(i int) error {
 				cd := top[i]
 				if cd.res == nil || cd.kind != OneFOneB || cd.plan.Metrics["fallback_gpipe"] != 0 {
 					return nil
@@ -1177,7 +1180,7 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	}
 	if k > 0 && !s.NoStepGroups {
 		// Grouped, a candidate's full warm-up may beat its trim.
-		grouped, err := s.groupedBest(ctx, w, cm, top, untrimmed)
+		grouped, err := s.groupedBest(ctx, w, cm, top, untrimmed, sem)
 		if err != nil {
 			return nil, 0, 0, err
 		}
@@ -1201,7 +1204,7 @@ const groupTop = 2
 // owner's remaining backward work (a shared trunk's owner hosting a
 // branch), or contends with reductions still travelling through the
 // same ports (a data-parallel stage's buckets) and loses.
-func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.CostModel, top, untrimmed []*candidate) ([]*candidate, error) {
+func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.CostModel, top, untrimmed []*candidate, sem chan struct{}) ([]*candidate, error) {
 	fits := func(cd *candidate) bool { return cd.res != nil && len(cd.res.OverCap) == 0 && cd.plan.StepOwners }
 	var best []int // indices into top
 	for i, cd := range top {
@@ -1222,7 +1225,7 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 	// Each one built and, where grouping changes its steps, simulated, on
 	// a goroutine of its own.
 	gs := make([]*candidate, len(done))
-	err := forEach(len(done), func(i int) error {
+	err := forEachIn(sem, len(done), func(i int) error {
 		g := *done[i]
 		g.groups, g.res = true, nil
 		plan, err := s.build(w, &g)
