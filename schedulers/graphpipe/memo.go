@@ -122,19 +122,7 @@ func (c *costs) estimate(part Partition, kind Kind) prediction {
 	if c.memo == nil {
 		return c.price(part, kind)
 	}
-	key := predKey{partKey(part), kind, c.memCap}
-	c.memo.mu.Lock()
-	p, ok := c.memo.preds[key]
-	c.memo.mu.Unlock()
-	if ok {
-		c.memo.hits.Add(1)
-		return p
-	}
-	p = c.price(part, kind)
-	c.memo.mu.Lock()
-	c.memo.preds[key] = p
-	c.memo.mu.Unlock()
-	return p
+	return keep(c.memo, c.memo.preds, predKey{partKey(part), kind, c.memCap}, func() prediction { return c.price(part, kind) })
 }
 
 // chainReads are the partitions runDPs reads off the chain table at key
@@ -144,18 +132,25 @@ func (c *costs) chainReads(key readKey, read func() []Partition) []Partition {
 	if c.memo == nil {
 		return read()
 	}
-	c.memo.mu.Lock()
-	parts, ok := c.memo.reads[key]
-	c.memo.mu.Unlock()
+	return keep(c.memo, c.memo.reads, key, read)
+}
+
+// keep is m[key] (a lookup answered), or compute's answer, then kept
+// there; m is one of memo's maps. compute runs outside the lock: two
+// callers may compute one key at once, and keep the same answer.
+func keep[K comparable, V any](memo *costMemo, m map[K]V, key K, compute func() V) V {
+	memo.mu.Lock()
+	v, ok := m[key]
+	memo.mu.Unlock()
 	if ok {
-		c.memo.hits.Add(1)
-		return parts
+		memo.hits.Add(1)
+		return v
 	}
-	parts = read()
-	c.memo.mu.Lock()
-	c.memo.reads[key] = parts
-	c.memo.mu.Unlock()
-	return parts
+	v = compute()
+	memo.mu.Lock()
+	m[key] = v
+	memo.mu.Unlock()
+	return v
 }
 
 // keptReads are the read-outs kept in c.memo at keys, in order, or nil
