@@ -61,7 +61,8 @@ type prediction struct {
 // in-flight micro-batches under 1F1B (ceil(m/d_s) under GPipe) and one
 // backward's transients.
 //
-// The search calls it through estimate, which keeps its answers.
+// Callers go through estimate, which keeps its answers where the costs
+// have a memo (a search's: searchMemo).
 func (c *costs) price(part Partition, kind Kind) prediction {
 	stages := part.Stages()
 	preds, succs := part.StageDAG(c.w)

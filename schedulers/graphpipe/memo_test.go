@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestSearchMemo: a search that shares its costs, estimates and chain
@@ -18,13 +19,8 @@ import (
 // read-outs GraphPipe's made; and every candidate's kept estimate is what
 // a fresh costs, one estimate at a time, gives.
 func TestSearchMemo(t *testing.T) {
-	cfg := core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}
-	_, cl, prof := rooflineWorkload(t, "uno", cfg, 1024, 8)
-	for i := range cl.Devices {
-		cl.Devices[i].MemBytes = 28 << 20 // tight: the walks cross counts where little fits
-	}
-	w := workloadOn(t, "uno", cfg, 1024, cl.Infos())
-	cm, devs := costModelOf(t, w, prof, cl)
+	// Tight memory: the walks cross counts where little fits.
+	w, cl, prof, cm, devs := unoWithMemory(t, core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8, 28<<20)
 	plan := func(p *core.Plan) string {
 		var b []byte
 		for _, k := range slices.Sorted(maps.Keys(p.Metrics)) {
@@ -78,8 +74,7 @@ func TestSearchMemo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		fresh := newCosts(cm, w, devs, 8, s.Step)
-		fresh.bucket = float64(s.planOptions().BucketBytes)
+		fresh := (*searchMemo)(nil).costsAt(cm, w, devs, 8, s.Step, float64(s.planOptions().BucketBytes)) // keeps nothing
 		n := 0
 		for _, pool := range e.pools {
 			for _, cd := range pool {
@@ -104,13 +99,7 @@ func TestSearchMemo(t *testing.T) {
 func TestTableFrom(t *testing.T) {
 	// The benchmark's uno-4 on A100s of 512 MiB, where the chain DP
 	// pipelines (one stage of every replica does not fit).
-	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
-	_, cl, prof := rooflineWorkload(t, "uno", cfg, 8192, 16)
-	for i := range cl.Devices {
-		cl.Devices[i].MemBytes = 512 << 20
-	}
-	w := workloadOn(t, "uno", cfg, 8192, cl.Infos())
-	cm, devs := costModelOf(t, w, prof, cl)
+	w, _, _, cm, devs := unoWithMemory(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16, 512<<20)
 	c := newCosts(cm, w, devs, 16, StepOwners)
 	D := len(devs)
 	for _, cv := range []*costs{c, c.amortized()} {
@@ -130,4 +119,18 @@ func TestTableFrom(t *testing.T) {
 			}
 		}
 	}
+}
+
+// unoWithMemory is uno of cfg over samples rows on n pcie-a100 devices
+// of memory bytes each (the devices' memory set as the tests above set
+// it), with the preset's roofline profile, its cost model and device IDs.
+func unoWithMemory(t *testing.T, cfg core.ModelConfig, samples, n int, memory int64) (*core.Workload, *sim.Cluster, *sim.Profile, *sim.CostModel, []core.DeviceID) {
+	t.Helper()
+	w, cl, prof := rooflineWorkload(t, "uno", cfg, samples, n)
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = memory
+	}
+	w.Devices = cl.Infos()
+	cm, devs := costModelOf(t, w, prof, cl)
+	return w, cl, prof, cm, devs
 }

@@ -919,9 +919,6 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	if !s.KeepWarmup {
 		for f, pool := range pools {
-			// The plain pass's candidates first, against the plain
-			// pass's signatures alone (as without the second pass), then
-			// the second pass's against all.
 			// Each 1F1B candidate over memory's variant, side by side
 			// (fittingWarmup on scratch copies of the costs).
 			var over []*candidate
@@ -939,6 +936,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			for i, cd := range over {
 				variant[cd] = found[i]
 			}
+			// The plain pass's candidates first, against the plain
+			// pass's signatures alone (as without the second pass), then
+			// the second pass's against all.
 			seen := map[string]bool{}
 			for _, cd := range pool {
 				if !cd.second {
