@@ -92,6 +92,12 @@ type Cluster struct {
 	// Without it transfers run on a copy engine per link as soon as the
 	// value is produced, overlapping compute (GPU runtimes' prefetch).
 	SyncTransfers bool `json:"sync_transfers"`
+	// DemandFirst models a runtime that copies in chunks and serves
+	// first the values a task already waits for: through ports, a
+	// transfer whose consumer has everything else it needs takes the
+	// bandwidth before transfers nobody waits for yet (prefetches).
+	// Off (the default), the transfers through a port share it evenly.
+	DemandFirst bool `json:"demand_first"`
 	// OptStateFactor is optimizer state per parameter byte when the
 	// profile does not give it (Adam: 2, the default; SGD: 0).
 	OptStateFactor float64 `json:"opt_state_factor,omitempty"`

@@ -13,23 +13,26 @@ import (
 )
 
 // TestClusterRoundTrip: every preset written and read back is the same
-// cluster.
+// cluster, with the demanded transfers first or not.
 func TestClusterRoundTrip(t *testing.T) {
 	for _, name := range Presets() {
-		c, err := Preset(name, 12)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b bytes.Buffer
-		if err := WriteCluster(&b, c); err != nil {
-			t.Fatal(err)
-		}
-		got, err := ReadCluster(&b)
-		if err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-		if !reflect.DeepEqual(got, c) {
-			t.Errorf("%s: read back\n%+v\nwant\n%+v", name, got, c)
+		for _, demand := range []bool{false, true} {
+			c, err := Preset(name, 12)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.DemandFirst = demand
+			var b bytes.Buffer
+			if err := WriteCluster(&b, c); err != nil {
+				t.Fatal(err)
+			}
+			got, err := ReadCluster(&b)
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			if !reflect.DeepEqual(got, c) {
+				t.Errorf("%s: read back\n%+v\nwant\n%+v", name, got, c)
+			}
 		}
 	}
 }

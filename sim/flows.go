@@ -30,6 +30,9 @@ type flow struct {
 	what     string
 	unit     int
 	done     func(at time.Duration)
+	// urgent: a task waits for this value now (demanded); demanded
+	// flows take the ports' bandwidth before the others.
+	urgent bool
 }
 
 type portKey struct {
@@ -57,7 +60,7 @@ func (s *sim) port(d core.DeviceID, name string, out bool, gbps float64) int {
 // send moves bytes from src to dst from now on and calls done with the
 // time they are there: at once over a FIFO link (the time is known), or
 // when the flow completes.
-func (s *sim) send(src, dst core.DeviceID, bytes int64, now time.Duration, what string, unit int, done func(at time.Duration)) {
+func (s *sim) send(src, dst core.DeviceID, bytes int64, now time.Duration, what string, unit int, done func(at time.Duration)) *flow {
 	name, gbps := s.c.PortBetween(src, dst)
 	l := s.c.LinkBetween(src, dst)
 	if gbps <= 0 || bytes <= 0 {
@@ -67,17 +70,34 @@ func (s *sim) send(src, dst core.DeviceID, bytes int64, now time.Duration, what 
 		s.linkFree[k] = en
 		s.linkEvent(k, what, unit, bytes, st, en)
 		done(en)
-		return
+		return nil
 	}
 	if now < s.lastFlow {
 		// A transfer dated before the flows' clock would take bandwidth
 		// back in time: a bug in the caller, not in the plan.
 		s.err = fmt.Errorf("sim: internal error: %s from %s to %s starts at %v, before the transfers' clock %v", what, src, dst, now, s.lastFlow)
+		return nil
+	}
+	s.advanceFlows(now)
+	f := &flow{src: src, dst: dst, out: s.port(src, name, true, gbps), in: s.port(dst, name, false, gbps),
+		cap: l.GBps, rem: float64(bytes), bytes: bytes, lat: l.Latency, start: now, what: what, unit: unit, done: done}
+	s.flows = append(s.flows, f)
+	s.rescheduleFlows(now)
+	return f
+}
+
+// demand marks flow f (still in progress) as waited for from now on: it
+// goes ahead of the flows nobody waits for yet.
+func (s *sim) demand(f *flow, now time.Duration) {
+	if f.urgent {
+		return
+	}
+	if now < s.lastFlow {
+		s.err = fmt.Errorf("sim: internal error: %s from %s to %s is waited for at %v, before the transfers' clock %v", f.what, f.src, f.dst, now, s.lastFlow)
 		return
 	}
 	s.advanceFlows(now)
-	s.flows = append(s.flows, &flow{src: src, dst: dst, out: s.port(src, name, true, gbps), in: s.port(dst, name, false, gbps),
-		cap: l.GBps, rem: float64(bytes), bytes: bytes, lat: l.Latency, start: now, what: what, unit: unit, done: done})
+	f.urgent = true
 	s.rescheduleFlows(now)
 }
 
@@ -90,10 +110,11 @@ func (s *sim) advanceFlows(now time.Duration) {
 	s.lastFlow = now
 }
 
-// flowRates shares the ports max-min fairly (progressive filling):
-// repeatedly the tightest constraint — a port's bandwidth left over its
-// unfixed flows, or a flow's link cap — fixes the rate of the flows it
-// binds, and their rate is taken from their ports.
+// flowRates shares the ports max-min fairly (progressive filling), the
+// demanded flows first and the others over what they leave: repeatedly
+// the tightest constraint — a port's bandwidth left over its unfixed
+// flows of the class, or a flow's link cap — fixes the rate of the flows
+// it binds, and their rate is taken from their ports.
 func (s *sim) flowRates() {
 	left := append(s.capScratch[:0], s.portCap...)
 	users := s.userScratch[:0]
@@ -101,14 +122,27 @@ func (s *sim) flowRates() {
 		users = append(users, 0)
 	}
 	fixed := s.fixScratch[:0]
-	for _, f := range s.flows {
-		users[f.out]++
-		users[f.in]++
+	for range s.flows {
 		fixed = append(fixed, false)
 	}
 	s.capScratch, s.userScratch, s.fixScratch = left, users, fixed
+	for _, urgent := range [2]bool{true, false} {
+		todo := 0
+		for _, f := range s.flows {
+			if f.urgent == urgent {
+				users[f.out]++
+				users[f.in]++
+				todo++
+			}
+		}
+		s.fill(left, users, fixed, urgent, todo)
+	}
+}
+
+// fill is one class's progressive filling (flowRates).
+func (s *sim) fill(left []float64, users []int, fixed []bool, urgent bool, todo int) {
 	share := func(p int) float64 { return left[p] / float64(users[p]) }
-	for todo := len(s.flows); todo > 0; {
+	for todo > 0 {
 		v := math.Inf(1)
 		for p, n := range users {
 			if n > 0 {
@@ -116,7 +150,7 @@ func (s *sim) flowRates() {
 			}
 		}
 		for i, f := range s.flows {
-			if !fixed[i] && f.cap > 0 {
+			if !fixed[i] && f.urgent == urgent && f.cap > 0 {
 				v = math.Min(v, f.cap)
 			}
 		}
@@ -124,7 +158,7 @@ func (s *sim) flowRates() {
 		lim := v * (1 + 1e-12)
 		var bind []int
 		for i, f := range s.flows {
-			if !fixed[i] && (f.cap > 0 && f.cap <= lim || share(f.out) <= lim || share(f.in) <= lim) {
+			if !fixed[i] && f.urgent == urgent && (f.cap > 0 && f.cap <= lim || share(f.out) <= lim || share(f.in) <= lim) {
 				bind = append(bind, i)
 			}
 		}

@@ -3,6 +3,7 @@ package sim
 import (
 	"container/heap"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -109,5 +110,57 @@ func TestFlowBackInTime(t *testing.T) {
 	s.send("A", "C", 1000, 0, "y", -1, func(time.Duration) { t.Error("the back-dated transfer ran") })
 	if s.err == nil {
 		t.Fatal("a transfer before the clock was accepted")
+	}
+}
+
+// TestFlowDemandFirst: a demanded flow takes its ports' bandwidth before
+// the others, which share what it leaves. A sends 24 MB to B, C and D
+// and E 24 MB to D, all at 0: A's port gives 8 GB/s to each of its three
+// and D's port the 16 GB/s left to E's. At 0.5 ms (4 MB of each of A's
+// through, 8 MB of E's) a task starts waiting for A's value to D: it
+// runs alone at 24 GB/s, there at 1.33 ms, and every other flow stops
+// (its ports are full); then E's runs at 24 GB/s (16 MB: 2 ms) and
+// A's to B and C at 12 GB/s each (20 MB: 3 ms).
+func TestFlowDemandFirst(t *testing.T) {
+	const mb = 24_000_000
+	lat := 5 * time.Microsecond
+	s := flowSim(&Cluster{Link: Link{GBps: 24, Latency: lat, PortGBps: 24}, DemandFirst: true})
+	got := map[string]time.Duration{}
+	var toD *flow
+	for _, p := range [][2]core.DeviceID{{"A", "B"}, {"A", "C"}, {"A", "D"}, {"E", "D"}} {
+		name := string(p[0] + p[1])
+		f := s.send(p[0], p[1], mb, 0, name, -1, func(at time.Duration) { got[name] = at })
+		if name == "AD" {
+			toD = f
+		}
+	}
+	rates := func() []float64 {
+		var r []float64
+		for _, f := range s.flows {
+			r = append(r, f.rate)
+		}
+		return r
+	}
+	if r := rates(); !slices.Equal(r, []float64{8, 8, 8, 16}) {
+		t.Fatalf("rates before the demand %v GB/s, want [8 8 8 16]", r)
+	}
+	for s.q.Len() > 0 && s.q[0].t <= 500*time.Microsecond {
+		e := heap.Pop(&s.q).(event)
+		s.flowsDone(e.version, e.t)
+	}
+	s.demand(toD, 500*time.Microsecond)
+	s.demand(toD, 500*time.Microsecond) // once is enough: no change
+	if r := rates(); !slices.Equal(r, []float64{0, 0, 24, 0}) {
+		t.Fatalf("rates with A's flow to D demanded %v GB/s, want [0 0 24 0]", r)
+	}
+	s.drain(t)
+	want := map[string]time.Duration{"AD": 1333333 * time.Nanosecond, "ED": 2 * time.Millisecond, "AB": 3 * time.Millisecond, "AC": 3 * time.Millisecond}
+	for name, w := range want {
+		if diff := got[name] - (w + lat); diff < -2*time.Nanosecond || diff > 2*time.Nanosecond {
+			t.Errorf("%s there at %v, want %v", name, got[name], w+lat)
+		}
+	}
+	if s.err != nil {
+		t.Fatal(s.err)
 	}
 }

@@ -331,6 +331,7 @@ type sim struct {
 	flowVersion int
 	lastFlow    time.Duration
 	inTransit   map[[4]int][]int
+	flowOf      map[[4]int]*flow // the flow carrying an inTransit value
 	waitN       []int
 	// Prefetching reductions (prefetches): depsLeft[i] counts task i's
 	// own Deps not done, fetchOn[j] the reductions task j's end lets
@@ -340,6 +341,7 @@ type sim struct {
 	fetchOn   [][]int
 	fetchedAt []time.Duration
 	fetchWait []bool
+	fetchFlow []*flow // the flow carrying task i's prefetch (DemandFirst)
 }
 
 // SimulateModel is SimulateWith on the workload, profile and cluster of
@@ -817,9 +819,10 @@ func (s *sim) run() (*Result, error) {
 	s.running = map[core.DeviceID]bool{}
 	s.linkFree = map[[2]core.DeviceID]time.Duration{}
 	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
-	s.inTransit, s.waitN = map[[4]int][]int{}, make([]int, n)
+	s.inTransit, s.waitN, s.flowOf = map[[4]int][]int{}, make([]int, n), map[[4]int]*flow{}
 	// Prefetching reductions: their own Deps left, and who they wait on.
 	s.depsLeft, s.fetchedAt, s.fetchWait = make([]int, n), make([]time.Duration, n), make([]bool, n)
+	s.fetchFlow = make([]*flow, n)
 	s.fetchOn = make([][]int, n)
 	for i := range n {
 		s.fetchedAt[i] = -1
@@ -990,7 +993,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			for _, x := range s.needIn[i] {
 				k := [3]int{t.Unit, x.op, s.devIndex[t.Device]}
 				at = max(at, s.arrival[k])
-				s.await([4]int{0, k[0], k[1], k[2]}, i)
+				s.await([4]int{0, k[0], k[1], k[2]}, i, now)
 			}
 		}
 	case core.TaskBackward:
@@ -1023,7 +1026,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			for _, x := range s.needGr[i] {
 				k := [3]int{t.Unit, x.op, s.devIndex[x.src]}
 				at = max(at, s.gArrival[k])
-				s.await([4]int{1, k[0], k[1], k[2]}, i)
+				s.await([4]int{1, k[0], k[1], k[2]}, i, now)
 			}
 		}
 	case core.TaskReduceGrads:
@@ -1034,13 +1037,19 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			} else {
 				s.fetchWait[i] = true
 				s.waitN[i]++
+				if f := s.fetchFlow[i]; f != nil && s.c.DemandFirst {
+					s.demand(f, now)
+				}
 			}
 		} else if !s.c.SyncTransfers {
 			// The copy engine moves the gradients in the task's turn.
 			l := [2]core.DeviceID{t.From, t.Device}
 			nb := s.reduceBytes(i)
 			s.waitN[i]++
-			s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) { s.release(i, en) })
+			f := s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) { s.release(i, en) })
+			if f != nil && s.c.DemandFirst {
+				s.demand(f, now) // its task waits for it already
+			}
 		}
 	}
 	s.release(i, at)
@@ -1070,8 +1079,9 @@ func (s *sim) fetch(i int, now time.Duration) {
 	nb := s.reduceBytes(i)
 	s.staged[i] = nb
 	s.alloc(t.Device, nb)
-	s.send(t.From, t.Device, nb, now, "reduce grads", -1, func(at time.Duration) {
+	s.fetchFlow[i] = s.send(t.From, t.Device, nb, now, "reduce grads", -1, func(at time.Duration) {
 		s.fetchedAt[i] = at
+		s.fetchFlow[i] = nil
 		if s.fetchWait[i] {
 			s.fetchWait[i] = false
 			s.release(i, at)
@@ -1080,10 +1090,13 @@ func (s *sim) fetch(i int, now time.Duration) {
 }
 
 // await makes task i wait for value k if it is still in a flow.
-func (s *sim) await(k [4]int, i int) {
+func (s *sim) await(k [4]int, i int, now time.Duration) {
 	if w, ok := s.inTransit[k]; ok {
 		s.inTransit[k] = append(w, i)
 		s.waitN[i]++
+		if f := s.flowOf[k]; f != nil && s.c.DemandFirst {
+			s.demand(f, now)
+		}
 	}
 }
 
@@ -1098,6 +1111,7 @@ func (s *sim) arrived(k [4]int, at time.Duration) {
 	}
 	w, ok := s.inTransit[k]
 	delete(s.inTransit, k)
+	delete(s.flowOf, k)
 	if !ok {
 		return // sent over a FIFO link: the time was known at once
 	}
@@ -1618,8 +1632,10 @@ func (s *sim) finish(i int, now time.Duration) {
 					b := s.costsOf(s.prof[d], t.Unit)[o].OutBytes
 					k := [4]int{0, t.Unit, o, s.devIndex[dst]}
 					s.inTransit[k] = nil
-					s.send(d, dst, b, now, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit,
-						func(at time.Duration) { s.arrived(k, at) })
+					if f := s.send(d, dst, b, now, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit,
+						func(at time.Duration) { s.arrived(k, at) }); f != nil {
+						s.flowOf[k] = f
+					}
 				}
 			}
 		}
@@ -1655,8 +1671,10 @@ func (s *sim) finish(i int, now time.Duration) {
 					b := s.costsOf(s.prof[src], t.Unit)[q].OutBytes
 					k := [4]int{1, key[0], key[1], key[2]}
 					s.inTransit[k] = nil
-					s.send(d, src, b, now, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit,
-						func(at time.Duration) { s.arrived(k, at) })
+					if f := s.send(d, src, b, now, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit,
+						func(at time.Duration) { s.arrived(k, at) }); f != nil {
+						s.flowOf[k] = f
+					}
 				}
 			}
 		}

@@ -197,6 +197,7 @@ func main() {
 	simulate := flag.Int("simulate", 0, "candidate plans each scheduler simulates to choose among (0: the scheduler's default, 8)")
 	devList := flag.String("devices", "4,8,16,32", "simulated device counts")
 	ports := flag.Bool("ports", true, "model each GPU's ports as the preset gives them (sim.Link.PortGBps: transfers through a port share its bandwidth); false: a link of its own per ordered device pair, one transfer at a time (the model before the seventh session)")
+	demandFirst := flag.Bool("demand-first", false, "through ports, serve first the transfers a task already waits for (sim.Cluster.DemandFirst: a runtime that copies in chunks, demanded values ahead of prefetches); false: the transfers through a port share it evenly")
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
@@ -279,7 +280,7 @@ func main() {
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
-	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
+	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
 	fixed, capped, err := simulated(os.Stdout, c)
 	check(err)
 	if *plotDir != "" {
@@ -333,14 +334,17 @@ var benchModels = []model{
 
 // config is what the simulated tables run.
 type config struct {
-	models   []model
-	devices  []int
-	preset   string
-	ports    bool
-	samples  int
-	m        int // micro-batches of the fixed-m table
-	simulate int
-	capFrac  float64 // 0: no memory-capped table
+	models  []model
+	devices []int
+	preset  string
+	ports   bool
+	// demandFirst: through ports, demanded transfers first
+	// (sim.Cluster.DemandFirst).
+	demandFirst bool
+	samples     int
+	m           int // micro-batches of the fixed-m table
+	simulate    int
+	capFrac     float64 // 0: no memory-capped table
 	// gpipeOrder has GraphPipe weigh GPipe's order too
 	// (Scheduler.GPipeOrder, option gpipe=on).
 	gpipeOrder bool
@@ -356,6 +360,8 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 	links := "ports shared by the transfers through them"
 	if !c.ports {
 		links = "a link per device pair"
+	} else if c.demandFirst {
+		links = "ports serving first the transfers a task waits for"
 	}
 	day := time.Now().UTC().Format(time.DateOnly)
 	chains := "1F1B or GPipe"
@@ -403,9 +409,10 @@ func capLimit(cm *sim.CostModel, capFrac float64) int64 {
 // the scheduler search m (the memory-capped table); else m is c.m.
 // ok is false where the command line cannot express the configuration
 // (an odd sample count: the split takes the same count of each of the
-// two classes; ports off: only a cluster file can say that).
+// two classes; ports off or demanded transfers first: only a cluster
+// file can say that).
 func planCommand(md model, c config, mem int64) (cmd string, ok bool) {
-	if c.samples%2 != 0 || !c.ports || md.cfg.Classes != 2 {
+	if c.samples%2 != 0 || !c.ports || c.demandFirst || md.cfg.Classes != 2 {
 		return "", false
 	}
 	args := []string{"gnnkit plan", "--model " + md.name, fmt.Sprintf("--branches %d", md.cfg.Branches),
@@ -442,7 +449,7 @@ func reproduce(out io.Writer, c config) error {
 	for _, md := range c.models {
 		cmd, ok := planCommand(md, c, 0)
 		if !ok {
-			fmt.Fprintf(out, "  %s: not from the command line (it needs an even -samples, -ports and two classes)\n", md)
+			fmt.Fprintf(out, "  %s: not from the command line (it needs an even -samples, -ports, no -demand-first and two classes; a cluster file (--cluster) can say the rest)\n", md)
 			continue
 		}
 		fmt.Fprintf(out, "  %s: %s\n", md, cmd)
@@ -496,6 +503,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			if !ports {
 				cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
 			}
+			cl.DemandFirst = c.demandFirst
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
 			if err != nil {
