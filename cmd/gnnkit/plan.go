@@ -817,14 +817,28 @@ func printStageDAG(row func(k, v string), r planReport, w *core.Workload) {
 	}
 }
 
+// compactOps writes ascending op indices as runs: 0-8,36-44.
 func compactOps(ops []int) string {
 	if len(ops) == 0 {
 		return "-"
 	}
-	if ops[len(ops)-1]-ops[0] == len(ops)-1 {
-		return fmt.Sprintf("%d-%d", ops[0], ops[len(ops)-1])
+	var b strings.Builder
+	for i := 0; i < len(ops); {
+		j := i
+		for j+1 < len(ops) && ops[j+1] == ops[j]+1 {
+			j++
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		if j > i {
+			fmt.Fprintf(&b, "%d-%d", ops[i], ops[j])
+		} else {
+			fmt.Fprintf(&b, "%d", ops[i])
+		}
+		i = j + 1
 	}
-	return fmt.Sprint(ops)
+	return b.String()
 }
 
 // deviceLess orders device ids by backend, then index (cuda:2 before

@@ -62,6 +62,24 @@ func TestDeviceRanges(t *testing.T) {
 	}
 }
 
+func TestCompactOps(t *testing.T) {
+	cases := []struct {
+		in   []int
+		want string
+	}{
+		{nil, "-"},
+		{[]int{7}, "7"},
+		{[]int{0, 1, 2, 3}, "0-3"},
+		{[]int{0, 1, 2, 3, 4, 5, 6, 7, 8, 36, 37, 38, 39, 40, 41, 42, 43, 44}, "0-8,36-44"},
+		{[]int{2, 4, 5, 9}, "2,4-5,9"},
+	}
+	for _, c := range cases {
+		if got := compactOps(c.in); got != c.want {
+			t.Errorf("compactOps(%v) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // TestPlanStageDAG: `gnnkit plan` prints GraphPipe's stage DAG (two
 // branches a stage, each stage on two devices, since the search spends
 // idle devices on replicas, feeding the shared trunk, replicated on
