@@ -94,8 +94,9 @@ type Cluster struct {
 	SyncTransfers bool `json:"sync_transfers"`
 	// DemandFirst models a runtime that copies in chunks and serves
 	// first the values a task already waits for: through ports, a
-	// transfer whose consumer has everything else it needs takes the
-	// bandwidth before transfers nobody waits for yet (prefetches).
+	// transfer whose consumer's dependencies are done (next on its
+	// stream, waiting only for values) takes the bandwidth before
+	// transfers nobody waits for yet (prefetches).
 	// Off (the default), the transfers through a port share it evenly.
 	DemandFirst bool `json:"demand_first"`
 	// OptStateFactor is optimizer state per parameter byte when the

@@ -186,6 +186,11 @@ func (s *sim) rescheduleFlows(now time.Duration) {
 	for _, f := range s.flows {
 		if f.rate > 0 {
 			next = math.Min(next, math.Max(0, f.rem)/f.rate)
+		} else if f.rem <= 0.5 {
+			// Drained, its end not yet handled, and now without
+			// bandwidth (a flow demanded at this instant took it): it
+			// ends now, not after the demanded one.
+			next = 0
 		}
 	}
 	if math.IsInf(next, 1) {

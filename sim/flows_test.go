@@ -164,3 +164,23 @@ func TestFlowDemandFirst(t *testing.T) {
 		t.Fatal(s.err)
 	}
 }
+
+// TestFlowDrainedBeforeDemand: a flow whose bytes are through, its end
+// not yet handled, ends at that instant even when a flow demanded then
+// takes its port's bandwidth. X (12 MB) and F (24 MB) share A's
+// 24 GB/s port: X is through at 1 ms, when F is demanded before X's end
+// is handled; F's other 12 MB then run alone (1.5 ms).
+func TestFlowDrainedBeforeDemand(t *testing.T) {
+	lat := 5 * time.Microsecond
+	s := flowSim(&Cluster{Link: Link{GBps: 24, Latency: lat, PortGBps: 24}, DemandFirst: true})
+	got := map[string]time.Duration{}
+	s.send("A", "B", 12_000_000, 0, "X", -1, func(at time.Duration) { got["X"] = at })
+	f := s.send("A", "C", 24_000_000, 0, "F", -1, func(at time.Duration) { got["F"] = at })
+	s.demand(f, time.Millisecond)
+	s.drain(t)
+	for name, w := range map[string]time.Duration{"X": time.Millisecond, "F": 1500 * time.Microsecond} {
+		if diff := got[name] - (w + lat); diff < -2*time.Nanosecond || diff > 2*time.Nanosecond {
+			t.Errorf("%s there at %v, want %v", name, got[name], w+lat)
+		}
+	}
+}

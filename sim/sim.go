@@ -1087,6 +1087,9 @@ func (s *sim) fetch(i int, now time.Duration) {
 			s.release(i, at)
 		}
 	})
+	if f := s.fetchFlow[i]; f != nil && s.fetchWait[i] && s.c.DemandFirst {
+		s.demand(f, now) // its turn came at this instant, before the fetch
+	}
 }
 
 // await makes task i wait for value k if it is still in a flow.
