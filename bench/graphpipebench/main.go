@@ -277,6 +277,9 @@ func main() {
 	}
 	devices, err := parseDevices(*devList, "-devices")
 	check(err)
+	if *demandFirst && !*ports {
+		check(fmt.Errorf("-demand-first orders the transfers through ports; with -ports=false there are none, so it would be ignored"))
+	}
 	if *capFrac < 0 || *capFrac > 4 {
 		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
 	}
