@@ -18,9 +18,18 @@ import (
 // 0600); a replaced file keeps its mode. The folder must exist. On any
 // error, including one that write returns or a panic in write, path is
 // left as it was and the temporary file is removed.
+//
+// A path that is not a regular file or a folder — a symbolic link (say
+// /dev/stdout, or a link a user keeps to the latest results), a device
+// or a named pipe — is written in place through it instead, since a
+// rename would replace the link or the device node itself; that write is
+// not atomic.
 func Write(path string, write func(io.Writer) error) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	}
+	if inPlace(path) {
+		return writeInPlace(path, write)
 	}
 	tmp, err := create(path)
 	if err != nil {
@@ -58,6 +67,35 @@ func Write(path string, write func(io.Writer) error) error {
 	return nil
 }
 
+// inPlace reports whether path exists and is neither a regular file nor
+// a folder (Write then writes through it).
+func inPlace(path string) bool {
+	st, err := os.Lstat(path)
+	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+}
+
+// writeInPlace writes through path (a link, a device, a pipe), truncating
+// a regular file a link leads to.
+func writeInPlace(path string, write func(io.Writer) error) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err != nil {
+		return fmt.Errorf("cannot write %s: %w", path, err)
+	}
+	bw := bufio.NewWriterSize(f, 1<<20)
+	if err := write(bw); err != nil {
+		f.Close()
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
 // WriteTo is Write of what wt writes (a rendered plot, an encoder).
 func WriteTo(path string, wt io.WriterTo) error {
 	return Write(path, func(w io.Writer) error {
@@ -80,6 +118,11 @@ func WriteBytes(path string, b []byte) error {
 func Check(path string) error {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	}
+	if inPlace(path) {
+		// Written through (Write): a link's or a device's own rules
+		// apply, and opening a pipe here would wait for its reader.
+		return nil
 	}
 	f, err := create(path)
 	if err != nil {
