@@ -39,6 +39,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
 	"sort"
@@ -49,6 +50,7 @@ import (
 	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/internal/atomicfile"
 	_ "github.com/gnnkit/gnnkit/models"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
@@ -213,6 +215,9 @@ func main() {
 	gnnCaps := flag.String("gnn-caps", "4GiB,2GiB,1GiB,512MiB", "with -gnn: per-device memory caps")
 	gnnHidden := flag.Int("gnn-hidden", 256, "with -gnn: mbgnn's width")
 	flag.Parse()
+	if *samples < 1 || *samples > maxSamples {
+		check(fmt.Errorf("-samples %d: want a sample count from 1 to %d", *samples, maxSamples))
+	}
 	if *gnn {
 		// The GNN table has its own data, devices and caps, and searches
 		// m under the preset's own links: refuse what it would ignore.
@@ -227,6 +232,11 @@ func main() {
 		}
 		branches, err := parseDevices(*gnnBranches, "-gnn-branches")
 		check(err)
+		for _, b := range branches {
+			if b > maxTowers {
+				check(fmt.Errorf("-gnn-branches %q: at most %d towers (mbgnn's limit)", *gnnBranches, maxTowers))
+			}
+		}
 		devs, err := parseDevices(*gnnDevices, "-gnn-devices")
 		check(err)
 		var caps []int64
@@ -280,8 +290,15 @@ func main() {
 	if *demandFirst && !*ports {
 		check(fmt.Errorf("-demand-first orders the transfers through ports; with -ports=false there are none, so it would be ignored"))
 	}
-	if *capFrac < 0 || *capFrac > 4 {
-		check(fmt.Errorf("-capfrac %v: want a ratio in (0, 4], or 0 for no capped table", *capFrac))
+	if !(*capFrac == 0 || *capFrac >= minCapFrac && *capFrac <= 4) {
+		check(fmt.Errorf("-capfrac %v: want a ratio in [%v, 4], or 0 for no capped table", *capFrac, minCapFrac))
+	}
+	if *plotDir != "" {
+		// Before minutes of simulation, not after.
+		if err := os.MkdirAll(*plotDir, 0o755); err != nil {
+			check(fmt.Errorf("-plot: %w", err))
+		}
+		check(atomicfile.Check(filepath.Join(*plotDir, "graphpipe-speedup.png")))
 	}
 	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
 	fixed, capped, err := simulated(os.Stdout, c)
@@ -315,13 +332,21 @@ func parseDevices(list, flagName string) ([]int, error) {
 	var devices []int
 	for _, f := range strings.Split(list, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("%s %q: want positive integers separated by commas", flagName, list)
+		if err != nil || n < 1 || n > maxDevices {
+			return nil, fmt.Errorf("%s %q: want integers from 1 to %d separated by commas", flagName, list, maxDevices)
 		}
 		devices = append(devices, n)
 	}
 	return devices, nil
 }
+
+// Bounds on the flags: beyond them a run takes hours or overflows.
+const (
+	maxSamples = 1 << 24 // rows per iteration
+	maxDevices = 1024    // simulated devices (the issue asks up to 64)
+	maxTowers  = 64      // mbgnn's towers, as gnnkit plan allows
+	minCapFrac = 0.01    // a cap of 100 times the training state
+)
 
 // benchModels are the benchmark's models: CANDLE-Uno-like with 4 and 8
 // branches over 4096 inputs, a DLRM-like model with 8 small tables
