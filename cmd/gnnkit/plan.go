@@ -218,7 +218,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err
 	}
-	// --branches and --table-rows before --write-cluster writes.
+	// --branches and --table-rows before any work.
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
 		return err
@@ -269,10 +269,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			cl.Devices[i].MemBytes = n
 		}
 	}
-	if f.writeCluster != "" {
-		if err := atomicfile.Write(f.writeCluster, func(w io.Writer) error { return sim.WriteCluster(w, cl) }); err != nil {
-			return fmt.Errorf("--write-cluster: %w", err)
-		}
+	if err := cl.Validate(); err != nil {
+		return fmt.Errorf("the devices with --device-mem and --speedup applied: %w", err)
 	}
 	def, ok := modelDefaults[f.model]
 	if !ok {
@@ -292,6 +290,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	m, err := core.BuildModel(f.model, core.ModelConfig{InDim: ds.FeatureDim, Hidden: hidden, Classes: ds.NumClasses,
 		Layers: f.layers, Heads: heads, Dropout: float32(def.drop), AttnDropout: float32(def.attn), Branches: branches, TableRows: f.tableRows})
 	if err != nil {
+		return err
+	}
+	if err := planModelFits(m); err != nil {
 		return err
 	}
 	// A trainer on this machine's CPU builds the workload (and profiles
@@ -438,10 +439,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if dagErr != nil {
 			return fmt.Errorf("--dot: the %s plan has no stage DAG: %w", sched.Name(), dagErr)
 		}
-		title := fmt.Sprintf("%s on %s: %d stages", sched.Name(), cl.Name, len(dag))
-		if err := atomicfile.Write(f.dot, func(out io.Writer) error { return writeDOT(out, dag, w, title) }); err != nil {
-			return fmt.Errorf("writing the stage DAG: %w", err)
-		}
 	}
 	if rep.Stages != nil {
 		if dagErr == nil {
@@ -507,6 +504,19 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 				return fmt.Errorf("writing trace: %w", err)
 			}
 			rep.Trace = f.trace
+		}
+	}
+	// The files last, so that a run that fails leaves existing ones as
+	// they were (the trace is written once the simulation succeeded).
+	if f.dot != "" {
+		title := fmt.Sprintf("%s on %s: %d stages", sched.Name(), cl.Name, len(dag))
+		if err := atomicfile.Write(f.dot, func(out io.Writer) error { return writeDOT(out, dag, w, title) }); err != nil {
+			return fmt.Errorf("writing the stage DAG: %w", err)
+		}
+	}
+	if f.writeCluster != "" {
+		if err := atomicfile.Write(f.writeCluster, func(w io.Writer) error { return sim.WriteCluster(w, cl) }); err != nil {
+			return fmt.Errorf("--write-cluster: %w", err)
 		}
 	}
 	out := cmd.OutOrStdout()

@@ -500,6 +500,14 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 // before training starts.
 const maxLayers = 1024
 
+// maxHidden and maxHeads bound --hidden and --heads so that no weight's
+// dimension (heads × hidden) overflows an int before the memory checks
+// (paramsFit, planModelFits) can refuse the model in bytes.
+const (
+	maxHidden = 1 << 30
+	maxHeads  = 1 << 10
+)
+
 // checkTrainNumbers checks the numeric model and optimizer flags given
 // explicitly (a flag left out takes the model's default): the learning
 // rate and the widths must be positive, as --epochs, --branches and
@@ -542,8 +550,8 @@ func checkModelSize(fl interface{ Changed(string) bool }, model string, defHidde
 		v, most  int
 		leaveOut string
 	}{
-		{"hidden", hidden, 0, fmt.Sprintf("%d for %s", defHidden, model)},
-		{"heads", heads, 0, "8 for gat"},
+		{"hidden", hidden, maxHidden, fmt.Sprintf("%d for %s", defHidden, model)},
+		{"heads", heads, maxHeads, "8 for gat"},
 		{"layers", layers, maxLayers, "2"},
 	} {
 		if !fl.Changed(c.name) {
@@ -575,14 +583,7 @@ func paramsFit(m *core.Model, optimizer string, home core.Device) error {
 	if limit <= 0 {
 		return nil
 	}
-	var params float64 // float64: a shape's byte count may overflow an int64
-	for _, p := range m.Params {
-		n := 4.0
-		for _, d := range p.Shape {
-			n *= float64(d)
-		}
-		params += n
-	}
+	params := paramBytesF(m)
 	copies, with := 2.0, "their gradients"
 	if optimizer == "adam" {
 		copies, with = 4, "their gradients and Adam's two moments"
@@ -590,6 +591,36 @@ func paramsFit(m *core.Model, optimizer string, home core.Device) error {
 	if need := copies * params; need > float64(limit) {
 		return fmt.Errorf("model %s has %s of parameters, %s with %s: more than the %s of memory this machine has for the cpu devices; use a smaller --hidden, fewer --layers or --branches (or --optimizer sgd)",
 			m.Name, fmtBytesF(params), fmtBytesF(need), with, core.FormatBytes(limit))
+	}
+	return nil
+}
+
+// paramBytesF is m's parameter bytes, in float64: a shape's byte count
+// may overflow an int64.
+func paramBytesF(m *core.Model) float64 {
+	var params float64
+	for _, p := range m.Params {
+		n := 4.0
+		for _, d := range p.Shape {
+			n *= float64(d)
+		}
+		params += n
+	}
+	return params
+}
+
+// maxPlanModel is the most parameter bytes (with gradients and Adam's
+// moments) gnnkit plan prices: a profile's ops together may claim at
+// most 32 PiB (sim.ParseProfile's bound), and past it the simulator's
+// integer sizes overflow into plausible-looking wrong plans.
+const maxPlanModel = 32 << 50
+
+// planModelFits refuses a model too large for the simulator to price.
+func planModelFits(m *core.Model) error {
+	params := paramBytesF(m)
+	if need := 4 * params; need > maxPlanModel {
+		return fmt.Errorf("model %s has %s of parameters, %s with their gradients and Adam's two moments: more than the simulator prices (%s); use a smaller --hidden, --heads, --layers or --branches",
+			m.Name, fmtBytesF(params), fmtBytesF(need), core.FormatBytes(maxPlanModel))
 	}
 	return nil
 }
