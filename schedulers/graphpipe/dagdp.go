@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"sort"
@@ -649,7 +650,8 @@ func bisectMemory(c *costs, fits func() bool) int64 {
 // pipeline depth). It returns the answer at the smallest feasible tau
 // first, then the answers at the larger targets tried (shallower
 // pipelines on fewer devices), which the search weighs as candidates.
-func graphSearch(t *spTree, c *costs, D, maxRep int, sh *dpShared, hint float64) ([]stagePlan, float64) {
+// Once ctx is done it stops between steps and returns nothing.
+func graphSearch(ctx context.Context, t *spTree, c *costs, D, maxRep int, sh *dpShared, hint float64) ([]stagePlan, float64) {
 	var total float64
 	for _, x := range c.time {
 		total += x
@@ -670,6 +672,9 @@ func graphSearch(t *spTree, c *costs, D, maxRep int, sh *dpShared, hint float64)
 	var best stagePlan
 	ok := false
 	for it := 0; it < 40 && (hi-lo) > 1e-2*hi; it++ {
+		if ctx.Err() != nil {
+			return nil, math.Inf(1) // the search discards it on ctx.Err()
+		}
 		mid := (lo + hi) / 2
 		if v, fit := solve(mid); fit {
 			best, ok, hi = v, true, mid

@@ -292,13 +292,21 @@ func (s *Scheduler) Name() string {
 	return s.Kind.String()
 }
 
-// Schedule partitions and schedules one iteration.
+// MaxDevices is the most devices Schedule plans.
+const MaxDevices = 4096
+
+// Schedule partitions and schedules one iteration. Cancelling ctx stops
+// the search between the rows of its DP tables and the steps of its
+// binary searches.
 func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	if len(w.Devices) == 0 || len(w.Ops) == 0 {
 		return nil, errors.New(s.Name() + ": the workload has no devices or no ops")
+	}
+	if len(w.Devices) > MaxDevices {
+		return nil, fmt.Errorf("%s: %d devices: the search plans at most %d (its time grows with their square: uno-4 on 1,024 devices takes about 17 s a micro-batch count)", s.Name(), len(w.Devices), MaxDevices)
 	}
 	devs := make([]core.DeviceID, len(w.Devices))
 	for i, d := range w.Devices {

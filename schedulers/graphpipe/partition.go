@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -62,7 +63,10 @@ type chainCell struct {
 
 // chainDP prices contiguous op ranges for PipeDream's DP (table).
 type chainDP struct {
-	c                           *costs
+	c *costs
+	// ctx, when set, stops tableFrom between rows once it is done (the
+	// table is then partial; the search discards it on ctx.Err()).
+	ctx                         context.Context
 	n                           int
 	pre, fpre, bpre, hpre, tpre []float64
 	apre                        []float64 // prefix sums of costs.step under costs.amortize
@@ -288,6 +292,9 @@ func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]ch
 	}
 	rows := x.rows()
 	for i := n - 1; i >= 0; i-- {
+		if x.ctx != nil && x.ctx.Err() != nil {
+			return best
+		}
 		x.advance(rows, i)
 		for u := from; u <= D; u++ {
 			cur := best[i][u-1] // at most u devices: u-1 will do

@@ -491,7 +491,7 @@ func BenchmarkChainDPs(b *testing.B) {
 				t, sh := newSPTree(root, c), newShared(c)
 				hint := math.Inf(1)
 				for _, r := range caps {
-					_, hint = graphSearch(t, c, 8, r, sh, hint)
+					_, hint = graphSearch(b.Context(), t, c, 8, r, sh, hint)
 				}
 			}
 		})

@@ -329,12 +329,16 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 				if ctx.Err() != nil {
 					return
 				}
-				graphs[i], hint = graphSearch(t, cv, D, r, sh, hint)
+				graphs[i], hint = graphSearch(ctx, t, cv, D, r, sh, hint)
 			}
 		})
 	}
 	if chain != nil {
-		x := sync.OnceValue(func() *chainDP { return newChainDP(cv) }) // read-only once built
+		x := sync.OnceValue(func() *chainDP { // read-only once built
+			d := newChainDP(cv)
+			d.ctx = ctx
+			return d
+		})
 		reads = make([][]Partition, len(caps))
 		slots := runtime.GOMAXPROCS(0)
 		if root != nil {
