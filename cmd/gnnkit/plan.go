@@ -369,8 +369,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	defer closer.Close()
 	// The pipeline schedulers plan for the cluster the simulator replays
 	// on (--cluster, --speedup), unless --sched-opt cluster= names one.
-	if gp, ok := sched.(*graphpipe.Scheduler); ok && gp.Cluster == nil {
-		gp.Cluster = cl
+	otherCluster := false // --sched-opt cluster= planned for other devices
+	if gp, ok := sched.(*graphpipe.Scheduler); ok {
+		if gp.Cluster == nil {
+			gp.Cluster = cl
+		} else {
+			otherCluster = true
+		}
 	}
 	// With --measure they also plan with the measured costs, so planner
 	// and simulator price ops alike: measured before planning, at the unit
@@ -505,6 +510,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			}
 			rep.Trace = f.trace
 		}
+	}
+	if otherCluster && f.simulate {
+		rep.Notes = append(rep.Notes, "the plan was made for the cluster --sched-opt cluster= names, and is simulated on the preset's or --cluster's devices: give the file as --cluster instead to plan and simulate on the same devices")
 	}
 	// The files last, so that a run that fails leaves existing ones as
 	// they were (the trace is written once the simulation succeeded).

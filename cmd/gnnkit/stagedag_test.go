@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -255,6 +256,15 @@ func TestPlanCluster(t *testing.T) {
 	}
 	if s := report(out); s.Sim.Iteration <= want.Sim.Iteration {
 		t.Errorf("links at 0.5 GB/s: %v, not slower than at 24 GB/s (%v)", s.Sim.Iteration, want.Sim.Iteration)
+	}
+	// Planned for one cluster (the scheduler option), simulated on another
+	// (the preset): said, not left to be guessed from the two times.
+	out, err = run(t, append(args, "--preset", "pcie-a100", "--devices", "4", "--sched-opt", "cluster="+slow)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := report(out); !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "give the file as --cluster") }) {
+		t.Errorf("planned on %s, simulated on the preset: notes %q", slow, s.Notes)
 	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(strings.Replace(string(b), `"cuda:1"`, `"cuda:0"`, 1)), 0o644)
