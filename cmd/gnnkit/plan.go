@@ -973,12 +973,18 @@ func pipelineScheduler(name string) bool {
 
 // checkMeasureFlags refuses --measure and --measure-backend where they
 // would do nothing or cannot work, before any data is loaded.
+// maxReps bounds --reps: each size of each op is timed that many times.
+const maxReps = 1000
+
 func checkMeasureFlags(f *planFlags, backendSet bool) error {
 	if backendSet && !f.measure {
 		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)
 	}
 	if !f.measure {
 		return nil
+	}
+	if f.reps < 1 || f.reps > maxReps {
+		return fmt.Errorf("--reps %d: want from 1 to %d timed runs per profile size", f.reps, maxReps)
 	}
 	if !slices.Contains(core.Backends(), f.measureBackend) && !isWorkerBackend(f.measureBackend) {
 		return fmt.Errorf("--measure-backend %q: want one of %s", f.measureBackend, strings.Join(backendNames(), ", "))
