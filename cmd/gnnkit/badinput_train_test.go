@@ -19,7 +19,8 @@ func TestTrainBadInputClean(t *testing.T) {
 		// 1433 features: 2.1 TiB of parameters with their gradients and
 		// Adam's moments).
 		{"huge hidden", []string{"--data", "cora", "--hidden", "100000000"}, []string{"model gcn has", "of parameters", "memory this machine has", "--hidden"}},
-		{"overflowing hidden", []string{"--data", "cora", "--hidden", "1000000000000000000"}, []string{"EiB of parameters", "--hidden"}},
+		{"overflowing hidden", []string{"--data", "cora", "--hidden", "1000000000000000000"}, []string{"--hidden 1000000000000000000: at most 1073741824"}},
+		{"hidden past the machine", []string{"--data", "cora", "--hidden", "1073741824"}, []string{"TiB of parameters", "--hidden"}},
 		{"uno branches", []string{"--model", "uno", "--branches", "100000"}, []string{"--branches 100000", "at most 1024"}},
 		{"mbgnn towers", []string{"--model", "mbgnn", "--branches", "65"}, []string{"--branches 65", "at most 64 towers"}},
 		{"huge layers", []string{"--layers", "100000000"}, []string{"--layers 100000000", "at most 1024"}},
