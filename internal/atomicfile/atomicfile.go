@@ -9,6 +9,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 )
 
@@ -19,17 +20,31 @@ import (
 // error, including one that write returns or a panic in write, path is
 // left as it was and the temporary file is removed.
 //
-// A path that is not a regular file or a folder — a symbolic link (say
-// /dev/stdout, or a link a user keeps to the latest results), a device
-// or a named pipe — is written in place through it instead, since a
-// rename would replace the link or the device node itself; that write is
-// not atomic.
+// A symbolic link stays: the file it leads to is written so (created if
+// the link dangles). The process's own standard output and error
+// (/dev/stdout, /dev/fd/1, /proc/self/fd/1, and 2) get the bytes on their
+// open descriptors, at their offsets (a reopened /dev/stdout redirected
+// to a file would write over what was printed before). A device or a
+// named pipe is written in place, not atomically: a rename would replace
+// the device node or the pipe.
 func Write(path string, write func(io.Writer) error) error {
+	if f := stream(path); f != nil {
+		return writeOpen(f, path, write)
+	}
+	path, err := resolve(path)
+	if err != nil {
+		return err
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
 	}
-	if inPlace(path) {
-		return writeInPlace(path, write)
+	if special(path) != 0 {
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		defer f.Close()
+		return writeOpen(f, path, write)
 	}
 	tmp, err := create(path)
 	if err != nil {
@@ -67,30 +82,58 @@ func Write(path string, write func(io.Writer) error) error {
 	return nil
 }
 
-// inPlace reports whether path exists and is neither a regular file nor
-// a folder (Write then writes through it).
-func inPlace(path string) bool {
-	st, err := os.Lstat(path)
-	return err == nil && !st.Mode().IsRegular() && !st.IsDir()
+// stream is the process's standard output or error where path names it
+// (/dev/stdout, /dev/fd/1, /proc/self/fd/1; and 2), else nil.
+func stream(path string) *os.File {
+	if runtime.GOOS == "windows" {
+		return nil
+	}
+	switch filepath.Clean(path) {
+	case "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1":
+		return os.Stdout
+	case "/dev/stderr", "/dev/fd/2", "/proc/self/fd/2":
+		return os.Stderr
+	}
+	return nil
 }
 
-// writeInPlace writes through path (a link, a device, a pipe), truncating
-// a regular file a link leads to.
-func writeInPlace(path string, write func(io.Writer) error) error {
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-	if err != nil {
-		return fmt.Errorf("cannot write %s: %w", path, err)
+// resolve follows path's symbolic links, the last one even where it
+// dangles (the file it names is then created).
+func resolve(path string) (string, error) {
+	for range 40 {
+		st, err := os.Lstat(path)
+		if err != nil || st.Mode()&fs.ModeSymlink == 0 {
+			return path, nil
+		}
+		to, err := os.Readlink(path)
+		if err != nil {
+			return "", fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		if !filepath.IsAbs(to) {
+			to = filepath.Join(filepath.Dir(path), to)
+		}
+		path = to
 	}
+	return "", fmt.Errorf("cannot write %s: too many symbolic links", path)
+}
+
+// special is path's type bits where it is a device, a named pipe or a
+// socket (written in place, never renamed over), else 0.
+func special(path string) fs.FileMode {
+	st, err := os.Lstat(path)
+	if err != nil {
+		return 0
+	}
+	return st.Mode() & (fs.ModeDevice | fs.ModeCharDevice | fs.ModeNamedPipe | fs.ModeSocket)
+}
+
+// writeOpen writes through f, which stays open.
+func writeOpen(f *os.File, path string, write func(io.Writer) error) error {
 	bw := bufio.NewWriterSize(f, 1<<20)
 	if err := write(bw); err != nil {
-		f.Close()
 		return err
 	}
 	if err := bw.Flush(); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
@@ -116,13 +159,27 @@ func WriteBytes(path string, b []byte) error {
 // later: path is not a folder, its folder exists and takes new files. It
 // creates a temporary file there and removes it; path is not touched.
 func Check(path string) error {
+	if stream(path) != nil {
+		return nil
+	}
+	path, err := resolve(path)
+	if err != nil {
+		return err
+	}
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
 	}
-	if inPlace(path) {
-		// Written through (Write): a link's or a device's own rules
-		// apply, and opening a pipe here would wait for its reader.
-		return nil
+	switch m := special(path); {
+	case m&fs.ModeNamedPipe != 0:
+		return nil // opening it here would wait for its reader
+	case m&fs.ModeSocket != 0:
+		return fmt.Errorf("cannot write %s: it is a socket; name a file", path)
+	case m != 0:
+		f, err := os.OpenFile(path, os.O_WRONLY, 0)
+		if err != nil {
+			return fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		return f.Close()
 	}
 	f, err := create(path)
 	if err != nil {
