@@ -9,6 +9,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -265,6 +266,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if n <= 0 {
 			return fmt.Errorf("--device-mem must be positive, got %s", f.deviceMem)
 		}
+		if n > sim.MaxMemBytes {
+			return fmt.Errorf("--device-mem %s: at most %s per device", f.deviceMem, core.FormatBytes(sim.MaxMemBytes))
+		}
 		for i := range cl.Devices {
 			cl.Devices[i].MemBytes = n
 		}
@@ -374,7 +378,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if gp.Cluster == nil {
 			gp.Cluster = cl
 		} else {
-			otherCluster = true
+			otherCluster = !reflect.DeepEqual(gp.Cluster, cl)
 		}
 	}
 	// With --measure they also plan with the measured costs, so planner
@@ -504,18 +508,18 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if prof != nil && len(rep.Notes) == 0 {
 			rep.Notes = speedupNote(prof, cl)
 		}
-		if f.trace != "" {
-			if err := atomicfile.Write(f.trace, func(w io.Writer) error { return res.Trace.WriteChrome(w) }); err != nil {
-				return fmt.Errorf("writing trace: %w", err)
-			}
-			rep.Trace = f.trace
-		}
 	}
 	if otherCluster && f.simulate {
 		rep.Notes = append(rep.Notes, "the plan was made for the cluster --sched-opt cluster= names, and is simulated on the preset's or --cluster's devices: give the file as --cluster instead to plan and simulate on the same devices")
 	}
 	// The files last, so that a run that fails leaves existing ones as
-	// they were (the trace is written once the simulation succeeded).
+	// they were.
+	if f.trace != "" && rep.Sim != nil {
+		if err := atomicfile.Write(f.trace, func(w io.Writer) error { return rep.Sim.Trace.WriteChrome(w) }); err != nil {
+			return fmt.Errorf("writing trace: %w", err)
+		}
+		rep.Trace = f.trace
+	}
 	if f.dot != "" {
 		title := fmt.Sprintf("%s on %s: %d stages", sched.Name(), cl.Name, len(dag))
 		if err := atomicfile.Write(f.dot, func(out io.Writer) error { return writeDOT(out, dag, w, title) }); err != nil {
@@ -971,11 +975,11 @@ func pipelineScheduler(name string) bool {
 	return false
 }
 
-// checkMeasureFlags refuses --measure and --measure-backend where they
-// would do nothing or cannot work, before any data is loaded.
 // maxReps bounds --reps: each size of each op is timed that many times.
 const maxReps = 1000
 
+// checkMeasureFlags refuses --measure and --measure-backend where they
+// would do nothing or cannot work, before any data is loaded.
 func checkMeasureFlags(f *planFlags, backendSet bool) error {
 	if backendSet && !f.measure {
 		return fmt.Errorf("--measure-backend %s: add --measure (it says where --measure profiles)", f.measureBackend)

@@ -31,7 +31,7 @@ func TestPlanBadInputKeepsFiles(t *testing.T) {
 	}{
 		{"no data", []string{"--data", filepath.Join(dir, "missing")}, "no such file"},
 		{"no fit", []string{"--scheduler", "graphpipe", "--model", "uno", "--hidden", "64", "--preset", "pcie-a100", "--devices", "2", "--device-mem", "1"}, "model does not fit"},
-		{"memory past the simulator's", []string{"--preset", "pcie-a100", "--devices", "2", "--device-mem", "2000TiB"}, "mem_bytes"},
+		{"memory past the simulator's", []string{"--preset", "pcie-a100", "--devices", "2", "--device-mem", "2000TiB"}, "--device-mem 2000TiB: at most 1.0 PiB per device"},
 		{"heads", []string{"--model", "gat", "--heads", "4611686018427387904"}, "--heads 4611686018427387904: at most 1024"},
 		{"hidden", []string{"--hidden", "4611686018427387904"}, "--hidden 4611686018427387904: at most"},
 		{"reps", []string{"--measure", "--reps", "0"}, "--reps 0: want from 1 to"},

@@ -266,6 +266,13 @@ func TestPlanCluster(t *testing.T) {
 	if s := report(out); !slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "give the file as --cluster") }) {
 		t.Errorf("planned on %s, simulated on the preset: notes %q", slow, s.Notes)
 	}
+	out, err = run(t, append(args, "--cluster", slow, "--sched-opt", "cluster="+slow)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := report(out); slices.ContainsFunc(s.Notes, func(n string) bool { return strings.Contains(n, "give the file as --cluster") }) {
+		t.Errorf("planned and simulated on %s alike: notes %q", slow, s.Notes)
+	}
 	bad := filepath.Join(dir, "bad.json")
 	os.WriteFile(bad, []byte(strings.Replace(string(b), `"cuda:1"`, `"cuda:0"`, 1)), 0o644)
 	for _, c := range []struct {

@@ -610,9 +610,10 @@ func paramBytesF(m *core.Model) float64 {
 }
 
 // maxPlanModel is the most parameter bytes (with gradients and Adam's
-// moments) gnnkit plan prices: a profile's ops together may claim at
-// most 32 PiB (sim.ParseProfile's bound), and past it the simulator's
-// integer sizes overflow into plausible-looking wrong plans.
+// moments) gnnkit plan takes: a profile's ops together may claim at most
+// 32 PiB (sim.ParseProfile's bound), and far past it the simulator's
+// integer sizes overflow into plausible-looking wrong plans. It bounds
+// the parameters only; a huge graph's activations can still pass it.
 const maxPlanModel = 32 << 50
 
 // planModelFits refuses a model too large for the simulator to price.

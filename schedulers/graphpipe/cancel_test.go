@@ -10,10 +10,10 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 )
 
-// TestScheduleCancels: the search's two long loops stop once their
-// context is done — the chain DP's table between rows (its first rows
-// left unfilled) and GraphPipe's binary search between steps (no
-// answer) — so that gnnkit plan stops at a Ctrl-C instead of finishing a
+// TestScheduleCancels: the search's long loops stop once their context
+// is done — the chain DP's table between rows (its first rows left
+// unfilled), GraphPipe's binary search between steps (no answer), and
+// the no-fit figure's bisections (no figure) — so that gnnkit plan stops at a Ctrl-C instead of finishing a
 // table over thousands of devices first (at 4,096 devices a table took
 // seconds; at 100,000, before MaxDevices, minutes). Schedule returns the
 // context's error; more devices than MaxDevices are refused.
@@ -41,6 +41,16 @@ func TestScheduleCancels(t *testing.T) {
 	}
 	if got, _ := graphSearch(t.Context(), tree, c, len(devs), len(devs), newShared(c), math.Inf(1)); got == nil {
 		t.Fatal("the graph search has no answer")
+	}
+	// The no-fit figure's bisections (each step a table or a DP) stop too.
+	if got := minChainMemory(done, c, len(devs), len(devs), OneFOneB); got != math.MaxInt64 {
+		t.Errorf("a cancelled chain bisection found %d bytes", got)
+	}
+	if got := minMemory(done, root, c, len(devs), len(devs)); got != math.MaxInt64 {
+		t.Errorf("a cancelled DAG bisection found %d bytes", got)
+	}
+	if got := minChainMemory(t.Context(), c, len(devs), len(devs), OneFOneB); got == math.MaxInt64 {
+		t.Fatal("the chain bisection finds nothing")
 	}
 	for _, s := range []*Scheduler{{Graph: true, Cluster: cl, Profile: prof}, {Cluster: cl, Profile: prof}} {
 		if _, err := s.Schedule(done, w); !errors.Is(err, context.Canceled) {

@@ -606,9 +606,9 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 
 // minMemory binary-searches the smallest per-device memory under which
 // some partition exists (stage times unconstrained).
-func minMemory(root *spNode, c *costs, D, maxRep int) int64 {
+func minMemory(ctx context.Context, root *spNode, c *costs, D, maxRep int) int64 {
 	t := newSPTree(root, c)
-	return bisectMemory(c, func() bool {
+	return bisectMemory(ctx, c, func() bool {
 		p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
 		v := p.solve(t.root, 0, 0)
 		// The DP's answer, as the search accepts it: its estimate fits
@@ -620,7 +620,7 @@ func minMemory(root *spNode, c *costs, D, maxRep int) int64 {
 // bisectMemory returns (to 0.1%) the smallest c.memCap under which fits
 // reports true, restoring c.memCap after; math.MaxInt64 when none up to
 // maxDeviceMemory does.
-func bisectMemory(c *costs, fits func() bool) int64 {
+func bisectMemory(ctx context.Context, c *costs, fits func() bool) int64 {
 	saved := c.memCap
 	defer func() { c.memCap = saved }()
 	ok := func(cap float64) bool {
@@ -629,12 +629,12 @@ func bisectMemory(c *costs, fits func() bool) int64 {
 	}
 	lo, hi := 1.0, 1.0
 	for ; !ok(hi); hi *= 2 {
-		if hi >= maxDeviceMemory {
+		if hi >= maxDeviceMemory || ctx.Err() != nil {
 			return math.MaxInt64
 		}
 		lo = hi
 	}
-	for it := 0; it < 50 && hi-lo > hi*1e-3; it++ {
+	for it := 0; it < 50 && hi-lo > hi*1e-3 && ctx.Err() == nil; it++ {
 		if mid := (lo + hi) / 2; ok(mid) {
 			hi = mid
 		} else {
@@ -731,9 +731,10 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 // minChainMemory binary-searches the smallest per-device memory under
 // which some chain partition fits with kind's micro-batches in flight
 // (GPipe: all of them).
-func minChainMemory(c *costs, D, maxRep int, kind Kind) int64 {
+func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int64 {
 	x := newChainDP(c)
-	return bisectMemory(c, func() bool {
+	x.ctx = ctx
+	return bisectMemory(ctx, c, func() bool {
 		best := x.table(D, maxRep, kind)
 		for u := 1; u <= D; u++ {
 			for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
@@ -755,7 +756,7 @@ func minChainMemory(c *costs, D, maxRep int, kind Kind) int64 {
 // their answers at less memory can pass it: the search weighs these when
 // nothing of their family fits. Only answers that fit the devices' memory
 // by the estimate are returned; c.memCap is restored.
-func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, wantChain, wantDAG bool) (chain, dag []Partition) {
+func frugalPartitions(ctx context.Context, w *core.Workload, c *costs, D, maxRep int, kind Kind, wantChain, wantDAG bool) (chain, dag []Partition) {
 	if c.memCap <= 0 {
 		return nil, nil
 	}
@@ -767,7 +768,7 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 		return c.estimate(p, k).fits
 	}
 	if wantChain {
-		if need := float64(minChainMemory(c, D, maxRep, kind)); need <= saved {
+		if need := float64(minChainMemory(ctx, c, D, maxRep, kind)); need <= saved {
 			c.memCap = need
 			best := newChainDP(c).table(D, maxRep, kind)
 			for u := 1; u <= D; u++ {
@@ -782,7 +783,7 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 	if wantDAG {
 		root, _ := Decompose(w)
 		c.memCap = saved
-		if need := float64(minMemory(root, c, D, maxRep)); need <= saved {
+		if need := float64(minMemory(ctx, root, c, D, maxRep)); need <= saved {
 			c.memCap = need
 			t := newSPTree(root, c)
 			p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
@@ -803,12 +804,12 @@ func frugalPartitions(w *core.Workload, c *costs, D, maxRep int, kind Kind, want
 // 1F1B the smaller of the DAG DP's and the chain DP's (it searches both
 // families, and the DAG DP's memory check is the looser one for
 // replicated stages), the least over the micro-batch counts tried (cs).
-func noFit(w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, name string) error {
+func noFit(ctx context.Context, w *core.Workload, cs []*costs, D, maxRep int, kind Kind, graph bool, name string) error {
 	var need int64 = -1
 	var under string
 	var m int
 	for _, c := range cs {
-		n, u := needMemory(w, c, D, maxRep, kind, graph)
+		n, u := needMemory(ctx, w, c, D, maxRep, kind, graph)
 		if need < 0 || n < need {
 			need, under, m = n, u, c.m
 		}
@@ -839,14 +840,14 @@ const maxDeviceMemory = sim.MaxMemBytes
 
 // needMemory is the smallest per-device memory a plan of kind fits in
 // at c's micro-batch count, and under which schedule (for the message).
-func needMemory(w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) (int64, string) {
+func needMemory(ctx context.Context, w *core.Workload, c *costs, D, maxRep int, kind Kind, graph bool) (int64, string) {
 	switch {
 	case kind == GPipe:
-		return minChainMemory(c, D, maxRep, GPipe), " under GPipe (every micro-batch in flight)"
+		return minChainMemory(ctx, c, D, maxRep, GPipe), " under GPipe (every micro-batch in flight)"
 	case graph:
 		root, _ := Decompose(w)
-		return min(minMemory(root, c, D, maxRep), minChainMemory(c, D, maxRep, kind)), ""
+		return min(minMemory(ctx, root, c, D, maxRep), minChainMemory(ctx, c, D, maxRep, kind)), ""
 	default:
-		return minChainMemory(c, D, maxRep, kind), " as a chain of stages"
+		return minChainMemory(ctx, c, D, maxRep, kind), " as a chain of stages"
 	}
 }

@@ -101,7 +101,7 @@ func TestFrugalPartitions(t *testing.T) {
 	w, ids := c.w, c.devs
 	before := c.memCap
 	for _, maxRep := range []int{1, 2, 16} {
-		chain, dag := frugalPartitions(w, c, len(ids), maxRep, OneFOneB, true, true)
+		chain, dag := frugalPartitions(t.Context(), w, c, len(ids), maxRep, OneFOneB, true, true)
 		if c.memCap != before {
 			t.Fatalf("memory cap %v after, %v before", c.memCap, before)
 		}
@@ -278,12 +278,12 @@ func TestUnitSizes(t *testing.T) {
 func TestBisectMemory(t *testing.T) {
 	c := &costs{memCap: 12345, m: 4}
 	for _, need := range []float64{1, 3 << 20, 1 << 49, maxDeviceMemory} {
-		got := bisectMemory(c, func() bool { return c.memCap >= need })
+		got := bisectMemory(t.Context(), c, func() bool { return c.memCap >= need })
 		if float64(got) < need || float64(got) > need*1.001 {
 			t.Errorf("need %g: got %d", need, got)
 		}
 	}
-	if got := bisectMemory(c, func() bool { return c.memCap >= 2*maxDeviceMemory }); got != math.MaxInt64 {
+	if got := bisectMemory(t.Context(), c, func() bool { return c.memCap >= 2*maxDeviceMemory }); got != math.MaxInt64 {
 		t.Errorf("need 2 PiB: got %d, want math.MaxInt64", got)
 	}
 	if c.memCap != 12345 {

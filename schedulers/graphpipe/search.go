@@ -594,7 +594,10 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	r := s.maxReplicas(len(devs))
 	for _, f := range order {
 		fam := fams[f]
-		chain, dag := frugalPartitions(w, c, len(devs), r, fam.kind, !fam.dag, fam.dag)
+		chain, dag := frugalPartitions(ctx, w, c, len(devs), r, fam.kind, !fam.dag, fam.dag)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		parts, from := chain, "chain, least memory"
 		if fam.dag {
 			parts, from = dag, "dag, least memory"
@@ -1024,7 +1027,10 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		for i, e := range evals {
 			cs[i] = e.c
 		}
-		err := noFit(w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
+		err := noFit(ctx, w, cs, len(devs), s.maxReplicas(len(devs)), s.Kind, s.Graph, s.Name())
+		if ctx.Err() != nil {
+			return nil, ctx.Err() // the figure's bisection stopped short
+		}
 		if s.ChainDP == ChainPiper {
 			// The figure bisects PipeDream's chains (and GraphPipe's DAG
 			// DP; Piper's DP at every step of a bisection would cost it
