@@ -87,9 +87,11 @@ func (s *sim) send(src, dst core.DeviceID, bytes int64, now time.Duration, what 
 }
 
 // demand marks flow f (still in progress) as waited for from now on: it
-// goes ahead of the flows nobody waits for yet.
+// goes ahead of the flows nobody waits for yet. Nothing without
+// Cluster.DemandFirst, or for no flow (a FIFO link's transfer, or one
+// already there).
 func (s *sim) demand(f *flow, now time.Duration) {
-	if f.urgent {
+	if f == nil || f.urgent || !s.c.DemandFirst {
 		return
 	}
 	if now < s.lastFlow {

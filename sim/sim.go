@@ -1037,9 +1037,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			} else {
 				s.fetchWait[i] = true
 				s.waitN[i]++
-				if f := s.fetchFlow[i]; f != nil && s.c.DemandFirst {
-					s.demand(f, now)
-				}
+				s.demand(s.fetchFlow[i], now)
 			}
 		} else if !s.c.SyncTransfers {
 			// The copy engine moves the gradients in the task's turn.
@@ -1047,9 +1045,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			nb := s.reduceBytes(i)
 			s.waitN[i]++
 			f := s.send(l[0], l[1], nb, now, "reduce grads", -1, func(en time.Duration) { s.release(i, en) })
-			if f != nil && s.c.DemandFirst {
-				s.demand(f, now) // its task waits for it already
-			}
+			s.demand(f, now) // its task waits for it already
 		}
 	}
 	s.release(i, at)
@@ -1087,8 +1083,8 @@ func (s *sim) fetch(i int, now time.Duration) {
 			s.release(i, at)
 		}
 	})
-	if f := s.fetchFlow[i]; f != nil && s.fetchWait[i] && s.c.DemandFirst {
-		s.demand(f, now) // its turn came at this instant, before the fetch
+	if s.fetchWait[i] {
+		s.demand(s.fetchFlow[i], now) // its turn came at this instant, before the fetch
 	}
 }
 
@@ -1097,9 +1093,7 @@ func (s *sim) await(k [4]int, i int, now time.Duration) {
 	if w, ok := s.inTransit[k]; ok {
 		s.inTransit[k] = append(w, i)
 		s.waitN[i]++
-		if f := s.flowOf[k]; f != nil && s.c.DemandFirst {
-			s.demand(f, now)
-		}
+		s.demand(s.flowOf[k], now)
 	}
 }
 
@@ -1636,8 +1630,8 @@ func (s *sim) finish(i int, now time.Duration) {
 					k := [4]int{0, t.Unit, o, s.devIndex[dst]}
 					s.inTransit[k] = nil
 					if f := s.send(d, dst, b, now, fmt.Sprintf("activations u%d %s", t.Unit, s.w.Ops[o].Name), t.Unit,
-						func(at time.Duration) { s.arrived(k, at) }); f != nil {
-						s.flowOf[k] = f
+						func(at time.Duration) { s.arrived(k, at) }); f != nil && s.c.DemandFirst {
+						s.flowOf[k] = f // only demand looks it up
 					}
 				}
 			}
@@ -1675,8 +1669,8 @@ func (s *sim) finish(i int, now time.Duration) {
 					k := [4]int{1, key[0], key[1], key[2]}
 					s.inTransit[k] = nil
 					if f := s.send(d, src, b, now, fmt.Sprintf("gradients u%d %s", t.Unit, s.w.Ops[q].Name), t.Unit,
-						func(at time.Duration) { s.arrived(k, at) }); f != nil {
-						s.flowOf[k] = f
+						func(at time.Duration) { s.arrived(k, at) }); f != nil && s.c.DemandFirst {
+						s.flowOf[k] = f // only demand looks it up
 					}
 				}
 			}

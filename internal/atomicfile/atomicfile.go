@@ -28,15 +28,12 @@ import (
 // named pipe is written in place, not atomically: a rename would replace
 // the device node or the pipe.
 func Write(path string, write func(io.Writer) error) error {
-	if f := stream(path); f != nil {
-		return writeOpen(f, path, write)
-	}
-	path, err := resolve(path)
+	path, std, err := target(path)
 	if err != nil {
 		return err
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	if std != nil {
+		return writeOpen(std, path, write)
 	}
 	if special(path) != 0 {
 		f, err := os.OpenFile(path, os.O_WRONLY, 0)
@@ -80,6 +77,23 @@ func Write(path string, write func(io.Writer) error) error {
 	}
 	done = true
 	return nil
+}
+
+// target is what Write writes for path: the process's standard output
+// or error (std) where path names it, else the file path's links lead to,
+// which must not be a folder.
+func target(path string) (string, *os.File, error) {
+	if f := stream(path); f != nil {
+		return path, f, nil
+	}
+	path, err := resolve(path)
+	if err != nil {
+		return "", nil, err
+	}
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return "", nil, fmt.Errorf("cannot write %s: it is a folder; name a file", path)
+	}
+	return path, nil, nil
 }
 
 // stream is the process's standard output or error where path names it
@@ -159,15 +173,9 @@ func WriteBytes(path string, b []byte) error {
 // later: path is not a folder, its folder exists and takes new files. It
 // creates a temporary file there and removes it; path is not touched.
 func Check(path string) error {
-	if stream(path) != nil {
-		return nil
-	}
-	path, err := resolve(path)
-	if err != nil {
+	path, std, err := target(path)
+	if err != nil || std != nil {
 		return err
-	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return fmt.Errorf("cannot write %s: it is a folder; name a file", path)
 	}
 	switch m := special(path); {
 	case m&fs.ModeNamedPipe != 0:
