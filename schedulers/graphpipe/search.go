@@ -670,7 +670,17 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 				continue
 			}
 			perM[cd.m]++
-			for _, q := range widened(cd.part, costsAt[cd.m], devs, s.maxReplicas(len(devs))) {
+			c, kind := costsAt[cd.m], cd.kind
+			fits := func(q Partition) bool { return c.estimate(q, kind).fits }
+			qs := widened(cd.part, c, devs, s.maxReplicas(len(devs)), nil)
+			if cd.pred.fits && !every(qs, fits) {
+				// Memory binds: widen within it too (widened's fits). A
+				// step the blind widening takes can break the cap and a
+				// later one mend it, so neither sequence holds the
+				// other's plans.
+				qs = append(qs, widened(cd.part, c, devs, s.maxReplicas(len(devs)), fits)...)
+			}
+			for _, q := range qs {
 				try(cd, q, cd.from+", widened", 0)
 				if q.Chain {
 					continue
@@ -700,6 +710,16 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 		}
 	}
 	return best, tried, fitting
+}
+
+// every reports whether ok holds for every partition of ps.
+func every(ps []Partition, ok func(Partition) bool) bool {
+	for _, p := range ps {
+		if !ok(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // trunkWithin reports whether shared-trunk partition p keeps its trunk

@@ -119,8 +119,14 @@ func sharedTrunkOn(p Partition, trunk []int, firstsOnly bool) (Partition, bool) 
 // if spread over the micro-batches, where it runs after the last
 // backward: a plan bound by one parameter's step (an embedding table's)
 // then leaves devices idle that would shorten the pipeline before it.
+// With fits (nil: none), a step after which fits reports false is undone
+// and its stage takes no more (a replica more can cost the stage's owner
+// a staged copy of every gradient it owns, and the busiest stage is not
+// always the one that can pay for it), and every step's plan is
+// returned: where memory binds, which stage got the last devices
+// matters more than their count.
 // None when p uses every device or no stage can take another replica.
-func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition {
+func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(Partition) bool) []Partition {
 	used := map[core.DeviceID]bool{}
 	for _, ds := range p.Devices {
 		for _, d := range ds {
@@ -197,10 +203,15 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int) []Partition
 				}
 			}
 		}
-		spare = slices.DeleteFunc(spare, func(x core.DeviceID) bool { return slices.Contains(pick, x) })
 		q.Devices[best] = append(q.Devices[best], pick...)
+		if fits != nil && !fits(q) {
+			q.Devices[best] = q.Devices[best][:d]
+			stuck[best] = true
+			continue
+		}
+		spare = slices.DeleteFunc(spare, func(x core.DeviceID) bool { return slices.Contains(pick, x) })
 		n += len(pick)
-		if n >= next {
+		if fits != nil || n >= next {
 			out, taken = append(out, snapshot()), n
 			for next <= n {
 				next *= 2
