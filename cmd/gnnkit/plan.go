@@ -73,7 +73,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
-	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
+	fl.StringArrayVar(&f.schedOpts, "sched-opt", nil, schedOptUsage)
 	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(trainModels(), ", ")+" (tgcn and evolvegcn: gnnkit train-dynamic)")
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.IntVar(&f.devices, "devices", 1, "number of simulated devices")
@@ -345,13 +345,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err != nil {
 		return err
 	}
-	opts := map[string]string{}
-	for _, kv := range f.schedOpts {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("--sched-opt %q: want key=value", kv)
-		}
-		opts[k] = v
+	opts, err := parseSchedOpts(f.schedOpts)
+	if err != nil {
+		return err
 	}
 	userOpts := maps.Clone(opts) // as the user gave them, for the report
 	if len(userOpts) == 0 {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"maps"
 	"strings"
 	"testing"
 )
@@ -31,5 +32,53 @@ func TestPlanShowsSchedOpts(t *testing.T) {
 	}
 	if rep.Scheduler != "1f1b" || rep.SchedOpts["dp"] != "piper" || rep.SchedOpts["m"] != "4" || len(rep.SchedOpts) != 2 {
 		t.Errorf("--json: scheduler %q, sched_opts %v; want 1f1b with dp=piper and m=4", rep.Scheduler, rep.SchedOpts)
+	}
+}
+
+// TestParseSchedOpts: --sched-opt values, repeated or comma-joined; a
+// comma inside a value (a path) stays; a key given twice with two values,
+// an empty key or a piece without '=' is refused.
+func TestParseSchedOpts(t *testing.T) {
+	for _, tc := range []struct {
+		in   []string
+		want map[string]string
+		err  string
+	}{
+		{in: nil, want: map[string]string{}},
+		{in: []string{"m=8"}, want: map[string]string{"m": "8"}},
+		{in: []string{"m=8", "simulate=16"}, want: map[string]string{"m": "8", "simulate": "16"}},
+		{in: []string{"m=8,simulate=16"}, want: map[string]string{"m": "8", "simulate": "16"}},
+		{in: []string{"profile=runs/a,b.json"}, want: map[string]string{"profile": "runs/a,b.json"}},
+		{in: []string{"profile=x=1,y.json", "m=4"}, want: map[string]string{"profile": "x=1,y.json", "m": "4"}},
+		{in: []string{"m=8", "m=8"}, want: map[string]string{"m": "8"}},
+		{in: []string{"m="}, want: map[string]string{"m": ""}},
+		{in: []string{"m=8", "m=16"}, err: `--sched-opt m given twice, as "8" and as "16"`},
+		{in: []string{"m=8,m=16"}, err: "given twice"},
+		{in: []string{"m"}, err: `--sched-opt "m": want key=value`},
+		{in: []string{"=4"}, err: "want key=value"},
+	} {
+		got, err := parseSchedOpts(tc.in)
+		if tc.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("%q: error %v, want one containing %q", tc.in, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%q: %v", tc.in, err)
+			continue
+		}
+		if !maps.Equal(got, tc.want) {
+			t.Errorf("%q: %v, want %v", tc.in, got, tc.want)
+		}
+	}
+}
+
+// TestPlanSchedOptTwice: plan refuses an option given twice with two
+// values before it builds anything.
+func TestPlanSchedOptTwice(t *testing.T) {
+	_, err := run(t, "plan", "--scheduler", "1f1b", "--sched-opt", "m=4", "--sched-opt", "m=8", "--model", "uno", "--devices", "2", "--preset", "pcie-a100")
+	if err == nil || !strings.Contains(err.Error(), "given twice") {
+		t.Errorf("error %v, want the option named as given twice", err)
 	}
 }

@@ -80,3 +80,43 @@ func piperBar(s core.Scheduler, show bool) (done func()) {
 		gs.Progress = nil
 	}
 }
+
+// schedOptUsage is the --sched-opt flag's help, shared by train and plan.
+const schedOptUsage = "scheduler option key=value (repeat the flag, or key=value,key=value; a value may hold commas, e.g. profile=a,b.json)"
+
+// parseSchedOpts turns the --sched-opt values into the options map. A
+// value is split on its commas only where every piece is key=value
+// (m=8,simulate=16), so a path with a comma (profile=runs/a,b.json)
+// stays whole. A key given twice with different values is an error:
+// which one was meant is not ours to guess.
+func parseSchedOpts(vals []string) (map[string]string, error) {
+	opts := map[string]string{}
+	for _, val := range vals {
+		kvs := []string{val}
+		if parts := strings.Split(val, ","); len(parts) > 1 && every(parts, func(p string) bool { return strings.Contains(p, "=") }) {
+			kvs = parts
+		}
+		for _, kv := range kvs {
+			k, v, ok := strings.Cut(kv, "=")
+			k = strings.TrimSpace(k)
+			if !ok || k == "" {
+				return nil, fmt.Errorf("--sched-opt %q: want key=value", kv)
+			}
+			if old, seen := opts[k]; seen && old != v {
+				return nil, fmt.Errorf("--sched-opt %s given twice, as %q and as %q: give it once", k, old, v)
+			}
+			opts[k] = v
+		}
+	}
+	return opts, nil
+}
+
+// every reports whether ok holds for every element of xs.
+func every[T any](xs []T, ok func(T) bool) bool {
+	for _, x := range xs {
+		if !ok(x) {
+			return false
+		}
+	}
+	return true
+}

@@ -63,7 +63,7 @@ func newTrainCmd() *cobra.Command {
 	fl.StringVar(&f.model, "model", "gcn", "model: "+strings.Join(trainModels(), ", ")+" (tgcn and evolvegcn: gnnkit train-dynamic)")
 	fl.StringVar(&f.dataSpec, "data", "cora", "dataset: cora (embedded), a folder in the shared layout, an edge-list file, or synthetic:KIND,key=val,...")
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", ")+", or plugin:PATH|NAME (see gnnkit plugins list)")
-	fl.StringSliceVar(&f.schedOpts, "sched-opt", nil, "scheduler option key=value (repeatable)")
+	fl.StringArrayVar(&f.schedOpts, "sched-opt", nil, schedOptUsage)
 	fl.StringVar(&f.backend, "backend", "cpu", "backend: "+strings.Join(backendNames(), ", "))
 	fl.StringVar(&f.devices, "devices", "", "comma-separated devices, e.g. cpu:0,cpu:1 or cuda:0, naming their backend (default: --backend's first device); cpu:i opens the logical devices cpu:0 to cpu:i, at most cpu:63 (opencl:i likewise, at most opencl:63)")
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory cap per device, e.g. 256MiB (default: no cap; the cpu devices' tensors together never pass the memory the machine had available)")
@@ -237,13 +237,9 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	backendName, ids, devs, infos := td.backend, td.ids, td.local, td.infos
 	warnCPUVariant(cmd.ErrOrStderr(), devs)
 
-	opts := map[string]string{}
-	for _, kv := range f.schedOpts {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok {
-			return fmt.Errorf("--sched-opt %q: want key=value", kv)
-		}
-		opts[k] = v
+	opts, err := parseSchedOpts(f.schedOpts)
+	if err != nil {
+		return err
 	}
 	sched, closer, err := resolveScheduler(ctx, f.scheduler, opts)
 	if err != nil {
