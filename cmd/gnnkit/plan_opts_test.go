@@ -82,3 +82,42 @@ func TestPlanSchedOptTwice(t *testing.T) {
 		t.Errorf("error %v, want the option named as given twice", err)
 	}
 }
+
+// FuzzParseSchedOpts: parseSchedOpts never panics; what it accepts has
+// no empty key, and every option it returns came from the input: given
+// back one per flag, the options parse to the same map (a value with a
+// comma may then split, so only comma-free values are given back).
+func FuzzParseSchedOpts(f *testing.F) {
+	for _, s := range []string{"m=8", "m=8,simulate=16", "profile=runs/a,b.json", "=4", "m", "m=8\x00m=16", " k =v", "a=b=c,d"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, in string) {
+		vals := strings.Split(in, "\x00") // several --sched-opt flags
+		got, err := parseSchedOpts(vals)
+		if err != nil {
+			return
+		}
+		var again []string
+		for k, v := range got {
+			if k == "" || strings.TrimSpace(k) != k {
+				t.Fatalf("%q: key %q", vals, k)
+			}
+			if !strings.Contains(in, k) || !strings.Contains(in, v) {
+				t.Fatalf("%q: option %s=%s not in the input", vals, k, v)
+			}
+			if !strings.Contains(v, ",") {
+				again = append(again, k+"="+v)
+			}
+		}
+		back, err := parseSchedOpts(again)
+		if err != nil {
+			t.Fatalf("%q given back as %q: %v", vals, again, err)
+		}
+		for _, kv := range again {
+			k, v, _ := strings.Cut(kv, "=")
+			if back[k] != v {
+				t.Fatalf("%q given back as %q: %s=%q, want %q", vals, again, k, back[k], v)
+			}
+		}
+	})
+}
