@@ -52,6 +52,8 @@ func TestTrainBadInputClean(t *testing.T) {
 		{"hidden 0", []string{"--hidden", "0"}, []string{"--hidden must be positive, got 0", "16 for gcn"}},
 		{"layers 0", []string{"--layers", "0"}, []string{"--layers must be positive, got 0"}},
 		{"heads 0", []string{"--model", "gat", "--heads", "0"}, []string{"--heads must be positive, got 0", "8 for gat"}},
+		{"heads with gcn", []string{"--heads", "4"}, []string{"--heads applies to gat's attention, not gcn"}},
+		{"attn dropout with sage", []string{"--model", "sage", "--attn-dropout", "0.1"}, []string{"--attn-dropout applies to gat's attention, not sage"}},
 		// 6: --backend and --devices disagree.
 		{"opencl backend, cpu devices", []string{"--backend", "opencl", "--devices", "cpu:0"}, []string{"--backend opencl, but --devices cpu:0 names devices of cpu"}},
 		{"cpu backend, opencl devices", []string{"--backend", "cpu", "--devices", "opencl:0"}, []string{"--backend cpu, but --devices opencl:0 names devices of opencl"}},

@@ -216,6 +216,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := checkModelSize(fl, f.model, defHidden, f.hidden, f.heads, f.layers); err != nil {
 		return err
 	}
+	if err := gatOnlyFlags(fl, f.model); err != nil {
+		return err
+	}
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err
 	}
@@ -918,6 +921,21 @@ const (
 
 // tableRowsFlag checks --table-rows: only dlrm takes it, and it must be
 // positive when given.
+// gatOnlyFlags refuses gat's attention flags given for another model,
+// which would ignore them (before, --heads 4 with gcn trained a gcn and
+// said nothing). fl is the command's flags; plan has no --attn-dropout.
+func gatOnlyFlags(fl interface{ Changed(string) bool }, model string) error {
+	if model == "gat" {
+		return nil
+	}
+	for _, name := range []string{"heads", "attn-dropout"} {
+		if fl.Changed(name) {
+			return fmt.Errorf("--%s applies to gat's attention, not %s (leave it out, or --model gat)", name, model)
+		}
+	}
+	return nil
+}
+
 func tableRowsFlag(model string, n int, set bool) error {
 	switch {
 	case !set:

@@ -34,6 +34,7 @@ func TestPlanBadInputKeepsFiles(t *testing.T) {
 		{"memory past the simulator's", []string{"--preset", "pcie-a100", "--devices", "2", "--device-mem", "2000TiB"}, "--device-mem 2000TiB: at most 1.0 PiB per device"},
 		{"heads", []string{"--model", "gat", "--heads", "4611686018427387904"}, "--heads 4611686018427387904: at most 1024"},
 		{"hidden", []string{"--hidden", "4611686018427387904"}, "--hidden 4611686018427387904: at most"},
+		{"heads with uno", []string{"--model", "uno", "--heads", "4"}, "--heads applies to gat's attention, not uno"},
 		{"reps", []string{"--measure", "--reps", "0"}, "--reps 0: want from 1 to"},
 		{"a model past the simulator's", []string{"--hidden", "1073741824", "--layers", "40"}, "more than the simulator prices"},
 	} {

@@ -515,6 +515,9 @@ func checkTrainNumbers(fl interface{ Changed(string) bool }, f *trainFlags, hidd
 	if err := checkModelSize(fl, f.model, hidden, f.hidden, f.heads, f.layers); err != nil {
 		return err
 	}
+	if err := gatOnlyFlags(fl, f.model); err != nil {
+		return err
+	}
 	floats := []struct {
 		name   string
 		v      float64
