@@ -51,6 +51,9 @@ func TestParseSchedOpts(t *testing.T) {
 		{in: []string{"profile=runs/a,b.json"}, want: map[string]string{"profile": "runs/a,b.json"}},
 		{in: []string{"profile=x=1,y.json", "m=4"}, want: map[string]string{"profile": "x=1,y.json", "m": "4"}},
 		{in: []string{"m=8", "m=8"}, want: map[string]string{"m": "8"}},
+		{in: []string{"m=8, dp=piper "}, want: map[string]string{"m": "8", "dp": "piper"}},
+		{in: []string{"profile=a,b=c.json"}, want: map[string]string{"profile": "a", "b": "c.json"}}, // the documented limit
+		{in: []string{""}, err: `--sched-opt "": want key=value`},
 		{in: []string{"m="}, want: map[string]string{"m": ""}},
 		{in: []string{"m=8", "m=16"}, err: `--sched-opt m given twice, as "8" and as "16"`},
 		{in: []string{"m=8,m=16"}, err: "given twice"},
@@ -99,7 +102,7 @@ func FuzzParseSchedOpts(f *testing.F) {
 		}
 		var again []string
 		for k, v := range got {
-			if k == "" || strings.TrimSpace(k) != k {
+			if k == "" || strings.TrimSpace(k) != k || strings.TrimSpace(v) != v {
 				t.Fatalf("%q: key %q", vals, k)
 			}
 			if !strings.Contains(in, k) || !strings.Contains(in, v) {

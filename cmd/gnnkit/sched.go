@@ -82,13 +82,15 @@ func piperBar(s core.Scheduler, show bool) (done func()) {
 }
 
 // schedOptUsage is the --sched-opt flag's help, shared by train and plan.
-const schedOptUsage = "scheduler option key=value (repeat the flag, or key=value,key=value; a value may hold commas, e.g. profile=a,b.json)"
+const schedOptUsage = "scheduler option key=value (repeat the flag, or key=value,key=value; a value keeps its commas unless every comma-separated piece is key=value: profile=a,b.json is one option)"
 
 // parseSchedOpts turns the --sched-opt values into the options map. A
 // value is split on its commas only where every piece is key=value
 // (m=8,simulate=16), so a path with a comma (profile=runs/a,b.json)
-// stays whole. A key given twice with different values is an error:
-// which one was meant is not ours to guess.
+// stays whole; one whose later pieces hold an '=' (profile=a,b=c.json)
+// cannot be told from two options and splits. Keys and values are
+// trimmed of spaces (m=8, dp=piper). A key given twice with different
+// values is an error: which one was meant is not ours to guess.
 func parseSchedOpts(vals []string) (map[string]string, error) {
 	opts := map[string]string{}
 	for _, val := range vals {
@@ -98,7 +100,7 @@ func parseSchedOpts(vals []string) (map[string]string, error) {
 		}
 		for _, kv := range kvs {
 			k, v, ok := strings.Cut(kv, "=")
-			k = strings.TrimSpace(k)
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 			if !ok || k == "" {
 				return nil, fmt.Errorf("--sched-opt %q: want key=value", kv)
 			}

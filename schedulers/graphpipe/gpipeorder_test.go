@@ -183,3 +183,21 @@ func TestGPipeFamilies(t *testing.T) {
 		}
 	}
 }
+
+// TestMicroBatchesAlias: m and microbatches are one option; given both
+// with two values they are refused (before, the options map's order
+// picked one at random), with one value they are taken.
+func TestMicroBatchesAlias(t *testing.T) {
+	for _, name := range []string{"graphpipe", "1f1b", "gpipe"} {
+		if _, err := core.NewScheduler(name, map[string]string{"m": "8", "microbatches": "16"}); err == nil || !strings.Contains(err.Error(), "one option given twice") {
+			t.Errorf("%s, m=8 microbatches=16: %v, want them refused as one option given twice", name, err)
+		}
+		s, err := core.NewScheduler(name, map[string]string{"m": "8", "microbatches": "8"})
+		if err != nil {
+			t.Fatalf("%s, m=8 microbatches=8: %v", name, err)
+		}
+		if got := s.(*Scheduler).MicroBatches; got != 8 {
+			t.Errorf("%s, m=8 microbatches=8: %d micro-batches", name, got)
+		}
+	}
+}

@@ -47,6 +47,11 @@ func init() {
 	for _, s := range registered {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
 			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
+			// microbatches and m are one option: both given, they must
+			// agree (the map's order would otherwise pick one at random).
+			if a, b := opts["microbatches"], opts["m"]; a != "" && b != "" && a != b {
+				return nil, fmt.Errorf("%s: options microbatches=%s and m=%s are one option given twice: give it once", s.name, a, b)
+			}
 			// The on/off options: each sets its field to on, or with
 			// inverted set, to !on; graphOnly ones are refused by the
 			// chain schedulers.

@@ -278,6 +278,23 @@ func TestWidenedWithinMemory(t *testing.T) {
 	if len(aware) == 0 {
 		t.Fatal("widening within memory gave no plan")
 	}
+	// Every accepted step is a snapshot: the tail takes the 27th to 30th
+	// devices one step at a time (the first layers' steps are undone),
+	// and no device serves two stages.
+	var counts []int
+	for _, q := range aware {
+		counts = append(counts, deviceCount(q))
+		n := 0
+		for _, ds := range q.Devices {
+			n += len(ds)
+		}
+		if n != deviceCount(q) {
+			t.Errorf("widening within memory: %d replicas on %d devices: a device serves two stages", n, deviceCount(q))
+		}
+	}
+	if want := []int{27, 28, 29, 30}; !slices.Equal(counts, want) {
+		t.Errorf("widening within memory: snapshots on %v devices, want %v", counts, want)
+	}
 	best := math.Inf(1)
 	for _, q := range aware {
 		if !fits(q) {
@@ -292,6 +309,19 @@ func TestWidenedWithinMemory(t *testing.T) {
 	}
 	if best > base*0.85 {
 		t.Errorf("widened within memory: best %.2f ms, the plan itself %.2f", best, base)
+	}
+	// And the 27-device plan is the tail's third replica alone.
+	if len(aware) > 0 {
+		q := aware[0]
+		for s, ds := range q.Devices {
+			want := len(p.Devices[s])
+			if s == len(q.Devices)-1 {
+				want++
+			}
+			if len(ds) != want {
+				t.Errorf("first snapshot: stage %d on %d devices, want %d", s, len(ds), want)
+			}
+		}
 	}
 	if testing.Short() {
 		return
