@@ -49,11 +49,13 @@ func TestGraphPipeWeighsGPipeOrder(t *testing.T) {
 	}
 }
 
-// TestGraphPipeDAGInGPipeOrder: dlrm-8 on 32 A100s at 16 micro-batches,
+// TestGraphPipeDAGInGPipeOrder: dlrm-8 on 32 A100s at 32 micro-batches,
 // where a DAG partition in GPipe's order (the family GPipeOrder adds
 // beside the GPipe chain's) is faster than every chain plan in either
 // order and than GraphPipe's generalised 1F1B: GraphPipe with GPipeOrder
-// chooses it, a stage DAG.
+// chooses it, a stage DAG. (At 16 micro-batches, until the twentieth
+// session's widening by estimate, it was; now the 1F1B chain widened so
+// is as fast, 5.49 ms.)
 func TestGraphPipeDAGInGPipeOrder(t *testing.T) {
 	if testing.Short() {
 		t.Skip("32-device searches: skipped with -short")
@@ -62,7 +64,7 @@ func TestGraphPipeDAGInGPipeOrder(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "dlrm", cfg, 8192, 32)
 	iter := func(s *Scheduler) (*core.Plan, float64) {
 		t.Helper()
-		s.MicroBatches, s.Cluster, s.Profile = 16, cl, prof
+		s.MicroBatches, s.Cluster, s.Profile = 32, cl, prof
 		p, err := s.Schedule(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)

@@ -680,6 +680,8 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 				// other's plans.
 				qs = append(qs, widened(cd.part, c, devs, s.maxReplicas(len(devs)), fits)...)
 			}
+			// And where the estimate says each step helps most.
+			qs = append(qs, widenedByEstimate(cd.part, c, devs, s.maxReplicas(len(devs)), kind)...)
 			for _, q := range qs {
 				try(cd, q, cd.from+", widened", 0)
 				if q.Chain {

@@ -4,6 +4,7 @@ import (
 	"slices"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // trunkOps is the model's trunk: the ops of the series-parallel root's
@@ -186,22 +187,10 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(P
 			break // no stage can take more
 		}
 		d := len(q.Devices[best])
-		per := (c.m + d - 1) / d
-		want := (c.m + per - 2) / max(1, per-1) // the fewest replicas running per−1 each
-		if per <= 1 || want > most || want-d > len(spare) {
+		pick := nextReplicas(cl, q.Devices[best], c.m, most, spare)
+		if pick == nil {
 			stuck[best] = true
 			continue
-		}
-		// The stage's node first: its replicas' gradients and their
-		// inputs then cross fewer nodes' ports.
-		home := cl.NodeOf(q.Devices[best][0])
-		var pick []core.DeviceID
-		for _, onHome := range []bool{true, false} {
-			for _, x := range spare {
-				if len(pick) < want-d && (cl.NodeOf(x) == home) == onHome {
-					pick = append(pick, x)
-				}
-			}
 		}
 		q.Devices[best] = append(q.Devices[best], pick...)
 		if fits != nil && !fits(q) {
@@ -220,6 +209,103 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(P
 	}
 	if n > taken {
 		out = append(out, snapshot())
+	}
+	return out
+}
+
+// nextReplicas are the spare devices a stage on ds takes next (nil:
+// none): a replica runs ceil(m/d) of the m micro-batches, so the stage
+// takes at once the devices that lower that count by one, as long as it
+// stays within most replicas and enough are spare. The stage's node
+// first: its replicas' gradients and their inputs then cross fewer
+// nodes' ports.
+func nextReplicas(cl *sim.Cluster, ds []core.DeviceID, m, most int, spare []core.DeviceID) []core.DeviceID {
+	d := len(ds)
+	per := (m + d - 1) / d
+	want := (m + per - 2) / max(1, per-1) // the fewest replicas running per−1 each
+	if per <= 1 || want > most || want-d > len(spare) {
+		return nil
+	}
+	home := cl.NodeOf(ds[0])
+	var pick []core.DeviceID
+	for _, onHome := range []bool{true, false} {
+		for _, x := range spare {
+			if len(pick) < want-d && (cl.NodeOf(x) == home) == onHome {
+				pick = append(pick, x)
+			}
+		}
+	}
+	return pick
+}
+
+// widenedByEstimate is p with its idle devices given, one step at a
+// time, to the stage whose next replicas (nextReplicas) the estimate
+// says shorten the iteration most while every device fits, until no
+// step shortens it; every step's plan is returned. widened's busiest
+// stage per replica is not always the bottleneck: a join's tail waiting
+// on four branches' gradients, a stage whose extra replica the owner's
+// staged gradients would push over memory. Each step estimates one
+// candidate per stage, so it runs on graphs of at most smallOps ops
+// only (the estimates are the search's time there), and on p fitting.
+func widenedByEstimate(p Partition, c *costs, devs []core.DeviceID, limit int, kind Kind) []Partition {
+	if len(p.StageOf) > smallOps {
+		return nil
+	}
+	used := map[core.DeviceID]bool{}
+	for _, ds := range p.Devices {
+		for _, d := range ds {
+			used[d] = true
+		}
+	}
+	var spare []core.DeviceID // in devs' order
+	for _, d := range devs {
+		if !used[d] {
+			spare = append(spare, d)
+		}
+	}
+	if len(spare) == 0 {
+		return nil
+	}
+	cur := c.estimate(p, kind)
+	if !cur.fits {
+		return nil
+	}
+	clone := func(dss [][]core.DeviceID) [][]core.DeviceID {
+		out := make([][]core.DeviceID, len(dss))
+		for s, ds := range dss {
+			out[s] = slices.Clone(ds)
+		}
+		return out
+	}
+	q := p
+	q.Devices = clone(p.Devices)
+	cl := c.cm.Cluster()
+	most := min(limit, c.m)
+	var out []Partition
+	for len(spare) > 0 {
+		best, bestIter := -1, cur.iter*(1-1e-9)
+		var bestPick []core.DeviceID
+		for s := range q.Devices {
+			pick := nextReplicas(cl, q.Devices[s], c.m, most, spare)
+			if pick == nil {
+				continue
+			}
+			r := q
+			r.Devices = slices.Clone(q.Devices)
+			r.Devices[s] = append(slices.Clone(q.Devices[s]), pick...)
+			if e := c.estimate(r, kind); e.fits && e.iter < bestIter {
+				best, bestIter, bestPick = s, e.iter, pick
+			}
+		}
+		if best < 0 {
+			break // no step shortens the iteration
+		}
+		q.Devices[best] = append(q.Devices[best], bestPick...)
+		spare = slices.DeleteFunc(spare, func(x core.DeviceID) bool { return slices.Contains(bestPick, x) })
+		cur.iter = bestIter
+		r := q
+		r.Devices = clone(q.Devices)
+		out = append(out, r)
 	}
 	return out
 }
