@@ -222,12 +222,14 @@ func TestFittingLadder(t *testing.T) {
 // TestWidenedWithinMemory: capped uno-4 on 32 A100s held under the 1F1B
 // chain's 171.5 MiB at m = 32, the DAG DP's 26-device plan (each
 // branch's first layer on 2 replicas, its body on 4, the join's tail on
-// 2). Its busiest stage per replica is a first layer, whose third
-// replica costs the owner a staged 32 MiB gradient (192 MiB), so every
-// snapshot of the blind widening fails the cap; within memory the tail
-// takes a third replica instead, which the simulator puts at 23.2 ms
-// against 29.3 in 161 MiB. And the search, m searched, now finds a plan
-// at least 1.3x the best chain there (GPipe, 32.50 ms).
+// 2). The blind widening gives the tail (the busiest stage per replica)
+// its third replica first, but snapshots only at 32 devices, after the
+// first layers' third replicas, which cost their owners a staged 32 MiB
+// gradient each (192 MiB): its one plan fails the cap. Within memory
+// those steps are undone and every accepted step is a snapshot: the
+// tail's third replica, which the simulator puts at 23.2 ms against 29.3,
+// in 161 MiB. And the search, m searched, now finds a plan at least 1.3x
+// the best chain there (GPipe, 32.50 ms).
 func TestWidenedWithinMemory(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 32)
 	const limit = 171<<20 + 512<<10 - 1 // the 1F1B chain's peak, less a byte
@@ -339,11 +341,15 @@ func TestWidenedWithinMemory(t *testing.T) {
 
 // TestWidenedByEstimate: the same 26-device plan of uno-4 on 32 A100s (m
 // = 32), on the devices' own memory. Widening by estimate gives the
-// join's tail its third replica first (the estimate's best step; the
-// busiest stage per replica is a first layer), every step shortens the
-// estimate, fits and keeps one stage per device, and the first snapshot
-// simulates within 5% of the hand-made 23.24 ms in 161 MiB, which the
-// blind widening (first layers first, 192 MiB) never reaches.
+// join's tail its third replica first, then its fourth, where the load
+// order would give a first layer its third (per replica a first layer
+// then runs 16 micro-batches of 0.98 ms, the tail 11 of 1.02: the
+// estimate sees that one branch's first layer alone shortens nothing);
+// every step shortens the estimate, fits and keeps one stage per device;
+// the first snapshot simulates within 5% of 23.24 ms in 161 MiB, which
+// the blind widening, saving only its 32-device plan (23.87 ms in 192
+// MiB), never offers; and under a cap the plan itself just fits, no step
+// is taken that would not.
 func TestWidenedByEstimate(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 32)
 	c, devs := costsOn(t, w, cl, prof, 32)
@@ -377,16 +383,21 @@ func TestWidenedByEstimate(t *testing.T) {
 			t.Errorf("step %d: %d replicas on %d devices, or the stages' ops moved", i, n, deviceCount(q))
 		}
 	}
-	first := out[0]
-	for s, ds := range first.Devices {
-		want := reps[s]
-		if s == len(first.Devices)-1 {
-			want++
+	for i, tail := range []int{3, 4} {
+		if i >= len(out) {
+			t.Fatalf("%d steps, want the tail's third and fourth replicas first", len(out))
 		}
-		if len(ds) != want {
-			t.Errorf("first step: stage %d on %d devices, want %d (the tail's third replica)", s, len(ds), want)
+		for s, ds := range out[i].Devices {
+			want := reps[s]
+			if s == len(out[i].Devices)-1 {
+				want = tail
+			}
+			if len(ds) != want {
+				t.Errorf("step %d: stage %d on %d devices, want %d (the tail on %d)", i, s, len(ds), want, tail)
+			}
 		}
 	}
+	first := out[0]
 	plan, err := BuildPlan(w, first, 32, OneFOneB, "by estimate")
 	if err != nil {
 		t.Fatal(err)
@@ -410,5 +421,16 @@ func TestWidenedByEstimate(t *testing.T) {
 	c.memCap = 1 << 20
 	if got := widenedByEstimate(p, c, devs, 32, OneFOneB); got != nil {
 		t.Errorf("a plan over the cap: widened to %d plans", len(got))
+	}
+	// Capped between the plan's 160 MiB and its first step's 161: the
+	// plan fits, and no plan returned may not.
+	c.memCap = 160<<20 + 512<<10
+	if !c.estimate(p, OneFOneB).fits {
+		t.Fatal("the plan does not fit 160.5 MiB")
+	}
+	for _, q := range widenedByEstimate(p, c, devs, 32, OneFOneB) {
+		if !c.estimate(q, OneFOneB).fits {
+			t.Errorf("under 160.5 MiB: a widened plan on %d devices does not fit", deviceCount(q))
+		}
 	}
 }
