@@ -128,18 +128,7 @@ func sharedTrunkOn(p Partition, trunk []int, firstsOnly bool) (Partition, bool) 
 // matters more than their count.
 // None when p uses every device or no stage can take another replica.
 func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(Partition) bool) []Partition {
-	used := map[core.DeviceID]bool{}
-	for _, ds := range p.Devices {
-		for _, d := range ds {
-			used[d] = true
-		}
-	}
-	var spare []core.DeviceID // in devs' order
-	for _, d := range devs {
-		if !used[d] {
-			spare = append(spare, d)
-		}
-	}
+	spare := spareDevices(p, devs)
 	if len(spare) == 0 || len(p.StageOf) > smallOps && len(spare)*widenIdle < len(devs) {
 		return nil // nothing idle, or too little for a large graph's search time
 	}
@@ -148,18 +137,11 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(P
 	for s, ops := range stages {
 		t[s] = c.stat(ops).t()
 	}
-	clone := func(dss [][]core.DeviceID) [][]core.DeviceID {
-		out := make([][]core.DeviceID, len(dss))
-		for s, ds := range dss {
-			out[s] = slices.Clone(ds)
-		}
-		return out
-	}
 	q := p
-	q.Devices = clone(p.Devices)
+	q.Devices = cloneDevices(p.Devices)
 	snapshot := func() Partition {
 		r := q
-		r.Devices = clone(q.Devices)
+		r.Devices = cloneDevices(q.Devices)
 		return r
 	}
 	cl := c.cm.Cluster() // NodeOf: 0 for every device without nodes
@@ -169,8 +151,8 @@ func widened(p Partition, c *costs, devs []core.DeviceID, limit int, fits func(P
 	// stage takes the devices to the next such count at once.
 	load := func(s int) float64 { return t[s] * float64((c.m+len(q.Devices[s])-1)/len(q.Devices[s])) }
 	stuck := make([]bool, len(q.Devices))
-	n := len(used)
-	next := 1 // the next power of two above n
+	n := len(devs) - len(spare) // the devices p uses
+	next := 1                   // the next power of two above n
 	for next <= n {
 		next *= 2
 	}
@@ -241,28 +223,18 @@ func nextReplicas(cl *sim.Cluster, ds []core.DeviceID, m, most int, spare []core
 // widenedByEstimate is p with its idle devices given, one step at a
 // time, to the stage whose next replicas (nextReplicas) the estimate
 // says shorten the iteration most while every device fits, until no
-// step shortens it; every step's plan is returned. widened's busiest
-// stage per replica is not always the bottleneck: a join's tail waiting
-// on four branches' gradients, a stage whose extra replica the owner's
-// staged gradients would push over memory. Each step estimates one
-// candidate per stage, so it runs on graphs of at most smallOps ops
-// only (the estimates are the search's time there), and on p fitting.
+// step shortens it; every step's plan is returned. widened goes by load
+// and keeps plans at powers of two: the stage of the most load can be
+// one whose replica alone shortens nothing (one branch's first layer of
+// four), and the plan it keeps can be past the best count. Each step
+// estimates one candidate per stage, so it runs on graphs of at most
+// smallOps ops only (the estimates are the search's time there), and on
+// p fitting.
 func widenedByEstimate(p Partition, c *costs, devs []core.DeviceID, limit int, kind Kind) []Partition {
 	if len(p.StageOf) > smallOps {
 		return nil
 	}
-	used := map[core.DeviceID]bool{}
-	for _, ds := range p.Devices {
-		for _, d := range ds {
-			used[d] = true
-		}
-	}
-	var spare []core.DeviceID // in devs' order
-	for _, d := range devs {
-		if !used[d] {
-			spare = append(spare, d)
-		}
-	}
+	spare := spareDevices(p, devs)
 	if len(spare) == 0 {
 		return nil
 	}
@@ -270,15 +242,8 @@ func widenedByEstimate(p Partition, c *costs, devs []core.DeviceID, limit int, k
 	if !cur.fits {
 		return nil
 	}
-	clone := func(dss [][]core.DeviceID) [][]core.DeviceID {
-		out := make([][]core.DeviceID, len(dss))
-		for s, ds := range dss {
-			out[s] = slices.Clone(ds)
-		}
-		return out
-	}
 	q := p
-	q.Devices = clone(p.Devices)
+	q.Devices = cloneDevices(p.Devices)
 	cl := c.cm.Cluster()
 	most := min(limit, c.m)
 	var out []Partition
@@ -304,8 +269,35 @@ func widenedByEstimate(p Partition, c *costs, devs []core.DeviceID, limit int, k
 		spare = slices.DeleteFunc(spare, func(x core.DeviceID) bool { return slices.Contains(bestPick, x) })
 		cur.iter = bestIter
 		r := q
-		r.Devices = clone(q.Devices)
+		r.Devices = cloneDevices(q.Devices)
 		out = append(out, r)
+	}
+	return out
+}
+
+// spareDevices are the devices of devs (in their order) that p leaves
+// idle.
+func spareDevices(p Partition, devs []core.DeviceID) []core.DeviceID {
+	used := map[core.DeviceID]bool{}
+	for _, ds := range p.Devices {
+		for _, d := range ds {
+			used[d] = true
+		}
+	}
+	var spare []core.DeviceID
+	for _, d := range devs {
+		if !used[d] {
+			spare = append(spare, d)
+		}
+	}
+	return spare
+}
+
+// cloneDevices is a deep copy of a partition's replica lists.
+func cloneDevices(dss [][]core.DeviceID) [][]core.DeviceID {
+	out := make([][]core.DeviceID, len(dss))
+	for s, ds := range dss {
+		out[s] = slices.Clone(ds)
 	}
 	return out
 }

@@ -238,18 +238,7 @@ func TestWidenedWithinMemory(t *testing.T) {
 	}
 	w.Devices = cl.Infos()
 	c, devs := costsOn(t, w, cl, prof, 32)
-	// The stages, by op ranges, and their replicas.
-	ranges := [][2]int{{0, 0}, {1, 8}, {9, 9}, {10, 17}, {18, 18}, {19, 26}, {27, 27}, {28, 35}, {36, 44}}
-	reps := []int{2, 4, 2, 4, 2, 4, 2, 4, 2}
-	p := Partition{StageOf: make([]int, len(w.Ops))}
-	next := 0
-	for s, r := range ranges {
-		for o := r[0]; o <= r[1]; o++ {
-			p.StageOf[o] = s
-		}
-		p.Devices = append(p.Devices, devs[next:next+reps[s]])
-		next += reps[s]
-	}
+	p, _ := unoTail26(w, devs)
 	simulate := func(q Partition) (float64, int64) {
 		t.Helper()
 		plan, err := BuildPlan(w, q, 32, OneFOneB, "widened")
@@ -353,17 +342,7 @@ func TestWidenedWithinMemory(t *testing.T) {
 func TestWidenedByEstimate(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 32)
 	c, devs := costsOn(t, w, cl, prof, 32)
-	ranges := [][2]int{{0, 0}, {1, 8}, {9, 9}, {10, 17}, {18, 18}, {19, 26}, {27, 27}, {28, 35}, {36, 44}}
-	reps := []int{2, 4, 2, 4, 2, 4, 2, 4, 2}
-	p := Partition{StageOf: make([]int, len(w.Ops))}
-	next := 0
-	for s, r := range ranges {
-		for o := r[0]; o <= r[1]; o++ {
-			p.StageOf[o] = s
-		}
-		p.Devices = append(p.Devices, devs[next:next+reps[s]])
-		next += reps[s]
-	}
+	p, reps := unoTail26(w, devs)
 	out := widenedByEstimate(p, c, devs, 32, OneFOneB)
 	if len(out) == 0 {
 		t.Fatal("widening by estimate gave no plan")
@@ -433,4 +412,23 @@ func TestWidenedByEstimate(t *testing.T) {
 			t.Errorf("under 160.5 MiB: a widened plan on %d devices does not fit", deviceCount(q))
 		}
 	}
+}
+
+// unoTail26 is the DAG DP's 26-device plan of the benchmark's uno-4 at m
+// = 32 (TestWidenedWithinMemory, TestWidenedByEstimate): each branch's
+// first layer on 2 replicas, the rest of it on 4, the join's tail on 2,
+// over the first devices of devs; and the stages' replica counts.
+func unoTail26(w *core.Workload, devs []core.DeviceID) (Partition, []int) {
+	ranges := [][2]int{{0, 0}, {1, 8}, {9, 9}, {10, 17}, {18, 18}, {19, 26}, {27, 27}, {28, 35}, {36, 44}}
+	reps := []int{2, 4, 2, 4, 2, 4, 2, 4, 2}
+	p := Partition{StageOf: make([]int, len(w.Ops))}
+	next := 0
+	for s, r := range ranges {
+		for o := r[0]; o <= r[1]; o++ {
+			p.StageOf[o] = s
+		}
+		p.Devices = append(p.Devices, devs[next:next+reps[s]])
+		next += reps[s]
+	}
+	return p, reps
 }
