@@ -187,6 +187,12 @@ func Start(ctx context.Context, path string, o Options) (*Plugin, error) {
 		Timeout: o.Timeout, Alive: p.alive, Broken: p.broken})
 	if err != nil {
 		p.kill()
+		if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+			// ctx ending kills the starting plugin (cmd.Cancel), and the
+			// call can see the connection drop before it sees ctx end:
+			// the caller's cancellation is the cause, so say that.
+			return nil, &hostError{msg: fmt.Sprintf("host: plugin %s: GetInfo: %v (the plugin was stopped with the start)", path, cerr), errs: []error{cerr}}
+		}
 		return nil, err
 	}
 	starting.Store(false)
