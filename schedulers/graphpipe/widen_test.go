@@ -229,7 +229,7 @@ func TestFittingLadder(t *testing.T) {
 // those steps are undone and every accepted step is a snapshot: the
 // tail's third replica, which the simulator puts at 23.2 ms against 29.3,
 // in 161 MiB. And the search, m searched, now finds a plan at least 1.3x
-// the best chain there (GPipe, 32.50 ms).
+// the best chain there (the 1F1B chain, 32.00 ms).
 func TestWidenedWithinMemory(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 32)
 	const limit = 171<<20 + 512<<10 - 1 // the 1F1B chain's peak, less a byte
@@ -322,7 +322,10 @@ func TestWidenedWithinMemory(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	const chain = 32.50 // GPipe's chain at m = 64 (bench/RESULTS.md, memory-capped table)
+	// The best chain there: the 1F1B chain at m = 64, 32.00 ms since the
+	// widening by estimate (GPipe's 32.50 before; bench/RESULTS.md,
+	// memory-capped table).
+	const chain = 32.00
 	if got := plan.Metrics["simulated_iteration_ms"]; got > chain/1.3 {
 		t.Errorf("GraphPipe under %s, m searched: %.2f ms, want at most %.2f (1.3x the best chain's %.2f)", core.FormatBytes(limit), got, chain/1.3, chain)
 	}
