@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -95,7 +96,8 @@ func parseSchedOpts(vals []string) (map[string]string, error) {
 	opts := map[string]string{}
 	for _, val := range vals {
 		kvs := []string{val}
-		if parts := strings.Split(val, ","); len(parts) > 1 && every(parts, func(p string) bool { return strings.Contains(p, "=") }) {
+		parts := strings.Split(val, ",")
+		if len(parts) > 1 && !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(p, "=") }) {
 			kvs = parts
 		}
 		for _, kv := range kvs {
@@ -111,14 +113,4 @@ func parseSchedOpts(vals []string) (map[string]string, error) {
 		}
 	}
 	return opts, nil
-}
-
-// every reports whether ok holds for every element of xs.
-func every[T any](xs []T, ok func(T) bool) bool {
-	for _, x := range xs {
-		if !ok(x) {
-			return false
-		}
-	}
-	return true
 }

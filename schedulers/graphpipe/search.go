@@ -673,7 +673,7 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 			c, kind := costsAt[cd.m], cd.kind
 			fits := func(q Partition) bool { return c.estimate(q, kind).fits }
 			qs := widened(cd.part, c, devs, s.maxReplicas(len(devs)), nil)
-			if cd.pred.fits && !every(qs, fits) {
+			if cd.pred.fits && slices.ContainsFunc(qs, func(q Partition) bool { return !fits(q) }) {
 				// Memory binds: widen within it too (widened's fits). A
 				// step the blind widening takes can break the cap and a
 				// later one mend it, so neither sequence holds the
@@ -712,16 +712,6 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 		}
 	}
 	return best, tried, fitting
-}
-
-// every reports whether ok holds for every partition of ps.
-func every(ps []Partition, ok func(Partition) bool) bool {
-	for _, p := range ps {
-		if !ok(p) {
-			return false
-		}
-	}
-	return true
 }
 
 // trunkWithin reports whether shared-trunk partition p keeps its trunk

@@ -239,18 +239,7 @@ func TestWidenedWithinMemory(t *testing.T) {
 	w.Devices = cl.Infos()
 	c, devs := costsOn(t, w, cl, prof, 32)
 	p, _ := unoTail26(w, devs)
-	simulate := func(q Partition) (float64, int64) {
-		t.Helper()
-		plan, err := BuildPlan(w, q, 32, OneFOneB, "widened")
-		if err != nil {
-			t.Fatal(err)
-		}
-		r, err := sim.Simulate(plan, w, prof, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return float64(r.Iteration) / 1e6, peakOf(r)
-	}
+	simulate := func(q Partition) (float64, int64) { return simulate1F1B(t, w, q, 32, prof, cl) }
 	if !c.estimate(p, OneFOneB).fits {
 		t.Fatal("the 26-device plan does not fit by the estimate")
 	}
@@ -380,15 +369,7 @@ func TestWidenedByEstimate(t *testing.T) {
 		}
 	}
 	first := out[0]
-	plan, err := BuildPlan(w, first, 32, OneFOneB, "by estimate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	r, err := sim.Simulate(plan, w, prof, cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ms, peak := float64(r.Iteration)/1e6, peakOf(r); ms > 23.24*1.05 || peak > 162<<20 {
+	if ms, peak := simulate1F1B(t, w, first, 32, prof, cl); ms > 23.24*1.05 || peak > 162<<20 {
 		t.Errorf("first step: %.2f ms in %s, want about 23.24 ms in 161 MiB", ms, core.FormatBytes(peak))
 	}
 	// A large graph is left alone (the estimates would be the search's
@@ -434,4 +415,19 @@ func unoTail26(w *core.Workload, devs []core.DeviceID) (Partition, []int) {
 		next += reps[s]
 	}
 	return p, reps
+}
+
+// simulate1F1B is q's 1F1B plan at m micro-batches, simulated: its
+// iteration in ms and its largest device's peak.
+func simulate1F1B(t *testing.T, w *core.Workload, q Partition, m int, prof *sim.Profile, cl *sim.Cluster) (float64, int64) {
+	t.Helper()
+	plan, err := BuildPlan(w, q, m, OneFOneB, "widened")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := sim.Simulate(plan, w, prof, cl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return float64(r.Iteration) / 1e6, peakOf(r)
 }
