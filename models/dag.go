@@ -25,6 +25,8 @@ func init() {
 // (nn.Embedding), the dense and embedded vectors summed (the interaction;
 // DLRM proper takes their pairwise dot products), and a two-layer top MLP
 // to the logits. The tables and the bottom MLP are parallel branches.
+// With cfg.Dropout > 0 a dropout follows every hidden ReLU of both MLPs
+// (at 0 the model has no dropout ops).
 func DLRM(cfg core.ModelConfig) (*core.Model, error) {
 	cfg, err := withDefaults("dlrm", cfg, 64)
 	if err != nil {
@@ -49,7 +51,7 @@ func DLRM(cfg core.ModelConfig) (*core.Model, error) {
 	b := &builder{m: &core.Model{Name: "dlrm", Config: cfg, Inputs: []string{Features}, Output: Logits}}
 	h, in := Features, cfg.InDim
 	for l := 0; l < cfg.Layers; l++ {
-		h = dense(b, fmt.Sprintf("bottom.l%d.", l), h, in, cfg.Hidden, true)
+		h = dropout(b, dense(b, fmt.Sprintf("bottom.l%d.", l), h, in, cfg.Hidden, true), cfg)
 		in = cfg.Hidden
 	}
 	branches := []string{h}
@@ -59,7 +61,7 @@ func DLRM(cfg core.ModelConfig) (*core.Model, error) {
 		b.op(nn.NewEmbedding(y, Features, table, y, tableRows, cfg.Hidden, uint64(t+1)))
 		branches = append(branches, y)
 	}
-	return mlpHead(b, branches, cfg)
+	return mlpHead(b, branches, cfg, true)
 }
 
 // MultiBranchGNN builds a multi-branch GNN, a DAG-shaped model for
@@ -99,13 +101,15 @@ func MultiBranchGNN(cfg core.ModelConfig) (*core.Model, error) {
 		}
 		towers = append(towers, h)
 	}
-	return mlpHead(b, towers, cfg)
+	return mlpHead(b, towers, cfg, false)
 }
 
 // Uno builds a CANDLE-Uno-like multi-branch MLP: cfg.Branches identical
 // MLP branches (default 4) of cfg.Layers layers (default 2) over the
 // features, summed, then a two-layer trunk to the logits. It has no graph
-// input: each sample (node) is computed on its own.
+// input: each sample (node) is computed on its own. With cfg.Dropout > 0
+// a dropout follows every hidden ReLU, the branches' and the trunk's, as
+// in CANDLE's Uno (at 0 the model has no dropout ops).
 func Uno(cfg core.ModelConfig) (*core.Model, error) {
 	cfg, err := withDefaults("uno", cfg, 64)
 	if err != nil {
@@ -123,12 +127,12 @@ func Uno(cfg core.ModelConfig) (*core.Model, error) {
 		h, in := Features, cfg.InDim
 		for l := 0; l < cfg.Layers; l++ {
 			pre := fmt.Sprintf("branch%d.l%d.", br, l)
-			h = dense(b, pre, h, in, cfg.Hidden, true)
+			h = dropout(b, dense(b, pre, h, in, cfg.Hidden, true), cfg)
 			in = cfg.Hidden
 		}
 		branches = append(branches, h)
 	}
-	return mlpHead(b, branches, cfg)
+	return mlpHead(b, branches, cfg, true)
 }
 
 // dense adds y = act(x·W + b) with ops and params named pre*.
@@ -150,8 +154,20 @@ func dense(b *builder, pre, x string, in, out int, relu bool) string {
 	return y
 }
 
-// mlpHead joins the branches by summing them and adds the two-layer head.
-func mlpHead(b *builder, branches []string, cfg core.ModelConfig) (*core.Model, error) {
+// dropout adds y = dropout(x, cfg.Dropout) after x, an op named x+".drop",
+// and returns y; at cfg.Dropout 0 it adds nothing and returns x.
+func dropout(b *builder, x string, cfg core.ModelConfig) string {
+	if cfg.Dropout == 0 {
+		return x
+	}
+	y := x + ".drop"
+	b.op(nn.NewDropout(y, x, y, cfg.Dropout, cfg.Hidden))
+	return y
+}
+
+// mlpHead joins the branches by summing them and adds the two-layer head,
+// with a dropout after its hidden layer when drop (dropout).
+func mlpHead(b *builder, branches []string, cfg core.ModelConfig, drop bool) (*core.Model, error) {
 	h := branches[0]
 	for i, br := range branches[1:] {
 		sum := fmt.Sprintf("join%d", i)
@@ -159,6 +175,9 @@ func mlpHead(b *builder, branches []string, cfg core.ModelConfig) (*core.Model, 
 		h = sum
 	}
 	h = dense(b, "head.hidden.", h, cfg.Hidden, cfg.Hidden, true)
+	if drop {
+		h = dropout(b, h, cfg)
+	}
 	dense(b, "head.out.", h, cfg.Hidden, cfg.Classes, false)
 	return b.finish()
 }

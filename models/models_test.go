@@ -295,7 +295,7 @@ func TestGradModels(t *testing.T) {
 // gives loss 0 and the same logits twice.
 func TestTrainingMode(t *testing.T) {
 	dev := device(t)
-	for _, b := range builders {
+	for _, b := range append(slices.Clip(builders), dagBuilders...) {
 		t.Run("model="+b.name, func(t *testing.T) {
 			m, err := b.build(core.ModelConfig{InDim: 5, Hidden: 4, Classes: 3, Heads: 2, Dropout: 0.5, AttnDropout: 0.5})
 			if err != nil {
@@ -322,6 +322,44 @@ func TestTrainingMode(t *testing.T) {
 				t.Errorf("evaluation: loss %v, %v; want 0", l, err)
 			}
 		})
+	}
+}
+
+// TestDAGDropout checks where uno and dlrm put their dropout: after
+// every hidden ReLU (the branches' or the bottom MLP's layers, and the
+// trunk's hidden layer) at Dropout > 0, and no dropout op at 0, so the
+// pipeline benchmarks' op graphs stay as they were.
+func TestDAGDropout(t *testing.T) {
+	for _, tc := range []struct {
+		model string
+		want  int // dropout ops at Dropout > 0: hidden ReLUs
+	}{
+		{"uno", 3*2 + 1},  // 3 branches of 2 layers, the trunk's hidden layer
+		{"dlrm", 1*2 + 1}, // the bottom MLP's 2 layers, the top MLP's hidden layer
+	} {
+		for _, p := range []float32{0, 0.3} {
+			m, err := core.BuildModel(tc.model, core.ModelConfig{InDim: 5, Hidden: 4, Classes: 3, Branches: 3, Dropout: p})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var drops, relus int
+			for i, op := range m.Ops {
+				name := op.Name()
+				if !strings.HasSuffix(name, ".drop") {
+					if strings.HasSuffix(name, "relu") {
+						relus++
+					}
+					continue
+				}
+				drops++
+				if prev := m.Ops[i-1].Name(); !strings.HasSuffix(prev, "relu") || name != prev+".drop" {
+					t.Errorf("%s, Dropout %g: dropout %s follows %s, want a ReLU's", tc.model, p, name, prev)
+				}
+			}
+			if want := map[bool]int{false: 0, true: tc.want}[p > 0]; drops != want || relus != tc.want {
+				t.Errorf("%s, Dropout %g: %d dropout ops and %d ReLUs, want %d and %d", tc.model, p, drops, relus, want, tc.want)
+			}
+		}
 	}
 }
 

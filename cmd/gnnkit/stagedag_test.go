@@ -357,3 +357,26 @@ func TestTableRowsFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestDAGModelDropout: train honours --dropout for uno and dlrm (they
+// ignored it before), their default is none, and train says before it
+// trains dlrm that its accuracy on graph data means nothing (not with
+// --json, whose output stays one JSON object).
+func TestDAGModelDropout(t *testing.T) {
+	for _, model := range []string{"uno", "dlrm"} {
+		loss := func(args ...string) float64 {
+			return trainJSON(t, append([]string{"--model", model, "--epochs", "2"}, args...)...).FinalLoss
+		}
+		none, dflt, half := loss("--dropout", "0"), loss(), loss("--dropout", "0.5")
+		if none != dflt || half == none {
+			t.Errorf("%s: final loss %v at --dropout 0, %v by default, %v at 0.5; want the first two equal, the third not", model, none, dflt, half)
+		}
+	}
+	out, err := run(t, "train", "--model", "dlrm", "--epochs", "1", "-q")
+	if err != nil || !strings.Contains(out, "gnnkit: note: dlrm looks its tables up by synthetic ids") {
+		t.Errorf("train --model dlrm: %v, want the note on synthetic ids:\n%s", err, out)
+	}
+	if out, err := run(t, "train", "--model", "uno", "--epochs", "1", "-q"); err != nil || strings.Contains(out, "note:") {
+		t.Errorf("train --model uno: %v, want no note:\n%s", err, out)
+	}
+}
