@@ -41,12 +41,13 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
-## test: vet, format check, build with CGO_ENABLED=0, and every test (fuzz seed corpora included;
+## test: vet, format check, build (and with CGO_ENABLED=0), and every test (fuzz seed corpora included;
 ## the backend-plugin worker's host-side tests start real worker processes), the partitioner's
 ## search-time test after the others, on a machine they no longer share; then vet, build and
 ## compile the tests of the cuda-tagged packages (installing the CUDA headers if missing; no GPU needed)
 test: deps cuda-deps fmt-check vet
 	$(GO) build ./...
+	CGO_ENABLED=0 $(GO) build ./...
 	GNNKIT_DEFER_TIMED=1 $(GO) test -count=1 ./...
 	@echo "timed alone (the other packages' tests would share its cores): the partitioner's 5 s search bound"
 	$(GO) test -count=1 -run 'TestPartitionSearchTime' -v ./schedulers/graphpipe

@@ -24,7 +24,11 @@
 // a graph), with the edges among them. Costs are interpolated linearly
 // between ladder points and extrapolated linearly beyond them; graph ops
 // (core.KindGraph) interpolate in edges, since their work follows the
-// edges. The per-unit overhead outside the ops (building the unit's Env,
+// edges. In a subgraph unit each op is priced where it works, not at the
+// unit's rows: at the output it gives there (OpProfile.AtOut; the unit's
+// shape pass says what each op outputs, CostModel.UnitOuts) and, a graph
+// op, at the edges of the hop it reads (OpProfile.AtOwn along
+// Point.OpEdges). The per-unit overhead outside the ops (building the unit's Env,
 // gathering its features) is the profile's Setup.
 //
 // Measure takes a profile on a real device through the engine's public
@@ -121,8 +125,9 @@
 // O's Step costs the step over the bytes O owns (CostModel.StepBytes)
 // and sends each other device the bytes it reads and O owns.
 //
-// Memory per device is the resident part — parameters and gradient
-// accumulators on every device, optimizer state on home (with StepOwners:
+// Memory per device is the resident part — on home the whole model's
+// parameters, gradient accumulators and optimizer state, elsewhere the
+// parameters and accumulators its ops read (CostModel.Resident; with StepOwners:
 // on home too only the parameters and accumulators its ops read, and the
 // optimizer state of what each device owns on that device;
 // CostModel.ResidentOwned), the batch inputs where whole-graph units

@@ -1,7 +1,8 @@
 // Package graphpipe holds pipeline-parallel schedulers: GraphPipe
 // (ASPLOS'25; papers.md §3), whose stages form a DAG so independent
 // branches run concurrently, and the chain baselines GPipe and 1F1B
-// (PipeDream-Flush) over a PipeDream-style contiguous partition.
+// (PipeDream-Flush) over a PipeDream-style contiguous partition (with
+// the option dp=piper, over Piper's chains of convex stages).
 //
 // Every plan is synchronous: m micro-batches (loss weights |O_i|/|O|)
 // flow through the stages, gradients accumulate, and the optimizer steps

@@ -19,7 +19,13 @@ import (
 type candidate struct {
 	part Partition
 	kind Kind
-	from string // "dag", "chain" or "chain as dag", then maybe ", widened" and ", shared trunk"
+	// from: where it came from, which the metrics and the benchmark read
+	// (substrings): "dag", "chain", "chain as dag", "chain (piper)",
+	// "chain (piper) as dag", "chain, least memory" or "dag, least
+	// memory", then maybe ", widened", then maybe ", shared trunk" (the
+	// trunk on every device the plan uses) or ", shared trunk on first
+	// replicas".
+	from string
 	// second: from the DPs' second pass, the optimizer steps weighed
 	// (pools); the walk over m and the fallbacks see only the others.
 	second bool
@@ -467,8 +473,9 @@ var (
 
 // widenTop: the search widens (widened) the widenTop × k best estimated
 // candidates of each DP pass, family and micro-batch count (k: Simulate,
-// 8 by default; shared-trunk candidates are skipped and not counted). A
-// variable, so that tests can turn it off.
+// 8 by default; candidates with the trunk on every device, from ending in
+// "shared trunk", are skipped and not counted; those with it on first
+// replicas are widened). A variable, so that tests can turn it off.
 var widenTop = 3
 
 // maxSearchM caps the micro-batch counts the m search tries (at most
@@ -511,8 +518,6 @@ func (s *Scheduler) UnitSizes(samples int) []int {
 	return out
 }
 
-// mStart is where the m search starts on the ladder: the largest count
-// not above 16, the fixed-m benchmarks' setting.
 // fittingLadder is mLadder without the counts whose largest unit (of
 // BuildPlan's contiguous shares) is as large as a size the profile's
 // measurement found does not fit the device (Profile.OverCapTargets):
@@ -537,6 +542,8 @@ func (s *Scheduler) fittingLadder(samples int) []int {
 	return out
 }
 
+// mStart is where the m search starts on the ladder: the largest count
+// not above 16, the fixed-m benchmarks' setting.
 func mStart(ladder []int) int {
 	i := 0
 	for j, m := range ladder {
@@ -631,9 +638,11 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // micro-batch count, and gives each widened DAG plan a shared-trunk
 // variant; it returns, per pass, the best k widened plans and the best k
 // shared-trunk ones whose estimate would enter the pass's k best, with
-// how many plans it estimated and how many of those fit. Shared-trunk
-// candidates are not widened (their trunk runs on every device they
-// use): their DAG answers are.
+// how many plans it estimated and how many of those fit. Candidates with
+// the trunk on every device they use are not widened (a device added
+// would need the trunk too): their DAG answers are. Those with the trunk
+// on their branch stages' first replicas are: a new replica runs its
+// branch alone.
 func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) (best []*candidate, tried, fitting int) {
 	// The pool is merged over the micro-batch counts, and a signature
 	// does not say the count.
@@ -666,6 +675,8 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 		}
 		perM := map[int]int{} // sources widened per micro-batch count
 		for _, cd := range xs {
+			// The trunk on every device: not widened (the trunk on first
+			// replicas, "… shared trunk on first replicas", is).
 			if strings.HasSuffix(cd.from, "shared trunk") || perM[cd.m] >= widenTop*k {
 				continue
 			}
