@@ -14,10 +14,20 @@ func TestParseBytes(t *testing.T) {
 		{"1MiB", 1 << 20, true}, {"256MiB", 256 << 20, true}, {"1.5GiB", 3 << 29, true},
 		{"512MB", 512e6, true}, {"64k", 64 << 10, true}, {"1048576", 1 << 20, true}, {" 2 gib ", 2 << 30, true},
 		{"", 0, false}, {"MiB", 0, false}, {"12 parsecs", 0, false}, {"1e400", 0, false}, {"1..2MiB", 0, false},
+		{"1PiB", 1 << 50, true}, {"2 EiB", 2 << 60, true}, {"1.0 PiB", 1 << 50, true}, {"3PB", 3e15, true}, {"-5MiB", 0, false}, {"8EiB", 0, false},
 	} {
 		got, err := ParseBytes(c.in)
 		if (err == nil) != c.ok || (c.ok && got != c.want) {
 			t.Errorf("ParseBytes(%q) = %d, %v; want %d, ok=%v", c.in, got, err, c.want, c.ok)
+		}
+	}
+	if _, err := ParseBytes("-5MiB"); err == nil || !strings.Contains(err.Error(), "negative") {
+		t.Errorf("ParseBytes(-5MiB): %v, want an error saying it is negative", err)
+	}
+	// What FormatBytes writes reads back (to its precision).
+	for _, n := range []int64{1 << 10, 5 << 30, 3 << 40, 1 << 50, 3 << 60} {
+		if got, err := ParseBytes(FormatBytes(n)); err != nil || got != n {
+			t.Errorf("ParseBytes(FormatBytes(%d) = %q) = %d, %v", n, FormatBytes(n), got, err)
 		}
 	}
 }

@@ -53,9 +53,17 @@ type EpochStats struct {
 
 // Summary is the outcome of a training run.
 type Summary struct {
-	Scheduler     string    `json:"scheduler"`
-	Epochs        int       `json:"epochs"`
-	Iterations    int       `json:"iterations_per_epoch"`
+	Scheduler  string `json:"scheduler"`
+	Epochs     int    `json:"epochs"`
+	Iterations int    `json:"iterations_per_epoch"`
+	// SchedulingMs is the time spent planning (describing each batch's
+	// workload and the scheduler's Schedule), Plans how many plans: one
+	// for full-graph training, one per sampled batch. Epoch times hold it.
+	SchedulingMs float64 `json:"scheduling_ms"`
+	Plans        int     `json:"plans"`
+	// EpochMs are the epochs' times; EpochMsMedian their median, without
+	// the first when there are more (it holds the first iteration, below:
+	// with it, a few epochs' median could fall under their iterations').
 	EpochMs       []float64 `json:"-"`
 	EpochMsMedian float64   `json:"epoch_ms_median"`
 	// IterationMs are the iterations' times (running the plan, without
@@ -112,6 +120,8 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		s.Trace = &core.Trace{PeakMem: map[core.DeviceID]int64{}}
 	}
 	schedule := func(b *Batch) (*core.Plan, *core.Workload, error) {
+		t0 := time.Now()
+		defer func() { s.SchedulingMs += float64(time.Since(t0)) / 1e6; s.Plans++ }()
 		w, err := t.Workload(b, devs)
 		if err != nil {
 			return nil, nil, err
@@ -247,6 +257,9 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	}
 	s.Wall = time.Since(start)
 	s.EpochMsMedian = Median(s.EpochMs)
+	if len(s.EpochMs) > 1 {
+		s.EpochMsMedian = Median(s.EpochMs[1:])
+	}
 	s.IterationMsMedian = Median(s.IterationMs)
 	if len(s.IterationMs) > 1 {
 		s.IterationMsMedian = Median(s.IterationMs[1:])

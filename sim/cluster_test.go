@@ -109,3 +109,29 @@ func TestRooflinePresets(t *testing.T) {
 		last = r.Iteration
 	}
 }
+
+// TestNodeOfAnyNames: devices are found by their IDs whatever the IDs
+// look like (the lookup takes BACKEND:i at position i at once, and scans
+// otherwise): names out of order, names of another form, and a device
+// that is not in the cluster (node 0, the default link).
+func TestNodeOfAnyNames(t *testing.T) {
+	c := &sim.Cluster{NodeSize: 2, Link: sim.Link{GBps: 10}, InterNode: sim.Link{GBps: 1}}
+	ids := []core.DeviceID{"cuda:3", "cuda:1", "gpu-a", "cuda:0", "x:2:1"}
+	for _, id := range ids {
+		c.Devices = append(c.Devices, sim.DeviceModel{ID: id})
+	}
+	for i, id := range ids {
+		if got := c.NodeOf(id); got != i/2 {
+			t.Errorf("NodeOf(%s) = %d, want %d (position %d)", id, got, i/2, i)
+		}
+	}
+	if got := c.NodeOf("cuda:9"); got != 0 {
+		t.Errorf("NodeOf of a device not in the cluster = %d, want 0", got)
+	}
+	if l := c.LinkBetween("cuda:3", "cuda:1"); l.GBps != 10 {
+		t.Errorf("cuda:3 and cuda:1 share node 0, got link %+v", l)
+	}
+	if l := c.LinkBetween("cuda:1", "gpu-a"); l.GBps != 1 {
+		t.Errorf("cuda:1 (node 0) and gpu-a (node 1): got link %+v, want the inter-node one", l)
+	}
+}

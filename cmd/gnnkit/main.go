@@ -32,6 +32,9 @@ func main() {
 	root := newRoot()
 	if err := root.ExecuteContext(ctx); err != nil {
 		msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
+		if ctx.Err() != nil {
+			msg = "interrupted by a signal, stopped: " + msg // not an error of the input
+		}
 		fmt.Fprintln(os.Stderr, "gnnkit: "+msg)
 		os.Exit(1)
 	}

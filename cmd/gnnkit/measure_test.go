@@ -172,15 +172,15 @@ func TestPlanMeasureBackend(t *testing.T) {
 // profiled device's own speed gets a note saying to pass --speedup; with
 // it, or with the roofline, or on the cpu preset, none.
 func TestPlanSpeedupNote(t *testing.T) {
-	base := []string{"plan", "--scheduler", "1f1b", "--model", "gcn", "--simulate", "--json", "--reps", "1"}
+	base := []string{"plan", "--scheduler", "1f1b", "--model", "gcn", "--simulate", "--json"}
 	for _, c := range []struct {
 		args []string
 		note bool
 	}{
-		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure"}, true},
-		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure", "--speedup", "20"}, false},
+		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure", "--reps", "1"}, true},
+		{[]string{"--preset", "pcie-a100", "--devices", "2", "--measure", "--reps", "1", "--speedup", "20"}, false},
 		{[]string{"--preset", "pcie-a100", "--devices", "2"}, false},
-		{[]string{"--preset", "cpu", "--devices", "2", "--measure"}, false},
+		{[]string{"--preset", "cpu", "--devices", "2", "--measure", "--reps", "1"}, false},
 	} {
 		out, err := run(t, append(base, c.args...)...)
 		if err != nil {

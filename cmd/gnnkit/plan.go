@@ -7,11 +7,13 @@ import (
 	"io"
 	"io/fs"
 	"maps"
+	"math"
 	"math/rand/v2"
 	"os"
 	"reflect"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -27,13 +29,13 @@ import (
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend string
-	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                int
-	fanout                                                                                                              []int
-	schedOpts                                                                                                           []string
-	speedup                                                                                                             float64
-	seed                                                                                                                uint64
-	simulate, measure, asJSON                                                                                           bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend, cpuprofile string
+	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                            int
+	fanout                                                                                                                          []int
+	schedOpts                                                                                                                       []string
+	speedup                                                                                                                         float64
+	seed                                                                                                                            uint64
+	simulate, measure, asJSON                                                                                                       bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -69,7 +71,9 @@ speeds, memory and links, and plan with --cluster FILE.`,
   gnnkit plan --scheduler graphpipe --model gcn --devices 16 --preset nvlink-h100 --simulate --trace plan.json
   gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return withCPUProfile(f.cpuprofile, func() error { return runPlan(cmd, f) })
+		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.scheduler, "scheduler", "sequential", "scheduler: "+strings.Join(core.Schedulers(), ", "))
@@ -82,6 +86,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.StringVar(&f.writeCluster, "write-cluster", "", "write the cluster planned for (after --device-mem, --speedup) as JSON to FILE")
 	fl.BoolVar(&f.simulate, "simulate", false, "simulate the plan and print the predicted iteration")
 	fl.StringVar(&f.trace, "trace", "", "with --simulate, write the simulated schedule as a Chrome/Perfetto trace to FILE")
+	fl.StringVar(&f.cpuprofile, "cpuprofile", "", "write a CPU profile of the whole run (the search's time) to FILE (go tool pprof); a failed run leaves FILE as it was")
 	fl.StringVar(&f.profile, "profile", "", "op profile (GraphPipe JSON schema) to simulate with; with --measure, where to write it")
 	fl.BoolVar(&f.measure, "measure", false, "profile the model on this machine's cpu:0 (or --measure-backend's first device): before planning for graphpipe, 1f1b and gpipe (they plan with it), else before simulating")
 	fl.IntVar(&f.reps, "reps", 5, "with --measure, timed runs per profile size")
@@ -222,6 +227,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err := checkMeasureFlags(f, fl.Changed("measure-backend")); err != nil {
 		return err
 	}
+	if err := checkProfileFlags(f, fl); err != nil {
+		return err
+	}
 	// --branches and --table-rows before any work.
 	branches, err := branchesFlag(f.model, f.branches, fl.Changed("branches"), fl.Changed("layers"))
 	if err != nil {
@@ -252,9 +260,6 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if cl, err = sim.Preset(f.preset, f.devices); err != nil {
 			return err
 		}
-	}
-	if f.speedup != 0 && !(f.speedup >= sim.MinSpeedup && f.speedup <= sim.MaxSpeedup) {
-		return fmt.Errorf("--speedup %g: want a factor from %g to %g (or 0: none)", f.speedup, sim.MinSpeedup, sim.MaxSpeedup)
 	}
 	if fl.Changed("speedup") || f.cluster == "" {
 		for i := range cl.Devices {
@@ -693,7 +698,7 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.4g", p.Metrics[k]))
+		row("  "+strings.ReplaceAll(k, "_", " "), metricText(k, p.Metrics[k]))
 	}
 	if r.PlannedOn != "" {
 		row("  planned on", r.PlannedOn)
@@ -1011,6 +1016,40 @@ func checkMeasureFlags(f *planFlags, backendSet bool) error {
 		return fmt.Errorf("--measure with scheduler %s profiles for the simulation: add --simulate (graphpipe, 1f1b and gpipe also plan with the profile)", f.scheduler)
 	}
 	return nil
+}
+
+// checkProfileFlags refuses the flags that act on measured op costs
+// when the plan has none, which would ignore them: --reps without
+// --measure, and --speedup (it divides a profile's times) without
+// --measure, --profile or --sched-opt profile=FILE, where the ops are
+// priced on the devices' roofline (set their speeds in --cluster).
+func checkProfileFlags(f *planFlags, fl interface{ Changed(string) bool }) error {
+	if f.speedup != 0 && !(f.speedup >= sim.MinSpeedup && f.speedup <= sim.MaxSpeedup) {
+		return fmt.Errorf("--speedup %g: want a factor from %g to %g (or 0: none)", f.speedup, sim.MinSpeedup, sim.MaxSpeedup)
+	}
+	if fl.Changed("reps") && !f.measure {
+		return fmt.Errorf("--reps %d: it sets --measure's timed runs; add --measure, or leave --reps out", f.reps)
+	}
+	if !fl.Changed("speedup") || f.measure || f.profile != "" {
+		return nil
+	}
+	if opts, err := parseSchedOpts(f.schedOpts); err != nil || opts["profile"] != "" {
+		return nil // a profile after all, or an error reported where the options are read
+	}
+	return fmt.Errorf("--speedup %g divides a profile's measured times, and this plan has none: its ops are priced on the devices' roofline (GFLOP/s and bandwidth: set them with --cluster). Add --measure or --profile FILE, or leave --speedup out", f.speedup)
+}
+
+// metricText is a plan metric as plan prints it: bytes in their unit
+// (a key ending _bytes), counts in full (--sched-opt m=12345 printed
+// 1.234e+04), the rest to 4 significant digits.
+func metricText(key string, v float64) string {
+	switch {
+	case strings.HasSuffix(key, "_bytes") && v >= 0 && v < math.MaxInt64:
+		return core.FormatBytes(int64(v))
+	case v == math.Trunc(v) && math.Abs(v) < 1e15:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	}
+	return fmt.Sprintf("%.4g", v)
 }
 
 // measuredOn names where a profile was measured.

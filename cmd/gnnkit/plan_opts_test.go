@@ -124,3 +124,24 @@ func FuzzParseSchedOpts(f *testing.F) {
 		}
 	})
 }
+
+// TestMetricText: plan prints counts in full, bytes in their unit, and
+// the rest to 4 significant digits.
+func TestMetricText(t *testing.T) {
+	for _, c := range []struct {
+		key  string
+		v    float64
+		want string
+	}{
+		{"micro_batches_asked", 12345, "12345"},
+		{"micro_batches", 1000, "1000"},
+		{"predicted_peak_bytes", 348300000, "332.2 MiB"},
+		{"predicted_iteration_ms", 23.0412, "23.04"},
+		{"bubble_bound", 0.2, "0.2"},
+		{"stages", 0, "0"},
+	} {
+		if got := metricText(c.key, c.v); got != c.want {
+			t.Errorf("metricText(%s, %v) = %q, want %q", c.key, c.v, got, c.want)
+		}
+	}
+}

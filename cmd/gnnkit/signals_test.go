@@ -88,8 +88,8 @@ func TestSignalKillsPlugin(t *testing.T) {
 					t.Fatalf("gnnkit still runs 10 s after %s; output: %s", sig, stderr.String())
 				}
 				var ee *exec.ExitError
-				if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "context canceled") {
-					t.Errorf("gnnkit after %s: %v, output %q; want exit status 1 and context canceled", sig, err, stderr.String())
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(stderr.String(), "gnnkit: interrupted by a signal, stopped: ") || !strings.Contains(stderr.String(), "context canceled") {
+					t.Errorf("gnnkit after %s: %v, output %q; want exit status 1, interrupted and context canceled", sig, err, stderr.String())
 				}
 				deadline := time.Now().Add(5 * time.Second)
 				for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {

@@ -115,6 +115,10 @@ type trainResult struct {
 	// run, without scheduling and evaluation; without the first, warm-up
 	// iteration when there are more).
 	IterationMsMedian float64 `json:"iteration_ms_median"`
+	// SchedulingMs is the time spent planning, over Plans plans (one
+	// per sampled batch; the epochs hold it).
+	SchedulingMs float64 `json:"scheduling_ms"`
+	Plans        int     `json:"plans"`
 	// PlannedOn says what a scheduler that plans with op costs priced
 	// them with: measured here (--measure), a profile file, or a roofline.
 	PlannedOn     string                  `json:"planned_on,omitempty"`
@@ -324,7 +328,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
 		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, IterationMsMedian: sum.IterationMsMedian, PlannedOn: plannedOn, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
 		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
-		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics,
+		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics, SchedulingMs: sum.SchedulingMs, Plans: sum.Plans,
 		noVal: len(ds.Val) == 0, noTest: len(ds.Test) == 0}
 	if f.trace != "" {
 		if err := atomicfile.Write(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
@@ -374,6 +378,11 @@ func printSummary(w io.Writer, r trainResult) {
 		}
 	}
 	row("iteration time (median)", it)
+	if r.Plans > 1 {
+		row("planning time", fmt.Sprintf("%.2f ms over %d plans (one per sampled batch), %.3f ms each", r.SchedulingMs, r.Plans, r.SchedulingMs/float64(r.Plans)))
+	} else {
+		row("planning time", fmt.Sprintf("%.2f ms", r.SchedulingMs))
+	}
 	row("wall time", fmt.Sprintf("%.2f s", r.WallSeconds))
 	ids := make([]string, 0, len(r.PeakMemBytes))
 	for d := range r.PeakMemBytes {

@@ -12,7 +12,8 @@ import (
 
 // TestScheduleCancels: the search's long loops stop once their context
 // is done — the chain DP's table between rows (its first rows left
-// unfilled), GraphPipe's binary search between steps (no answer), and
+// unfilled), GraphPipe's binary search between steps (no answer), the
+// estimates side by side (estimateAll: none once it is done), and
 // the no-fit figure's bisections (no figure) — so that gnnkit plan stops at a Ctrl-C instead of finishing a
 // table over thousands of devices first (at 4,096 devices a table took
 // seconds; at 100,000, before MaxDevices, minutes). Schedule returns the
@@ -41,6 +42,25 @@ func TestScheduleCancels(t *testing.T) {
 	}
 	if got, _ := graphSearch(t.Context(), tree, c, len(devs), len(devs), newShared(c), math.Inf(1)); got == nil {
 		t.Fatal("the graph search has no answer")
+	}
+	// The estimates side by side price nothing once the context is done
+	// (over 1,024 devices a search's estimates took a minute after a
+	// Ctrl-C), one worker or several.
+	for _, n := range []int{1, 8} {
+		var cds []*candidate
+		for range n {
+			cds = append(cds, &candidate{part: Partition{StageOf: make([]int, len(w.Ops)), Devices: [][]core.DeviceID{devs[:1]}}, kind: OneFOneB})
+		}
+		estimateAll(done, cds, func(*candidate) *costs { return c })
+		if cds[0].pred.iter != 0 {
+			t.Errorf("%d candidates, cancelled: estimated %v", n, cds[0].pred)
+		}
+		estimateAll(t.Context(), cds, func(*candidate) *costs { return c })
+		for _, cd := range cds {
+			if !(cd.pred.iter > 0) {
+				t.Fatalf("%d candidates: no estimate without a cancel", n)
+			}
+		}
 	}
 	// The no-fit figure's bisections (each step a table or a DP) stop too.
 	if got := minChainMemory(done, c, len(devs), len(devs), OneFOneB); got != math.MaxInt64 {

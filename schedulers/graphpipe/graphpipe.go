@@ -47,7 +47,14 @@ func Names() []string {
 func init() {
 	for _, s := range registered {
 		core.RegisterScheduler(s.name, func(opts map[string]string) (core.Scheduler, error) {
-			sc := &Scheduler{Graph: s.graph, Kind: s.kind}
+			sc := &Scheduler{Graph: s.graph, Kind: s.kind, reuse: &searchReuse{}}
+			switch v := opts["reuse"]; v {
+			case "", "on", "true":
+			case "off", "false":
+				sc.reuse = nil
+			default:
+				return nil, fmt.Errorf("%s: option reuse=%q: want on (a workload of the last one's shape, such as the next sampled mini-batch of the same size, gets the last search's choice, rebuilt for it) or off (search every time)", s.name, v)
+			}
 			// microbatches and m are one option: both given, they must
 			// agree (the map's order would otherwise pick one at random).
 			if a, b := opts["microbatches"], opts["m"]; a != "" && b != "" && a != b {
@@ -90,6 +97,8 @@ func init() {
 					continue
 				}
 				switch k {
+				case "reuse":
+					continue // above
 				case "profile":
 					p, err := readOption(v, sim.ReadProfile)
 					if err != nil {
@@ -136,7 +145,7 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe, dp)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe, dp, reuse)", s.name, k)
 				}
 			}
 			return sc, nil
@@ -261,7 +270,12 @@ type Scheduler struct {
 	// memo is what one search's walks share (searchMemo): set by
 	// Schedule on the copy that searches, so concurrent Schedule calls
 	// on one Scheduler share nothing.
-	memo *searchMemo
+	memo   *searchMemo
+	chosen *candidate // the candidate search chose (on the run's copy)
+	// reuse, when set (the registry's schedulers, option reuse=on),
+	// keeps the last search's choice for the next workload of the same
+	// shape (searchReuse).
+	reuse *searchReuse
 }
 
 // connected rejects op graphs with ops that do not lead to the loss (the
@@ -334,6 +348,12 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			return nil, fmt.Errorf("%s: the cluster %q has no device %s of the workload", s.Name(), cl.Name, d)
 		}
 	}
+	if s.reuse != nil {
+		p, ok, err := s.reuse.replan(ctx, s, w, cm, devs)
+		if err != nil || ok {
+			return p, err
+		}
+	}
 	run := *s
 	run.memo = &searchMemo{}
 	p, err := run.search(ctx, w, cm, devs)
@@ -347,6 +367,9 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 			lost += len(r)
 		}
 		p.Metrics["coarsened_ops"] = float64(lost)
+	}
+	if s.reuse != nil {
+		s.reuse.keep(s, w, run.chosen, p)
 	}
 	return p, nil
 }

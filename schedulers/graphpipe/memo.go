@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"runtime"
@@ -190,11 +191,17 @@ func (c *costs) keepReads(keys []readKey, reads [][]Partition) {
 // own (costs.stat writes the costs' marks; everything else the estimate
 // reads is read-only). Each prediction is a pure function of the costs
 // and the candidate, so the order the workers take them in changes
-// nothing.
-func estimateAll(cds []*candidate, costsOf func(*candidate) *costs) {
+// nothing. Once ctx is done it prices no more (an estimate over hundreds
+// of devices takes milliseconds, a search's thousands of them a minute:
+// an interrupted search should not wait for them), and the caller
+// returns ctx's error rather than read the predictions.
+func estimateAll(ctx context.Context, cds []*candidate, costsOf func(*candidate) *costs) {
 	workers := min(len(cds), runtime.GOMAXPROCS(0))
 	if workers <= 1 {
 		for _, cd := range cds {
+			if ctx.Err() != nil {
+				return
+			}
 			cd.pred = costsOf(cd).estimate(cd.part, cd.kind)
 		}
 		return
@@ -206,7 +213,7 @@ func estimateAll(cds []*candidate, costsOf func(*candidate) *costs) {
 			scratch := map[*costs]*costs{}
 			for {
 				i := int(next.Add(1)) - 1
-				if i >= len(cds) {
+				if i >= len(cds) || ctx.Err() != nil {
 					return
 				}
 				cd := cds[i]

@@ -199,7 +199,10 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		for _, cd := range dag {
 			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second})
 		}
-		estimateAll(gdag, func(*candidate) *costs { return c })
+		estimateAll(ctx, gdag, func(*candidate) *costs { return c })
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
 		var gchain, gpchain []*candidate
 		if err := run(GPipe, nil, &gchain, pc(&gpchain), nil); err != nil {
 			return nil, err
@@ -277,7 +280,7 @@ func capsOf(caps []int, only map[int]bool) []int {
 // order, the chain answers read as stage DAGs (PipeDream's, then
 // Piper's), the DAG answers, then the shared-trunk variants of this
 // run's DAG candidates.
-func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen, pseen map[string]bool, chain, pchain, dag *[]*candidate) error {
+func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen, pseen map[string]bool, chain, pchain, dag *[]*candidate) (err error) {
 	D, n := len(devs), len(w.Ops)
 	// Piper's tables first, on their own: they price stages with
 	// cv.stat, which the DAG search below uses too.
@@ -394,7 +397,12 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	// The candidates first, in a fixed order; then their estimates, side
 	// by side (estimateAll).
 	var added []*candidate
-	defer func() { estimateAll(added, func(*candidate) *costs { return c }) }()
+	defer func() {
+		if err == nil {
+			estimateAll(ctx, added, func(*candidate) *costs { return c })
+			err = ctx.Err()
+		}
+	}()
 	adder := func(seen map[string]bool) func(pool *[]*candidate, p Partition, from string, r int) {
 		return func(pool *[]*candidate, p Partition, from string, r int) {
 			key := signature(p, kind)
@@ -643,7 +651,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // would need the trunk too): their DAG answers are. Those with the trunk
 // on their branch stages' first replicas are: a new replica runs its
 // branch alone.
-func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) (best []*candidate, tried, fitting int) {
+func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) (best []*candidate, tried, fitting int) {
 	// The pool is merged over the micro-batch counts, and a signature
 	// does not say the count.
 	type key struct {
@@ -706,7 +714,10 @@ func (s *Scheduler) widenedBest(pool []*candidate, passes [][]*candidate, k int,
 				}
 			}
 		}
-		estimateAll(vs, func(v *candidate) *costs { return costsAt[v.m] })
+		estimateAll(ctx, vs, func(v *candidate) *costs { return costsAt[v.m] })
+		if ctx.Err() != nil {
+			return nil, tried, fitting // the caller returns ctx's error
+		}
 		var wide [2][]*candidate // widened plans, their shared-trunk variants
 		for i, v := range vs {
 			if !v.pred.fits {
@@ -1105,6 +1116,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		p.Metrics["step_groups"] = 1 // owners step in readiness groups
 	}
 	p.Alternatives = paretoFront(sims, best)
+	s.chosen = best
 	return p, nil
 }
 
@@ -1167,7 +1179,10 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	// And the widened plans of each pass's best, beside the others
 	// again.
 	if k > 0 {
-		more, tried, fits := s.widenedBest(pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
+		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
+		if err := ctx.Err(); err != nil {
+			return nil, 0, 0, err
+		}
 		top = append(top, more...)
 		total += tried
 		fitting += fits
