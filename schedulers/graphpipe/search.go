@@ -651,7 +651,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // would need the trunk too): their DAG answers are. Those with the trunk
 // on their branch stages' first replicas are: a new replica runs its
 // branch alone.
-func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int) (best []*candidate, tried, fitting int) {
+func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [][]*candidate, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, branches [][]int) (best []*candidate, tried, fitting int) {
 	// The pool is merged over the micro-batch counts, and a signature
 	// does not say the count.
 	type key struct {
@@ -670,7 +670,7 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 		// The plans to weigh first, in order; then their estimates, side
 		// by side (estimateAll).
 		var vs []*candidate
-		var shared []int // vs[i]'s kind: 0 widened, 1 its shared-trunk variant
+		var shared []int // vs[i]'s kind: 0 widened, 1 its shared-trunk variant, 2 split
 		try := func(cd *candidate, q Partition, from string, sh int) {
 			kq := key{signature(q, cd.kind), cd.m}
 			if seen[kq] {
@@ -713,12 +713,30 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 					try(cd, st, "dag, widened, shared trunk on first replicas", 1)
 				}
 			}
+			// The source and its shared-trunk variants with their stages
+			// of whole branches split over their replicas (splitBranches).
+			if len(branches) == 0 || cd.part.Chain {
+				continue
+			}
+			srcs := []Partition{cd.part}
+			labels := []string{cd.from + ", split"}
+			if st, ok := sharedTrunk(cd.part, trunk); ok && s.trunkWithin(st) {
+				srcs, labels = append(srcs, st), append(labels, "dag, split, shared trunk")
+			}
+			if st, ok := sharedTrunkFirsts(cd.part, trunk); ok && s.trunkWithin(st) {
+				srcs, labels = append(srcs, st), append(labels, "dag, split, shared trunk on first replicas")
+			}
+			for i, src := range srcs {
+				if q, ok := splitBranches(src, branches, c.time); ok {
+					try(cd, q, labels[i], 2)
+				}
+			}
 		}
 		estimateAll(ctx, vs, func(v *candidate) *costs { return costsAt[v.m] })
 		if ctx.Err() != nil {
 			return nil, tried, fitting // the caller returns ctx's error
 		}
-		var wide [2][]*candidate // widened plans, their shared-trunk variants
+		var wide [3][]*candidate // widened plans, their shared-trunk variants, split plans
 		for i, v := range vs {
 			if !v.pred.fits {
 				continue
@@ -1011,9 +1029,15 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	// The trunk of the widened DAG answers' shared-trunk variants, as
 	// pools has it.
 	var trunk []int
-	if c := costsAt[evals[0].m]; s.Graph && !s.Disjoint && c.owners && !c.sync {
+	var branches [][]int // of small graphs, for splitBranches
+	if s.Graph {
 		root, _ := Decompose(w)
-		trunk = trunkOps(root)
+		if c := costsAt[evals[0].m]; !s.Disjoint && c.owners && !c.sync {
+			trunk = trunkOps(root)
+		}
+		if len(w.Ops) <= smallOps {
+			branches = branchOps(root)
+		}
 	}
 	// Each family weighed on a goroutine of its own (weigh: its best
 	// candidates built, simulated and refined), then taken in order;
@@ -1028,7 +1052,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			own[m] = c.scratchCopy()
 		}
 		var err error
-		tops[f], tried[f], fits[f], err = s.weigh(ctx, w, cm, pools[f], evals, k, own, devs, trunk, sem)
+		tops[f], tried[f], fits[f], err = s.weigh(ctx, w, cm, pools[f], evals, k, own, devs, trunk, branches, sem)
 		return err
 	})
 	if err != nil {
@@ -1128,7 +1152,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 // those fit by the estimate. costsAt are the costs at each count, its
 // own (widened prices stages on them); its builds and simulations take
 // turns in sem, which the other families share.
-func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, sem chan struct{}) ([]*candidate, int, int, error) {
+func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, branches [][]int, sem chan struct{}) ([]*candidate, int, int, error) {
 	total := len(pool)
 	var fit, fit2 []*candidate // the DPs' plain pass's, the second's
 	for _, cd := range pool {
@@ -1179,7 +1203,7 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	// And the widened plans of each pass's best, beside the others
 	// again.
 	if k > 0 {
-		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk)
+		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk, branches)
 		if err := ctx.Err(); err != nil {
 			return nil, 0, 0, err
 		}
@@ -1237,13 +1261,18 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	return top, total, fitting, nil
 }
 
+// isSplit reports whether cd is a plan with stages of whole branches
+// split over their replicas (splitBranches).
+func isSplit(cd *candidate) bool { return strings.Contains(cd.from, "split") }
+
 // groupTop is how many of a family's fastest simulated plans the search
 // also simulates with their owners' steps in readiness groups (each
 // with its untrimmed original too: at most twice as many).
 const groupTop = 2
 
 // groupedBest returns the step-grouped variants (PlanOptions.StepGroups)
-// of the fastest groupTop simulated candidates in top that fit, and of
+// of the fastest groupTop simulated candidates in top that fit (and as
+// many more of the split ones, isSplit), and of
 // each one's untrimmed original (untrimmed[i]: top[i] before trimWarmup)
 // where that differs and fits, those with an owner whose parameters
 // are ready apart, each simulated. Grouping changes only when
@@ -1261,8 +1290,20 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 		}
 	}
 	sort.SliceStable(best, func(a, b int) bool { return better2(top[best[a]], top[best[b]]) })
+	// The fastest groupTop of the plans split over their branches
+	// (splitBranches) and of the others, each: split plans weighed
+	// beside the others do not take the others' turns.
+	var chosen []int
+	for _, split := range []bool{false, true} {
+		n := 0
+		for _, i := range best {
+			if n < groupTop && isSplit(top[i]) == split {
+				chosen, n = append(chosen, i), n+1
+			}
+		}
+	}
 	var done []*candidate
-	for _, i := range best[:min(len(best), groupTop)] {
+	for _, i := range chosen {
 		done = append(done, top[i])
 		// And its full warm-up, where trimWarmup shortened it: grouped,
 		// that may be the faster.
