@@ -188,6 +188,7 @@ var modelHyper = map[string]hyper{
 	"gat":   {hidden: 8, heads: 8, lr: 0.005, wd: 5e-4, drop: 0.6, attn: 0.6},
 	"mbgnn": {hidden: 16, lr: 0.01, wd: 5e-4, drop: 0.5},
 	"uno":   {hidden: 16, lr: 0.01, wd: 5e-4}, // no dropout, as train (cmd/gnnkit modelDefaults)
+	"dlrm":  {hidden: 16, lr: 0.01, wd: 5e-4}, // likewise
 }
 
 // dynamicOnly explains cells that belong to other training paths.

@@ -204,7 +204,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if !f.measure {
 		written = "" // read, not written
 	}
-	if err := checkOutputs([2]string{"trace", f.trace}, [2]string{"dot", f.dot}, [2]string{"write-cluster", f.writeCluster}, [2]string{"profile", written}); err != nil {
+	if err := checkOutputs([2]string{"trace", f.trace}, [2]string{"dot", f.dot}, [2]string{"write-cluster", f.writeCluster}, [2]string{"profile", written}, [2]string{"cpuprofile", f.cpuprofile}); err != nil {
 		return err
 	}
 	fl := cmd.Flags()
@@ -1022,7 +1022,8 @@ func checkMeasureFlags(f *planFlags, backendSet bool) error {
 // when the plan has none, which would ignore them: --reps without
 // --measure, and --speedup (it divides a profile's times) without
 // --measure, --profile or --sched-opt profile=FILE, where the ops are
-// priced on the devices' roofline (set their speeds in --cluster).
+// priced on the devices' roofline (set their speeds in --cluster),
+// unless --write-cluster keeps it in the cluster file for later.
 func checkProfileFlags(f *planFlags, fl interface{ Changed(string) bool }) error {
 	if f.speedup != 0 && !(f.speedup >= sim.MinSpeedup && f.speedup <= sim.MaxSpeedup) {
 		return fmt.Errorf("--speedup %g: want a factor from %g to %g (or 0: none)", f.speedup, sim.MinSpeedup, sim.MaxSpeedup)
@@ -1030,8 +1031,8 @@ func checkProfileFlags(f *planFlags, fl interface{ Changed(string) bool }) error
 	if fl.Changed("reps") && !f.measure {
 		return fmt.Errorf("--reps %d: it sets --measure's timed runs; add --measure, or leave --reps out", f.reps)
 	}
-	if !fl.Changed("speedup") || f.measure || f.profile != "" {
-		return nil
+	if !fl.Changed("speedup") || f.speedup == 0 || f.measure || f.profile != "" || f.writeCluster != "" {
+		return nil // none asked, a profile to divide, or a cluster file to keep it for
 	}
 	if opts, err := parseSchedOpts(f.schedOpts); err != nil || opts["profile"] != "" {
 		return nil // a profile after all, or an error reported where the options are read

@@ -37,8 +37,8 @@ func TestPlanBadInputKeepsFiles(t *testing.T) {
 		{"heads with uno", []string{"--model", "uno", "--heads", "4"}, "--heads applies to gat's attention, not uno"},
 		{"reps", []string{"--measure", "--reps", "0"}, "--reps 0: want from 1 to"},
 		{"reps without measure", []string{"--reps", "-5"}, "--reps -5: it sets --measure's timed runs; add --measure"},
-		{"speedup on the roofline", []string{"--model", "mbgnn", "--preset", "pcie-a100", "--devices", "4", "--speedup", "1000"}, "--speedup 1000 divides a profile's measured times, and this plan has none"},
 		{"negative memory", []string{"--preset", "pcie-a100", "--devices", "2", "--device-mem", "-5MiB"}, `size "-5MiB" is negative`},
+		{"a CPU profile over the trace", []string{"--cpuprofile", filepath.Join(dir, "trace")}, "--trace and --cpuprofile both write"},
 		{"a model past the simulator's", []string{"--hidden", "1073741824", "--layers", "40"}, "more than the simulator prices"},
 	} {
 		t.Run(c.name, func(t *testing.T) {

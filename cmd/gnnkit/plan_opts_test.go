@@ -3,6 +3,8 @@ package main
 import (
 	"encoding/json"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -143,5 +145,24 @@ func TestMetricText(t *testing.T) {
 		if got := metricText(c.key, c.v); got != c.want {
 			t.Errorf("metricText(%s, %v) = %q, want %q", c.key, c.v, got, c.want)
 		}
+	}
+}
+
+// TestSpeedupKept: --speedup without a profile is refused (the roofline
+// ignores it) unless --write-cluster keeps it in the cluster file, or it
+// is 0 (none).
+func TestSpeedupKept(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	if _, err := run(t, "plan", "--preset", "pcie-a100", "--devices", "2", "--speedup", "2", "--write-cluster", path); err != nil {
+		t.Fatalf("--speedup 2 --write-cluster: %v", err)
+	}
+	if b, err := os.ReadFile(path); err != nil || !strings.Contains(string(b), `"speedup": 2`) {
+		t.Errorf("the cluster file %s lacks the speedup (%v):\n%s", path, err, b)
+	}
+	if _, err := run(t, "plan", "--preset", "pcie-a100", "--devices", "2", "--speedup", "0"); err != nil {
+		t.Errorf("--speedup 0: %v", err)
+	}
+	if _, err := run(t, "plan", "--preset", "pcie-a100", "--devices", "2", "--speedup", "2"); err == nil || !strings.Contains(err.Error(), "this plan has none") {
+		t.Errorf("--speedup 2 on the roofline: %v, want it refused", err)
 	}
 }

@@ -2,6 +2,8 @@ package graphpipe
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"strings"
 	"sync"
 
@@ -21,16 +23,34 @@ import (
 // as a struct has none and searches every time.
 type searchReuse struct {
 	mu     sync.Mutex
-	shapes map[shapeKey]reused // at most maxShapes; order: the keys, oldest first
+	shapes map[shapeKey][]reused // at most maxShapes, each at most maxSizes; order: the keys, oldest first
 	order  []shapeKey
 }
 
-// reused is one shape's search: the candidate it chose, and its plan
-// (for the metrics that describe the choice).
+// reused is one shape's search: what its chosen candidate is (not its
+// plan or simulation), and its plan's metrics (those that describe the
+// choice are copied to a rebuilt plan).
 type reused struct {
-	chosen *candidate
-	plan   *core.Plan
+	chosen  candidate
+	metrics map[string]float64
+	dims    core.Dims // the searched batch's graph
 }
+
+// near reports whether a batch of graph d is near enough in size to the
+// searched one for its choice: nodes and edges each within a factor of
+// 2 (sampled batches of one target count and fanouts are; the
+// neighbourhoods of batches sampled without fanouts need not be).
+func (r reused) near(d core.Dims) bool {
+	within := func(a, b int64) bool {
+		a, b = max(a, 1), max(b, 1)
+		return a <= 2*b && b <= 2*a
+	}
+	return within(d.Nodes, r.dims.Nodes) && within(d.Edges, r.dims.Edges)
+}
+
+// maxSizes is how many batch sizes (reused.near) a shape keeps choices
+// for, the oldest out.
+const maxSizes = 4
 
 // maxShapes is how many shapes a searchReuse keeps: an epoch of sampled
 // batches has two (the full batches and the last, smaller one), and a
@@ -39,8 +59,12 @@ const maxShapes = 8
 
 // shapeKey is what makes two workloads the same shape for a scheduler:
 // the model (in-process: the same *core.Model), its op count, the
-// devices with their memory caps, the batch's target and group counts,
-// and the scheduler's options.
+// devices as the workload describes them (IDs, memory caps, speeds:
+// without a Cluster the scheduler plans on sim.ClusterFor(them)), the
+// batch's target and group counts, and the scheduler's options. A key
+// keeps a choice per batch size (reused.near): a batch sampled without
+// fanouts can be many times another's, and its best plan can differ,
+// not only its fit.
 type shapeKey struct {
 	model   *core.Model
 	ops     int
@@ -69,10 +93,7 @@ func shapeOf(s *Scheduler, w *core.Workload) (shapeKey, bool) {
 	}
 	var b strings.Builder
 	for _, d := range w.Devices {
-		b.WriteString(string(d.ID))
-		b.WriteByte('/')
-		b.WriteString(core.FormatBytes(d.MemCap))
-		b.WriteByte(' ')
+		fmt.Fprintf(&b, "%q %q %q %d %d %d %q %g %g %q;", d.ID, d.Backend, d.Name, d.MemCap, d.MemTotal, d.Threads, d.Kernel, d.GFLOPS, d.MemGBps, d.Features)
 	}
 	return shapeKey{model: w.Model, ops: len(w.Ops), devices: b.String(), targets: len(w.Batch), groups: len(w.Groups),
 		opts: schedOptions{graph: s.Graph, kind: s.Kind, micro: s.MicroBatches, simulate: s.Simulate, maxReplicas: s.MaxReplicas,
@@ -89,7 +110,7 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.shapes == nil {
-		r.shapes = map[shapeKey]reused{}
+		r.shapes = map[shapeKey][]reused{}
 	}
 	if _, had := r.shapes[key]; !had {
 		r.order = append(r.order, key)
@@ -98,13 +119,19 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 			r.order = r.order[1:]
 		}
 	}
-	r.shapes[key] = reused{chosen, p}
+	got := append(r.shapes[key], reused{
+		candidate{part: chosen.part, kind: chosen.kind, from: chosen.from, second: chosen.second, m: chosen.m, cap: chosen.cap, groups: chosen.groups},
+		maps.Clone(p.Metrics), w.Dims})
+	r.shapes[key] = got[max(0, len(got)-maxSizes):]
 }
 
 // searchMetrics are the metrics a search sets on the plan it chose
-// (Scheduler.search, Schedule) that describe the choice, not the batch.
-var searchMetrics = []string{"candidates", "simulated_candidates", "micro_batch_counts_tried", "micro_batches_asked",
-	"dag_partition", "shared_trunk", "gpipe_order", "warmup_cap", "steps_weighed", "widened", "piper_chain", "step_groups", "coarsened_ops"}
+// (Scheduler.search, Schedule) that describe the choice, not the batch,
+// nor the search's work (candidates, simulated_candidates and
+// micro_batch_counts_tried: a rebuilt plan weighed none, and train
+// averages the metrics over its iterations).
+var searchMetrics = []string{"micro_batches_asked", "dag_partition", "shared_trunk", "gpipe_order", "warmup_cap",
+	"steps_weighed", "widened", "piper_chain", "step_groups", "coarsened_ops"}
 
 // replan builds the choice of the search for w's shape, if one ran
 // and the choice fits w by the estimate and the simulator (a sampled
@@ -117,12 +144,18 @@ func (r *searchReuse) replan(ctx context.Context, s *Scheduler, w *core.Workload
 		return nil, false, nil
 	}
 	r.mu.Lock()
-	got, ok := r.shapes[key]
+	var got reused
+	ok = false
+	for i := len(r.shapes[key]) - 1; i >= 0 && !ok; i-- { // the latest near one
+		if x := r.shapes[key][i]; x.near(w.Dims) {
+			got, ok = x, true
+		}
+	}
 	r.mu.Unlock()
 	if !ok {
 		return nil, false, nil
 	}
-	last, searched := got.chosen, got.plan
+	last := &got.chosen
 	c := (*searchMemo)(nil).costsAt(cm, w, devs, last.m, s.Step, float64(s.planOptions().BucketBytes))
 	pred := c.estimate(last.part, last.kind)
 	if !pred.fits {
@@ -136,19 +169,23 @@ func (r *searchReuse) replan(ctx context.Context, s *Scheduler, w *core.Workload
 	if err := ctx.Err(); err != nil {
 		return nil, false, err
 	}
-	res, err := sim.SimulateModel(p, cm, sim.Options{})
-	if err != nil || len(res.OverCap) > 0 {
-		return nil, false, nil // deadlocked or over a device's memory here: search
+	if s.Simulate >= 0 {
+		// As the search: without simulations (Simulate < 0) it chose on
+		// the estimate alone.
+		res, err := sim.SimulateModel(p, cm, sim.Options{})
+		if err != nil || len(res.OverCap) > 0 {
+			return nil, false, nil // deadlocked or over a device's memory here: search
+		}
+		p.Metrics["simulated_iteration_ms"] = float64(res.Iteration) / 1e6
 	}
 	for _, k := range searchMetrics {
-		if v, ok := searched.Metrics[k]; ok {
+		if v, ok := got.metrics[k]; ok {
 			p.Metrics[k] = v
 		}
 	}
 	p.Metrics["predicted_iteration_ms"] = pred.iter * 1e3
 	p.Metrics["predicted_flush_ms"] = pred.tail * 1e3
 	p.Metrics["predicted_peak_bytes"] = pred.peak
-	p.Metrics["simulated_iteration_ms"] = float64(res.Iteration) / 1e6
 	p.Metrics["search_reused"] = 1
 	return p, true, nil
 }

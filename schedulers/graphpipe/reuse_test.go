@@ -3,6 +3,7 @@ package graphpipe
 import (
 	"context"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
@@ -10,13 +11,17 @@ import (
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/engine"
 	_ "github.com/gnnkit/gnnkit/schedulers/sequential"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 // TestSearchReused: a registry scheduler searches once per batch shape
 // of sampled training and rebuilds that choice for the next batch of the
 // shape (search_reused 1); a batch of another size is searched; the
-// rebuilt plan is valid for its batch and trains it as sequential
-// training does (the same loss); reuse=off searches every time.
+// rebuilt plan is valid for its batch, simulated on its batch, and
+// trains it as sequential training does (the same loss); other devices
+// of the same IDs, or a batch graph of three times the size, are
+// searched; a kept choice that no longer fits is not
+// rebuilt; reuse=off searches every time.
 func TestSearchReused(t *testing.T) {
 	f := schedtest.NewFixture(600, 4, 16, 4, 11)
 	b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1})
@@ -94,14 +99,67 @@ func TestSearchReused(t *testing.T) {
 			}
 		}
 		if reuse == "on" {
-			for _, k := range []string{"stages", "depth", "micro_batches", "dag_partition", "shared_trunk", "candidates"} {
+			for _, k := range []string{"stages", "depth", "micro_batches", "dag_partition", "shared_trunk"} {
 				if p1.Metrics[k] != p2.Metrics[k] {
 					t.Errorf("%s: %v searched, %v reused", k, p1.Metrics[k], p2.Metrics[k])
 				}
 			}
-			if p2.Metrics["simulated_iteration_ms"] <= 0 || p2.Metrics["predicted_iteration_ms"] <= 0 {
-				t.Errorf("the reused plan has no estimate or simulation of its own: %v", p2.Metrics)
+			if _, ok := p2.Metrics["candidates"]; ok {
+				t.Errorf("the reused plan reports the search's candidates (%v): it weighed none", p2.Metrics["candidates"])
 			}
+			// Its simulation is its own batch's, not the searched one's.
+			cm, err := sim.NewCostModel(w2, nil, sim.ClusterFor(w2.Devices))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err := sim.SimulateModel(p2, cm, sim.Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := p2.Metrics["simulated_iteration_ms"], float64(res.Iteration)/1e6; got != want || got == p1.Metrics["simulated_iteration_ms"] {
+				t.Errorf("the reused plan says it simulates %v ms; its simulation gives %v ms (the searched batch's %v)", got, want, p1.Metrics["simulated_iteration_ms"])
+			}
+			// A batch of three times the graph (sampled without fanouts,
+			// say) is searched: its best plan can differ.
+			w6 := *w2
+			w6.Dims.Nodes, w6.Dims.Edges = 3*w2.Dims.Nodes, 3*w2.Dims.Edges
+			if got := plan(&w6).Metrics["search_reused"]; got != 0 {
+				t.Errorf("a batch graph 3x the searched one's: search_reused %v, want a search", got)
+			}
+			// The same IDs on other hardware (what the workload says of
+			// its devices) are another shape: searched.
+			w5 := *w2
+			w5.Devices = slices.Clone(w2.Devices)
+			for i := range w5.Devices {
+				w5.Devices[i].Name += " (faster)"
+			}
+			if got := plan(&w5).Metrics["search_reused"]; got != 0 {
+				t.Errorf("other devices of the same IDs: search_reused %v, want a search", got)
+			}
+			// A choice that no longer fits its shape (a cluster's memory
+			// cut in place: the same key) is not rebuilt.
+			gs := s.(*Scheduler)
+			cl := sim.ClusterFor(w2.Devices)
+			gs.Cluster = cl
+			plan(w1)
+			if got := plan(w2).Metrics["search_reused"]; got != 1 {
+				t.Fatalf("on cluster %s: search_reused %v, want 1", cl.Name, got)
+			}
+			for i := range cl.Devices {
+				cl.Devices[i].MemBytes = 64 << 10
+			}
+			cm, err = sim.NewCostModel(w2, nil, cl)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var devs []core.DeviceID
+			for _, d := range w2.Devices {
+				devs = append(devs, d.ID)
+			}
+			if p, ok, err := gs.reuse.replan(context.Background(), gs, w2, cm, devs); ok || err != nil {
+				t.Errorf("64 KiB devices: the kept choice was rebuilt (%v, %v), want a search", p != nil, err)
+			}
+			gs.Cluster = nil
 		}
 		// Exact on its own batch, and on the first (the choice fits any
 		// batch of the shape).
