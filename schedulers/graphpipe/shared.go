@@ -70,9 +70,11 @@ func branchOps(root *spNode) [][]int {
 // planned that faster plan. Groups are balanced by the branches' time
 // (longest first to the lightest group); the heaviest groups get the
 // replicas left over. The new stages take the old one's place, so the
-// stage order stays topological. ok is false when no stage splits (and
-// for chains, whose stages follow one another).
-func splitBranches(p Partition, branches [][]int, time []float64) (Partition, bool) {
+// stage order stays topological. With spare devices (those the plan
+// leaves idle; nil: none), such a stage also takes some, the busiest
+// stage first, up to a device per branch. ok is false when no stage
+// splits (and for chains, whose stages follow one another).
+func splitBranches(p Partition, branches [][]int, time []float64, spare []core.DeviceID) (Partition, bool) {
 	if p.Chain || len(branches) < 2 {
 		return Partition{}, false
 	}
@@ -87,27 +89,51 @@ func splitBranches(p Partition, branches [][]int, time []float64) (Partition, bo
 			btime[b] += time[o]
 		}
 	}
-	q := Partition{StageOf: make([]int, len(p.StageOf)), WarmupCap: p.WarmupCap}
-	split := false
-	for s, ops := range p.Stages() {
-		held := map[int]int{} // branch → its ops in s
-		pure := true
+	stages := p.Stages()
+	helds := make([]map[int]int, len(stages)) // branch → its ops in the stage; nil: not of whole branches alone
+	stime := make([]float64, len(stages))
+	var cands []int // the stages of two or more whole branches alone
+	for s, ops := range stages {
+		held := map[int]int{}
 		for _, o := range ops {
 			if branchOf[o] < 0 {
-				pure = false
+				held = nil
 				break
 			}
 			held[branchOf[o]]++
+			stime[s] += time[o]
 		}
 		for b, n := range held {
-			pure = pure && n == len(branches[b])
+			if n != len(branches[b]) {
+				held = nil
+				break
+			}
 		}
-		ds := p.Devices[s]
-		if !pure || len(held) < 2 || len(ds) < 2 {
+		if len(held) >= 2 {
+			helds[s] = held
+			cands = append(cands, s)
+		}
+	}
+	// The spare devices to the busiest such stages first, each up to a
+	// device per branch.
+	extra := make([][]core.DeviceID, len(stages))
+	slices.SortStableFunc(cands, func(a, b int) int { return cmp.Compare(stime[b], stime[a]) })
+	for _, s := range cands {
+		n := min(len(helds[s])-len(p.Devices[s]), len(spare))
+		if n > 0 {
+			extra[s], spare = spare[:n:n], spare[n:]
+		}
+	}
+	q := Partition{StageOf: make([]int, len(p.StageOf)), WarmupCap: p.WarmupCap}
+	split := false
+	for s, ops := range stages {
+		held := helds[s]
+		ds := append(slices.Clone(p.Devices[s]), extra[s]...)
+		if held == nil || len(ds) < 2 {
 			for _, o := range ops {
 				q.StageOf[o] = len(q.Devices)
 			}
-			q.Devices = append(q.Devices, ds)
+			q.Devices = append(q.Devices, p.Devices[s])
 			continue
 		}
 		split = true

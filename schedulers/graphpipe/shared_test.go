@@ -8,6 +8,8 @@ import (
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
+	"github.com/gnnkit/gnnkit/data"
+	"github.com/gnnkit/gnnkit/sim"
 )
 
 func TestTrunkOps(t *testing.T) {
@@ -137,7 +139,7 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 		return nil, fmt.Errorf("%s: no shared-trunk variant (trunk %v)", w.ModelName, trunk)
 	}
 	if f.split {
-		if q, ok = splitBranches(q, branchOps(root), make([]float64, len(w.Ops))); !ok {
+		if q, ok = splitBranches(q, branchOps(root), make([]float64, len(w.Ops)), nil); !ok {
 			return nil, fmt.Errorf("%s: no stage of whole branches to split", w.ModelName)
 		}
 	}
@@ -228,7 +230,7 @@ func TestSplitBranches(t *testing.T) {
 	for o := range time {
 		time[o] = 1
 	}
-	q, ok := splitBranches(p, branches, time)
+	q, ok := splitBranches(p, branches, time, nil)
 	if !ok {
 		t.Fatal("b2+b3 on two replicas was not split")
 	}
@@ -257,7 +259,7 @@ func TestSplitBranches(t *testing.T) {
 	for o, st := range all.StageOf {
 		all.StageOf[o] = min(st, 3) / 3 // branches on stage 0, the trunk on 1
 	}
-	if q, ok := splitBranches(all, branches, make([]float64, len(w.Ops))); !ok || len(q.Devices) != 5 {
+	if q, ok := splitBranches(all, branches, make([]float64, len(w.Ops)), nil); !ok || len(q.Devices) != 5 {
 		t.Errorf("four branches of no time on four replicas: ok %v, %d stages, want 5", ok, len(q.Devices))
 	} else {
 		for st, ops := range q.Stages() {
@@ -278,20 +280,71 @@ func TestSplitBranches(t *testing.T) {
 	chain := p
 	chain.Chain = true
 	for name, x := range map[string]Partition{"with the trunk": mixed, "one replica": one, "a chain": chain} {
-		if _, ok := splitBranches(x, branches, time); ok {
+		if _, ok := splitBranches(x, branches, time, nil); ok {
 			t.Errorf("%s: split", name)
 		}
 	}
-	// End to end.
-	plan := func(n int) float64 {
-		w, cl, prof := rooflineWorkload(t, "uno", cfg, 140, n)
-		got, err := (&Scheduler{Graph: true, Cluster: cl, Profile: prof}).Schedule(context.Background(), w)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got.Metrics["simulated_iteration_ms"]
+	// A spare device: a stage of two branches on one device splits onto
+	// it.
+	lone := Partition{StageOf: slices.Clone(all.StageOf), Devices: [][]core.DeviceID{d(0), d(1)}}
+	if q, ok := splitBranches(lone, branches, time, d(2, 3, 4)); !ok || len(q.Devices) != 5 || !slices.Equal(q.Devices[3], d(4)) {
+		t.Errorf("four branches on one device, three spare: ok %v, devices %v, want a branch on each of cuda:0, 2, 3, 4", ok, q.Devices)
 	}
-	if four, five := plan(4), plan(5); four > five*(1+1e-9) {
-		t.Errorf("uno-4 (hidden 16): %.4f ms on 4 A100s, %.4f on 5", four, five)
+}
+
+// TestMoreDevicesNoSlower: a plan that fits n devices is found on n
+// devices: where the search on ref devices (one more: its plan leaves
+// one idle; or fewer) planned faster, it now plans at least as fast on n
+// (a helper's audit: uno-4 on 4 A100s 0.2373 ms against 0.1755 on 5,
+// which used 4; uno-8 on 8 0.2801 against 0.2187 on 9, which used 8;
+// mbgnn on 4 H100s 0.5208 against 0.4688 on 3, the walk over the
+// micro-batch counts stopping at m = 4 short of m = 1). Small, latency-
+// bound models (hidden 16, as gnnkit plan builds them).
+func TestMoreDevicesNoSlower(t *testing.T) {
+	cora, err := data.Open("cora")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		model, preset string
+		branches      int
+		n, ref        int
+	}{
+		{"uno", "pcie-a100", 4, 4, 5},
+		{"uno", "pcie-a100", 8, 8, 9},
+		{"mbgnn", "nvlink-h100", 4, 4, 3},
+	} {
+		plan := func(n int) (float64, int) {
+			cl, err := sim.Preset(c.preset, n)
+			if err != nil {
+				t.Fatal(err)
+			}
+			drop := float32(0.5) // as gnnkit plan builds them: gcn's default, none for uno
+			if c.model == "uno" {
+				drop = 0
+			}
+			mod, err := core.BuildModel(c.model, core.ModelConfig{InDim: cora.FeatureDim, Hidden: 16, Classes: cora.NumClasses, Layers: 2, Branches: c.branches, Dropout: drop})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := core.NewWorkload(mod, cora.Graph, cora.FeatureDim, cora.Train, cl.Infos(), 1)
+			p, err := (&Scheduler{Graph: true, Cluster: cl}).Schedule(context.Background(), w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			used := map[core.DeviceID]bool{}
+			for _, task := range p.Tasks {
+				used[task.Device] = true
+			}
+			return p.Metrics["simulated_iteration_ms"], len(used)
+		}
+		got, _ := plan(c.n)
+		ref, used := plan(c.ref)
+		if used > c.n {
+			t.Fatalf("%s-%d on %d %s: the plan uses %d devices, more than %d", c.model, c.branches, c.ref, c.preset, used, c.n)
+		}
+		if !(got <= ref*(1+1e-9)) {
+			t.Errorf("%s-%d on %s: %.4f ms on %d devices, where %d devices planned %.4f ms on %d of them", c.model, c.branches, c.preset, got, c.n, c.ref, ref, used)
+		}
 	}
 }
