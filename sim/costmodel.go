@@ -161,6 +161,27 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			}
 			return nil, fmt.Errorf("sim: the profile (model %q) has no ops named %s of workload model %q: it profiles another model; profile this one (gnnkit plan --measure --profile FILE)", pr.Model, strings.Join(missing, ", "), w.ModelName)
 		}
+		if len(pr.Ops) > len(w.Ops) {
+			// Every op of the workload's is in it, and more: a larger
+			// model's (more --branches or --layers), whose model-wide
+			// figures (the step, the setup, the executor's own time)
+			// would be priced for this one.
+			in := make(map[string]bool, len(w.Ops))
+			for _, op := range w.Ops {
+				in[op.Name] = true
+			}
+			var extra []string
+			for _, op := range pr.Ops {
+				if !in[op.Name] {
+					extra = append(extra, op.Name)
+				}
+			}
+			if len(extra) > 5 {
+				extra = append(extra[:5], "…")
+			}
+			return nil, fmt.Errorf("sim: the profile (model %q) has %d ops, the workload's model %q %d: its ops %s are not the workload's: it profiles a larger configuration of the model (--branches, --layers); profile this one (gnnkit plan --measure --profile FILE)",
+				pr.Model, len(pr.Ops), w.ModelName, len(w.Ops), strings.Join(extra, ", "))
+		}
 		for i, op := range w.Ops {
 			// Both sides know the weights an op reads: a profile of
 			// another size of the model would price every op wrong.

@@ -279,6 +279,12 @@ func main() {
 	if *m < 0 {
 		check(fmt.Errorf("-m %d: want a positive micro-batch count, or 0 to have every scheduler search it", *m))
 	}
+	if *m > *samples {
+		check(fmt.Errorf("-m %d: more micro-batches than the %d samples (-samples): want at most one micro-batch per sample", *m, *samples))
+	}
+	if _, err := sim.Preset(*preset, 1); err != nil {
+		check(fmt.Errorf("-preset: %w", err)) // before the tables' header
+	}
 	if *replicas < 0 {
 		check(fmt.Errorf("-measure-replicas %d: want 0 (no cap) or a positive device count", *replicas))
 	}
@@ -334,6 +340,9 @@ func parseDevices(list, flagName string) ([]int, error) {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
 		if err != nil || n < 1 || n > maxDevices {
 			return nil, fmt.Errorf("%s %q: want integers from 1 to %d separated by commas", flagName, list, maxDevices)
+		}
+		if slices.Contains(devices, n) {
+			return nil, fmt.Errorf("%s %q: %d is listed twice (each count is a row of its own)", flagName, list, n)
 		}
 		devices = append(devices, n)
 	}

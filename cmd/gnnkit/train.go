@@ -357,7 +357,7 @@ func printSummary(w io.Writer, r trainResult) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		row("  "+strings.ReplaceAll(k, "_", " "), fmt.Sprintf("%.3g", r.SchedMetrics[k]))
+		row("  "+strings.ReplaceAll(k, "_", " "), metricText(k, r.SchedMetrics[k]))
 	}
 	if r.PlannedOn != "" {
 		row("  planned on", r.PlannedOn)

@@ -33,9 +33,10 @@ func dlrmOn(t *testing.T, n, tables, hidden, rows int) (*core.Workload, *sim.Clu
 // (GraphPipe's DLRM: dense Adam over four 256 MB tables whose lookups
 // cost little, 1.75× the ops' time at m = 16), the DPs also weigh each
 // stage's step per micro-batch (costs.amortized), and both searches find
-// plans that step one table per device, 1.4× faster or more than the
-// plans of the forward and backward times alone, which put two tables'
-// steps on one device.
+// plans that step one table per device, faster than the plans of the
+// forward and backward times alone, which put two tables' steps on one
+// device: 1.4× or more for the chain, 1.2× for GraphPipe, whose plain
+// search splits such a stage over its idle devices (splitBranches).
 func TestAmortizedStep(t *testing.T) {
 	w, cl, prof := paperDLRM(t, 8)
 	plan := func(graph bool) (iter float64, perDev map[core.DeviceID]int) {
@@ -69,8 +70,15 @@ func TestAmortizedStep(t *testing.T) {
 		stepMaterial = math.Inf(1)
 		without, _ := plan(graph)
 		t.Logf("graph %v: %.2f ms with the steps weighed, %.2f without; tables stepped per device %v", graph, with, without, tables)
-		if !(with > 0 && without >= 1.4*with) {
-			t.Errorf("graph %v: %.2f ms with the steps weighed, %.2f without: want 1.4x faster or more", graph, with, without)
+		// GraphPipe's plain search splits the stage of two tables over
+		// the devices it leaves idle (splitBranches) and gets most of
+		// the way alone (2.79 ms; 3.2 ms or more before): 1.2x there.
+		want := 1.4
+		if graph {
+			want = 1.2
+		}
+		if !(with > 0 && without >= want*with) {
+			t.Errorf("graph %v: %.2f ms with the steps weighed, %.2f without: want %.1fx faster or more", graph, with, without, want)
 		}
 		for d, n := range tables {
 			if n > 1 {
