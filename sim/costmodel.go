@@ -163,7 +163,8 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 		}
 		if len(pr.Ops) > len(w.Ops) {
 			// Every op of the workload's is in it, and more: a larger
-			// model's (more --branches or --layers), whose model-wide
+			// model's (more --branches or --layers, or dropout ops where
+			// the workload has none), whose model-wide
 			// figures (the step, the setup, the executor's own time)
 			// would be priced for this one.
 			in := make(map[string]bool, len(w.Ops))
@@ -179,7 +180,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			if len(extra) > 5 {
 				extra = append(extra[:5], "…")
 			}
-			return nil, fmt.Errorf("sim: the profile (model %q) has %d ops, the workload's model %q %d: its ops %s are not the workload's: it profiles a larger configuration of the model (--branches, --layers); profile this one (gnnkit plan --measure --profile FILE)",
+			return nil, fmt.Errorf("sim: the profile (model %q) has %d ops, the workload's model %q %d: its ops %s are not the workload's: it profiles another configuration of the model (more --branches or --layers, or a --dropout where this one has none); profile this one (gnnkit plan --measure --profile FILE)",
 				pr.Model, len(pr.Ops), w.ModelName, len(w.Ops), strings.Join(extra, ", "))
 		}
 		for i, op := range w.Ops {

@@ -401,7 +401,7 @@ func TestSimulateErrors(t *testing.T) {
 			one := chain(1, "cpu:0")
 			_, err := sim.Simulate(pipeline(one, 1, false), one, prof, free(1))
 			return err
-		}, `the profile (model "chain") has 2 ops, the workload's model "chain" 1: its ops op1 are not the workload's: it profiles a larger configuration`},
+		}, `the profile (model "chain") has 2 ops, the workload's model "chain" 1: its ops op1 are not the workload's: it profiles another configuration of the model`},
 		{"profile of another size", func() error {
 			q := *prof
 			q.Ops = append([]sim.OpProfile(nil), prof.Ops...)

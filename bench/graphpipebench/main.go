@@ -253,6 +253,9 @@ func main() {
 		check(gnnTable(os.Stdout, gnnConfig{data: *gnnData, branches: branches, hidden: *gnnHidden, devices: devs, caps: caps, preset: *preset}))
 		return
 	}
+	if *m > *samples {
+		check(fmt.Errorf("-m %d: more micro-batches than the %d samples (-samples): want at most one micro-batch per sample", *m, *samples))
+	}
 	if *search {
 		devs, err := parseDevices(*searchDevs, "-search-devices")
 		check(err)
@@ -278,9 +281,6 @@ func main() {
 	}
 	if *m < 0 {
 		check(fmt.Errorf("-m %d: want a positive micro-batch count, or 0 to have every scheduler search it", *m))
-	}
-	if *m > *samples {
-		check(fmt.Errorf("-m %d: more micro-batches than the %d samples (-samples): want at most one micro-batch per sample", *m, *samples))
 	}
 	if _, err := sim.Preset(*preset, 1); err != nil {
 		check(fmt.Errorf("-preset: %w", err)) // before the tables' header
