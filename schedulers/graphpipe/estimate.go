@@ -19,6 +19,14 @@ type prediction struct {
 	depth int
 }
 
+// setMetrics reports pr on plan p: predicted_iteration_ms,
+// predicted_flush_ms and predicted_peak_bytes.
+func (pr prediction) setMetrics(p *core.Plan) {
+	p.Metrics["predicted_iteration_ms"] = pr.iter * 1e3
+	p.Metrics["predicted_flush_ms"] = pr.tail * 1e3
+	p.Metrics["predicted_peak_bytes"] = pr.peak
+}
+
 // estimate predicts one iteration of the partition's plan under the
 // schedule kind from the simulator's costs, with pipeline arithmetic:
 //

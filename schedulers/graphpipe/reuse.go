@@ -28,8 +28,8 @@ type searchReuse struct {
 }
 
 // reused is one shape's search: what its chosen candidate is (not its
-// plan or simulation), and its plan's metrics (those that describe the
-// choice are copied to a rebuilt plan).
+// plan or simulation), and the metrics of its plan that describe the
+// choice (searchMetrics), for a rebuilt plan.
 type reused struct {
 	chosen  candidate
 	metrics map[string]float64
@@ -119,9 +119,15 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 			r.order = r.order[1:]
 		}
 	}
+	metrics := map[string]float64{}
+	for _, k := range searchMetrics {
+		if v, ok := p.Metrics[k]; ok {
+			metrics[k] = v
+		}
+	}
 	got := append(r.shapes[key], reused{
 		candidate{part: chosen.part, kind: chosen.kind, from: chosen.from, second: chosen.second, m: chosen.m, cap: chosen.cap, groups: chosen.groups},
-		maps.Clone(p.Metrics), w.Dims})
+		metrics, w.Dims})
 	r.shapes[key] = got[max(0, len(got)-maxSizes):]
 }
 
@@ -155,14 +161,14 @@ func (r *searchReuse) replan(ctx context.Context, s *Scheduler, w *core.Workload
 	if !ok {
 		return nil, false, nil
 	}
-	last := &got.chosen
-	c := (*searchMemo)(nil).costsAt(cm, w, devs, last.m, s.Step, float64(s.planOptions().BucketBytes))
-	pred := c.estimate(last.part, last.kind)
+	cd := got.chosen // a copy: the kept one stays as it was
+	c := (*searchMemo)(nil).costsAt(cm, w, devs, cd.m, s.Step, float64(s.planOptions().BucketBytes))
+	pred := c.estimate(cd.part, cd.kind)
 	if !pred.fits {
 		return nil, false, nil
 	}
-	cd := &candidate{part: last.part, kind: last.kind, from: last.from, second: last.second, m: last.m, cap: last.cap, groups: last.groups, pred: pred}
-	p, err := s.build(w, cd)
+	cd.pred = pred
+	p, err := s.build(w, &cd)
 	if err != nil {
 		return nil, false, err
 	}
@@ -178,14 +184,8 @@ func (r *searchReuse) replan(ctx context.Context, s *Scheduler, w *core.Workload
 		}
 		p.Metrics["simulated_iteration_ms"] = float64(res.Iteration) / 1e6
 	}
-	for _, k := range searchMetrics {
-		if v, ok := got.metrics[k]; ok {
-			p.Metrics[k] = v
-		}
-	}
-	p.Metrics["predicted_iteration_ms"] = pred.iter * 1e3
-	p.Metrics["predicted_flush_ms"] = pred.tail * 1e3
-	p.Metrics["predicted_peak_bytes"] = pred.peak
+	maps.Copy(p.Metrics, got.metrics)
+	pred.setMetrics(p)
 	p.Metrics["search_reused"] = 1
 	return p, true, nil
 }

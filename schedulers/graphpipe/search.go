@@ -451,14 +451,26 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 		if len(trunk) == 0 {
 			break
 		}
-		if p, ok := sharedTrunk(cd.part, trunk); ok && s.trunkWithin(p) {
-			add(dag, p, "dag, shared trunk", cd.cap)
-		}
-		if p, ok := sharedTrunkFirsts(cd.part, trunk); ok && s.trunkWithin(p) {
-			add(dag, p, "dag, shared trunk on first replicas", cd.cap)
+		ps, ends := s.sharedVariants(cd.part, trunk)
+		for i, p := range ps {
+			add(dag, p, "dag, "+ends[i], cd.cap)
 		}
 	}
 	return nil
+}
+
+// sharedVariants are q's shared-trunk variants (sharedTrunk, then
+// sharedTrunkFirsts) that keep the trunk within MaxReplicas, each with
+// the ending of its label ("shared trunk", "shared trunk on first
+// replicas").
+func (s *Scheduler) sharedVariants(q Partition, trunk []int) (ps []Partition, ends []string) {
+	if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
+		ps, ends = append(ps, st), append(ends, "shared trunk")
+	}
+	if st, ok := sharedTrunkFirsts(q, trunk); ok && s.trunkWithin(st) {
+		ps, ends = append(ps, st), append(ends, "shared trunk on first replicas")
+	}
+	return ps, ends
 }
 
 // When the DPs' second pass runs (costs.secondPass): the optimizer
@@ -706,11 +718,9 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 				if q.Chain {
 					continue
 				}
-				if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
-					try(cd, st, "dag, widened, shared trunk", 1) // as runDPs labels shared-trunk variants
-				}
-				if st, ok := sharedTrunkFirsts(q, trunk); ok && s.trunkWithin(st) {
-					try(cd, st, "dag, widened, shared trunk on first replicas", 1)
+				ps, ends := s.sharedVariants(q, trunk)
+				for i, st := range ps {
+					try(cd, st, "dag, widened, "+ends[i], 1) // as runDPs labels shared-trunk variants
 				}
 			}
 			// The source and its widened plans with their stages of
@@ -731,21 +741,15 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 				}
 				if r, ok := splitBranches(q, branches, c.time, spareDevices(q, devs)); ok {
 					try(cd, r, from+", split", 2)
-					if st, ok := sharedTrunk(r, trunk); ok && s.trunkWithin(st) {
-						try(cd, st, "dag, split, shared trunk", 2)
-					}
-					if st, ok := sharedTrunkFirsts(r, trunk); ok && s.trunkWithin(st) {
-						try(cd, st, "dag, split, shared trunk on first replicas", 2)
+					ps, ends := s.sharedVariants(r, trunk)
+					for j, st := range ps {
+						try(cd, st, "dag, split, "+ends[j], 2)
 					}
 				}
-				if st, ok := sharedTrunk(q, trunk); ok && s.trunkWithin(st) {
+				ps, ends := s.sharedVariants(q, trunk)
+				for j, st := range ps {
 					if r, ok := splitBranches(st, branches, c.time, nil); ok {
-						try(cd, r, "dag, shared trunk, split", 2)
-					}
-				}
-				if st, ok := sharedTrunkFirsts(q, trunk); ok && s.trunkWithin(st) {
-					if r, ok := splitBranches(st, branches, c.time, nil); ok {
-						try(cd, r, "dag, shared trunk on first replicas, split", 2)
+						try(cd, r, "dag, "+ends[j]+", split", 2)
 					}
 				}
 			}
@@ -1149,9 +1153,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	}
 	p.Metrics["simulated_candidates"] = float64(len(sims))
 	p.Metrics["micro_batch_counts_tried"] = float64(len(evals))
-	p.Metrics["predicted_iteration_ms"] = best.pred.iter * 1e3
-	p.Metrics["predicted_flush_ms"] = best.pred.tail * 1e3
-	p.Metrics["predicted_peak_bytes"] = best.pred.peak
+	best.pred.setMetrics(p)
 	if best.res != nil {
 		p.Metrics["simulated_iteration_ms"] = float64(best.res.Iteration) / 1e6
 	}
