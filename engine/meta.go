@@ -164,13 +164,8 @@ func (t *Trainer) metaReplica(id core.DeviceID) (*metaDevice, *replica, error) {
 	return md, r, nil
 }
 
-// optimizerStateBytes is the memory the optimizer keeps per parameter set.
+// optimizerStateBytes is the memory the optimizer keeps for the model's
+// parameters (momentOn allocates exactly this).
 func (t *Trainer) optimizerStateBytes() int64 {
-	switch {
-	case t.opt.Kind == "adam":
-		return 2 * t.model.ParamBytes()
-	case t.opt.Momentum != 0:
-		return t.model.ParamBytes()
-	}
-	return 0
+	return int64(t.stateBuffers()) * t.model.ParamBytes()
 }

@@ -66,7 +66,7 @@ func TestOwnerStepMatchesHomeStep(t *testing.T) {
 						t.Errorf("step %d: loss %.9g, home-step %.9g", i, got.Loss, want.Loss)
 					}
 					if useOwner {
-						checkReduceEvents(t, got.Trace, p, ob, own, odevs)
+						checkReduceEvents(t, got.Trace, p, ob, own, odevs, run.prefetch)
 					}
 				}
 				if own.Step() != ref.Step() {
@@ -152,8 +152,10 @@ func relL2(a, b []float32) float64 {
 // checkReduceEvents: every owner reduction shows in the trace as a fetch
 // on its owner's stream carrying the bytes of the parameters it moves
 // (those its source reads and the owner owns), then the add, which
-// carries none (the bytes are counted once).
-func checkReduceEvents(t *testing.T, tr *core.Trace, p *core.Plan, b *engine.Batch, own *engine.Trainer, devs []core.Device) {
+// carries none (the bytes are counted once). Not prefetched, the fetch
+// starts after the owner's own backwards reading those parameters end
+// (fetched beside one, they raised the owner's peak past the plan's).
+func checkReduceEvents(t *testing.T, tr *core.Trace, p *core.Plan, b *engine.Batch, own *engine.Trainer, devs []core.Device, prefetch bool) {
 	t.Helper()
 	w, err := own.Workload(b, infos(devs))
 	if err != nil {
@@ -178,6 +180,20 @@ func checkReduceEvents(t *testing.T, tr *core.Trace, p *core.Plan, b *engine.Bat
 				want += size[name]
 			}
 		}
+		// The units whose backward on the owner reads a moved parameter.
+		reads := map[int]bool{}
+		for _, bt := range p.Tasks {
+			if bt.Kind != core.TaskBackward || bt.Device != task.Device {
+				continue
+			}
+			for _, o := range bt.OpIndices() {
+				for _, r := range w.Ops[o].Params {
+					if owner[r.Name] == task.Device && read[task.From][r.Name] {
+						reads[bt.Unit] = true
+					}
+				}
+			}
+		}
 		var fetched, added int
 		for _, e := range tr.Events {
 			if e.Device != task.Device || e.Stream != task.Stream {
@@ -186,6 +202,11 @@ func checkReduceEvents(t *testing.T, tr *core.Trace, p *core.Plan, b *engine.Bat
 			switch e.Name {
 			case "fetch grads from " + string(task.From):
 				fetched++
+				for _, be := range tr.Events {
+					if !prefetch && be.Device == task.Device && be.Cat == core.TaskBackward.String() && reads[be.Unit] && be.Start+be.Dur > e.Start {
+						t.Errorf("the fetch from %s into %s started at %v, before the owner's backward %q ended (%v)", task.From, task.Device, e.Start, be.Name, be.Start+be.Dur)
+					}
+				}
 				if e.Bytes != want {
 					t.Errorf("fetch from %s into %s moved %d bytes, want %d", task.From, task.Device, e.Bytes, want)
 				}

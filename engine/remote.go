@@ -403,10 +403,12 @@ func (ex *execution) reduce(ctx context.Context, task core.Task) (int64, error) 
 	return t.reduceGrads(task.From, t.home, ex.used[task.From])
 }
 
-// ownerReduce runs ReduceGrads task under owner steps: it moves the
-// gradients of the parameters its source reads and its device owns (the
-// plan has the source's backward tasks reading them done), then waits
-// for the device's own backward tasks reading them and adds them in.
+// ownerReduce runs ReduceGrads task under owner steps: it waits for the
+// device's own backward tasks reading the parameters its source reads and
+// its device owns, moves their gradients (the plan has the source's
+// backward tasks reading them done) and adds them in. A prefetched
+// reduction (prefetches) has them moved already, from when the source was
+// done with them.
 func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 	names := core.MovedParams(task, ex.used, ex.owners)
 	var staged []staged
@@ -418,7 +420,11 @@ func (ex *execution) ownerReduce(ctx context.Context, task core.Task) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	} else {
+	} else if err = ex.waitBackwardOn(ctx, task.Device, names); err == nil {
+		// In its turn, after the owner's own backwards of these
+		// gradients (as the simulator runs it): fetched earlier, beside
+		// a backward still running, they would raise the owner's peak
+		// by as much whenever the source happened to finish first.
 		t0 := time.Now()
 		var n int64
 		staged, n, err = ex.t.fetchGrads(task.From, task.Device, names)

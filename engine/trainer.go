@@ -632,8 +632,11 @@ func (t *Trainer) Close() {
 			d = t.home
 		}
 		if hd := t.devs[d]; hd != nil {
-			hd.Free(m[0])
-			hd.Free(m[1])
+			for _, x := range m {
+				if x != nil {
+					hd.Free(x)
+				}
+			}
 		}
 		delete(t.moment, k)
 		delete(t.momentDev, k)
@@ -938,7 +941,8 @@ func (t *Trainer) stepOwned(r *replica, names map[string]bool, stepNo int) error
 }
 
 // momentOn returns p's optimizer state on r's device, allocating it there
-// or moving it from the device that held it.
+// or moving it from the device that held it: the buffers the optimizer
+// reads (stateBuffers; the rest nil), as Estimate counts them.
 func (t *Trainer) momentOn(r *replica, p core.ParamSpec) ([2]*core.Tensor, error) {
 	id := r.dev.ID()
 	t.stateMu.Lock()
@@ -948,42 +952,71 @@ func (t *Trainer) momentOn(r *replica, p core.ParamSpec) ([2]*core.Tensor, error
 	if ok && (at == id || at == "" && id == t.home) {
 		return st, nil
 	}
-	m, err := r.dev.Alloc(p.Shape...)
-	if err != nil {
-		return st, fmt.Errorf("engine: optimizer state for %s on %s: %w", p.Name, id, err)
+	var fresh [2]*core.Tensor
+	freeFresh := func() {
+		for _, x := range fresh {
+			if x != nil {
+				r.dev.Free(x)
+			}
+		}
 	}
-	v, err := r.dev.Alloc(p.Shape...)
-	if err != nil {
-		r.dev.Free(m)
-		return st, fmt.Errorf("engine: optimizer state for %s on %s: %w", p.Name, id, err)
+	for i := range t.stateBuffers() {
+		x, err := r.dev.Alloc(p.Shape...)
+		if err != nil {
+			freeFresh()
+			return st, fmt.Errorf("engine: optimizer state for %s on %s: %w", p.Name, id, err)
+		}
+		fresh[i] = x
 	}
 	if ok { // move it
 		if at == "" {
 			at = t.home
 		}
 		src := t.devs[at]
-		for i, x := range []*core.Tensor{m, v} {
+		for i, x := range fresh {
+			if x == nil {
+				continue
+			}
 			if err := MoveTensor(src, r.dev, st[i], x); err != nil {
-				r.dev.Free(m)
-				r.dev.Free(v)
+				freeFresh()
 				return st, fmt.Errorf("engine: moving the optimizer state of %s from %s to %s: %w", p.Name, at, id, err)
 			}
 		}
-		src.Free(st[0])
-		src.Free(st[1])
+		for _, x := range st {
+			if x != nil {
+				src.Free(x)
+			}
+		}
 	} else {
 		k := r.dev.Kernels()
-		for _, x := range []*core.Tensor{m, v} {
+		for _, x := range fresh {
+			if x == nil {
+				continue
+			}
 			if err := k.Map(core.MapFill, nil, nil, 0, x); err != nil {
+				freeFresh()
 				return st, err
 			}
 		}
 	}
-	st = [2]*core.Tensor{m, v}
+	st = fresh
 	t.stateMu.Lock()
 	t.moment[p.Name], t.momentDev[p.Name] = st, id
 	t.stateMu.Unlock()
 	return st, nil
+}
+
+// stateBuffers is how many buffers the size of a parameter the optimizer
+// keeps for it: Adam's two moments, SGD's momentum buffer when it has
+// momentum, else none (optimizerStateBytes in bytes).
+func (t *Trainer) stateBuffers() int {
+	switch {
+	case t.opt.Kind == "adam":
+		return 2
+	case t.opt.Momentum != 0:
+		return 1
+	}
+	return 0
 }
 
 // update applies one optimizer step to parameter p.

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/engine"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
@@ -42,10 +44,31 @@ func (c *plannerCosts) describe() string {
 
 // profTarget is where --measure profiles: the first of local devices
 // (the profiling trainer's home), or, with remote, a worker's first
-// device (local then holds the trainer's home on this host).
+// device (local then holds the trainer's home on this host), or probe.
 type profTarget struct {
 	local  []core.Device
 	remote []engine.Remote
+	// probe, when set, is an uncapped twin of local[0] (uncappedTwin)
+	// that the profile runs on instead: a cpu device's --device-mem is a
+	// budget, not the host's memory, so every unit size can be measured,
+	// also those whose whole model would not fit the cap (a pipeline's
+	// stages each hold part of it). The profile keeps local[0]'s info.
+	probe core.Device
+}
+
+// uncappedTwin opens, when dev is a cpu device with a memory cap, a cpu
+// device like it (its threads) without the cap, for profiling; nil
+// otherwise. The caller closes the closer.
+func uncappedTwin(dev core.Device) (core.Device, io.Closer, error) {
+	info := dev.Info()
+	if info.Backend != cpu.Name || info.MemCap <= 0 {
+		return nil, nil, nil
+	}
+	be, err := core.OpenBackend(cpu.Name, core.BackendOptions{Devices: 1, Threads: info.Threads})
+	if err != nil {
+		return nil, nil, fmt.Errorf("opening an uncapped cpu device to profile on: %w", err)
+	}
+	return be.Devices()[0], be, nil
 }
 
 // trainer makes a trainer over the target's devices.
@@ -56,10 +79,27 @@ func (p profTarget) trainer(m *core.Model, d engine.Data, opt engine.Optimizer, 
 // measure profiles on the target with tr (made by trainer, or one homed on
 // the same first local device).
 func (p profTarget) measure(ctx context.Context, tr *engine.Trainer, o sim.MeasureOptions) (*sim.Profile, error) {
-	if len(p.remote) > 0 {
+	switch {
+	case len(p.remote) > 0:
 		return sim.MeasureRemote(ctx, tr, p.remote[0].Devices()[0], o)
+	case p.probe != nil:
+		prof, err := sim.MeasureWith(ctx, tr, p.probe, o)
+		if err != nil {
+			return nil, err
+		}
+		prof.Device = p.local[0].Info()
+		return prof, nil
 	}
 	return sim.MeasureWith(ctx, tr, p.local[0], o)
+}
+
+// profiler makes the trainer the profile runs with: over the probe when
+// there is one, else trainer's.
+func (p profTarget) profiler(m *core.Model, d engine.Data, opt engine.Optimizer, seed uint64) (*engine.Trainer, error) {
+	if p.probe != nil {
+		return engine.New(engine.Config{Model: m, Devices: []core.Device{p.probe}, Seed: seed, Data: d, Optimizer: opt})
+	}
+	return p.trainer(m, d, opt, seed)
 }
 
 // measurePlannerCosts profiles model m for gp on target: logical CPU
@@ -92,7 +132,7 @@ func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.M
 			c.cluster = cl
 		}
 	}
-	tr, err := target.trainer(m, d, opt, seed)
+	tr, err := target.profiler(m, d, opt, seed)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +152,7 @@ func measurePlannerCosts(ctx context.Context, gp *graphpipe.Scheduler, m *core.M
 	}
 	c.prof = prof
 	if whole && c.cluster != nil && len(devs) > 1 {
-		k, err := sim.MeasureConcurrency(ctx, tr, devs, reps)
+		k, err := measureConcurrency(ctx, target, tr, m, d, opt, seed, reps)
 		switch {
 		case err == nil:
 			c.cluster.HostCores, c.hostCores = k, "the model on every device at once"
@@ -130,4 +170,18 @@ func (c *plannerCosts) use(gp *graphpipe.Scheduler) {
 	if c.cluster != nil {
 		gp.Cluster = c.cluster
 	}
+}
+
+// measureConcurrency runs sim.MeasureConcurrency on target's local
+// devices, with tr or, when tr runs on the probe, a trainer of their own.
+func measureConcurrency(ctx context.Context, target profTarget, tr *engine.Trainer, m *core.Model, d engine.Data, opt engine.Optimizer, seed uint64, reps int) (float64, error) {
+	if target.probe != nil {
+		ctr, err := target.trainer(m, d, opt, seed)
+		if err != nil {
+			return 0, err
+		}
+		defer ctr.Close()
+		tr = ctr
+	}
+	return sim.MeasureConcurrency(ctx, tr, target.local, reps)
 }

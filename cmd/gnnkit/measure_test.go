@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/backends/opencl"
+	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/sim"
 )
 
@@ -67,6 +68,39 @@ func TestTrainMeasureInputs(t *testing.T) {
 		r := trainJSON(t, append([]string{"--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--epochs", "2"}, args...)...)
 		if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") {
 			t.Errorf("%v: planned on %q", args, r.PlannedOn)
+		}
+	}
+}
+
+// TestTrainCappedNoFitFigure: under --device-mem the measured planner
+// weighs every micro-batch count, since the profile runs on an uncapped
+// twin of the first device (a pipeline's stages each hold part of the
+// model, so counts whose whole-model unit exceeds the cap may fit). The
+// no-fit figure for gcn under gpipe at 10 MiB is then the m = 2 plan's
+// (13.6 MiB; it was 31.1 MiB at m = 8, and 14 MiB was refused), and
+// given back as the cap it trains, its measured peaks under it.
+func TestTrainCappedNoFitFigure(t *testing.T) {
+	args := []string{"--model", "gcn", "--scheduler", "gpipe", "--devices", "cpu:0,cpu:1", "--epochs", "2"}
+	_, err := run(t, append([]string{"train", "-q", "--device-mem", "10MiB"}, args...)...)
+	if err == nil {
+		t.Fatal("gcn under gpipe trained on two devices of 10 MiB")
+	}
+	_, figure, ok := strings.Cut(err.Error(), "is about ")
+	figure, _, _ = strings.Cut(figure, " (")
+	need, perr := core.ParseBytes(strings.ReplaceAll(figure, " ", ""))
+	if !ok || perr != nil {
+		t.Fatalf("no figure in %v", err)
+	}
+	if need >= 14<<20 {
+		t.Errorf("the smallest memory that fits is quoted as %s: the m = 2 plan trains in 14 MiB", figure)
+	}
+	r := trainJSON(t, append([]string{"--device-mem", strings.ReplaceAll(figure, " ", "")}, args...)...)
+	if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") {
+		t.Errorf("planned on %q", r.PlannedOn)
+	}
+	for d, peak := range r.PeakMemBytes {
+		if peak > need+need/1000 {
+			t.Errorf("at the quoted %s, %s peaked at %s", figure, d, core.FormatBytes(peak))
 		}
 	}
 }

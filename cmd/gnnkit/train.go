@@ -503,7 +503,16 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 	if !f.quiet && !f.asJSON {
 		fmt.Fprintf(cmd.ErrOrStderr(), "measuring op costs on %s for the %s planner (--measure=false skips this)...\n", td.local[0].ID(), sched.Name())
 	}
-	c, err := measurePlannerCosts(ctx, gp, m, d, opt, profTarget{local: td.local}, train, samples, whole, 5, f.seed)
+	target := profTarget{local: td.local}
+	probe, closer, err := uncappedTwin(td.local[0])
+	if err != nil {
+		return "", err
+	}
+	if closer != nil {
+		defer closer.Close()
+		target.probe = probe
+	}
+	c, err := measurePlannerCosts(ctx, gp, m, d, opt, target, train, samples, whole, 5, f.seed)
 	if errors.Is(err, core.ErrOutOfMemory) && !explicit {
 		fmt.Fprintf(cmd.ErrOrStderr(), "gnnkit: planning on a roofline model: measuring the op costs ran out of memory under --device-mem (%v)\n", err)
 		return roofline + " (measuring ran out of memory under --device-mem)", nil

@@ -674,12 +674,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			src := devs[x.e]
 			if c.sync {
 				// The gradients travel in the reduction's turn, once the
-				// source is done with them, and are added in after the
-				// owner's own backwards of them; the copy is held from
-				// the transfer to the end of the add.
-				st := math.Max(clock, x.end)
-				clock = st + secs(c.cm.Transfer(src, d, nb))
-				clock = math.Max(clock, x.mine) + secs(c.cm.ReduceSum(d, nb))
+				// source is done with them and the owner with its own
+				// backwards of them (engine's ownerReduce), and are
+				// added in; the copy is held from the transfer to the
+				// end of the add.
+				st := math.Max(clock, math.Max(x.end, x.mine))
+				clock = st + secs(c.cm.Transfer(src, d, nb)) + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})
 			} else {
 				st := math.Max(x.end, linkFree[x.e])

@@ -1140,6 +1140,12 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			// perhaps less does.
 			err = fmt.Errorf("%w; with dp=piper that figure is an upper bound: Piper's chains, which include PipeDream's it was found among, may fit in less", err)
 		}
+		if s.MicroBatches == 0 {
+			if fit := s.fittingLadder(len(w.Batch)); len(fit) < len(mLadder(len(w.Batch))) {
+				err = fmt.Errorf("%w; that leaves out m < %d, whose units did not fit one device of %s when the profile was taken, so it has no costs for them (a profile taken with more memory would weigh them)",
+					err, fit[0], core.FormatBytes(s.Profile.Device.MemCap))
+			}
+		}
 		return nil, err
 	}
 	if best == nil {

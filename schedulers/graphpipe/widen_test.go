@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strings"
@@ -215,6 +216,38 @@ func TestFittingLadder(t *testing.T) {
 		s := &Scheduler{Profile: &sim.Profile{OverCapTargets: c.over}}
 		if got := s.fittingLadder(c.samples); !slices.Equal(got, c.want) {
 			t.Errorf("over %v, %d samples: %v, want %v", c.over, c.samples, got, c.want)
+		}
+	}
+}
+
+// TestNoFitSaysCountsLeftOut: when nothing fits and the profile could not
+// measure the largest units (OverCapTargets), the no-fit error says
+// which micro-batch counts its figure left out, and stays a NoFitError.
+func TestNoFitSaysCountsLeftOut(t *testing.T) {
+	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 64, Hidden: 32, Classes: 2, Layers: 2, Branches: 2}, 64, 2)
+	for i := range cl.Devices {
+		cl.Devices[i].MemBytes = 1 << 10
+	}
+	w.Devices = cl.Infos()
+	for _, c := range []struct {
+		over []int
+		want string
+	}{
+		{nil, ""},
+		{[]int{33}, "leaves out m < 2,"},
+		{[]int{10}, "leaves out m < 8,"},
+	} {
+		p := *prof
+		p.OverCapTargets, p.Device.MemCap = c.over, 1<<10
+		_, err := (&Scheduler{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: &p}).Schedule(t.Context(), w)
+		var nf *NoFitError
+		if !errors.As(err, &nf) {
+			t.Fatalf("over %v: %v, want a NoFitError", c.over, err)
+		}
+		msg := err.Error()
+		t.Logf("over %v: %s", c.over, msg)
+		if got := strings.Contains(msg, "leaves out"); got != (c.want != "") || c.want != "" && !strings.Contains(msg, c.want) {
+			t.Errorf("over %v: %q, want it to say %q", c.over, msg, c.want)
 		}
 	}
 }
