@@ -20,6 +20,9 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	if len(t.reps) == 0 {
 		return nil, errors.New("engine: predict before the first iteration")
 	}
+	if place := t.stagedPlacement(); place != nil {
+		return t.predictStaged(ctx, place, nodes)
+	}
 	if _, err := t.syncHome(); err != nil {
 		return nil, err
 	}
@@ -44,6 +47,134 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 			return preds, err
 		}
 	}
+}
+
+// stagedPlacement is the last plan's placement of the ops (Trainer.place)
+// when Predict should follow it: the home device has a memory cap, and
+// the ops ran on several devices, all of them local. Else nil: Predict
+// runs on the home device.
+func (t *Trainer) stagedPlacement() []core.DeviceID {
+	if t.place == nil || t.reps[t.home].dev.Mem().Stats().Cap <= 0 {
+		return nil
+	}
+	several := false
+	for _, d := range t.place {
+		r := t.reps[d]
+		if r == nil || t.devs[d] == nil {
+			return nil // a worker's device, or one the trainer no longer holds
+		}
+		several = several || d != t.home
+	}
+	if !several {
+		return nil
+	}
+	return t.place
+}
+
+// predictStaged is Predict over placement place: each op runs on its
+// device with that replica's parameters, brought up to the current step
+// first, reading values other devices computed through copies (as
+// pipeline stages do). The whole graph in one pass, else subgraph chunks
+// of the nodes, halved until each fits.
+func (t *Trainer) predictStaged(ctx context.Context, place []core.DeviceID, nodes []int32) ([]int32, error) {
+	names := map[core.DeviceID]map[string]bool{}
+	for o, d := range place {
+		for _, p := range t.opPar[o] {
+			addTo(names, d, p)
+		}
+	}
+	for _, d := range sortedIDs(names) {
+		if _, err := t.refresh(t.reps[d], names[d]); err != nil {
+			return nil, fmt.Errorf("engine: evaluate: %w", err)
+		}
+	}
+	preds := make([]int32, len(nodes))
+	err := t.predictStagedChunk(ctx, place, core.Unit{Targets: nodes}, preds)
+	for _, d := range sortedIDs(names) {
+		t.reps[d].trimInputs()
+	}
+	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
+		return preds, err
+	}
+	for _, d := range sortedIDs(names) {
+		t.reps[d].releaseInputs() // make room: the chunks bring their own inputs
+	}
+	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
+		err = nil
+		for lo := 0; lo < len(nodes) && err == nil; lo += chunk {
+			hi := min(len(nodes), lo+chunk)
+			err = t.predictStagedChunk(ctx, place, core.Unit{Targets: nodes[lo:hi], Subgraph: true}, preds[lo:hi])
+		}
+		if !errors.Is(err, core.ErrOutOfMemory) || chunk == 1 {
+			return preds, err
+		}
+	}
+}
+
+// predictStagedChunk evaluates unit u over placement place and writes
+// the arg-max class of each target to preds.
+func (t *Trainer) predictStagedChunk(ctx context.Context, place []core.DeviceID, u core.Unit, preds []int32) error {
+	envs := map[core.DeviceID]*core.Env{}
+	defer func() {
+		for _, env := range envs {
+			env.Release()
+		}
+	}()
+	ops := t.model.Ops
+	for o, d := range place {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		env := envs[d]
+		if env == nil {
+			var err error
+			if env, err = t.unitEnv(t.reps[d], t.full, u, false, false); err != nil {
+				return err
+			}
+			env.Targets = nil
+			envs[d] = env
+		}
+		for _, v := range ops[o].Inputs() {
+			p, ok := t.producer[v]
+			if !ok || place[p] == d {
+				continue
+			}
+			if _, err := env.Value(v); err == nil {
+				continue // copied already
+			}
+			from := envs[place[p]]
+			x, err := from.Value(v)
+			if err != nil {
+				return err
+			}
+			y, _, err := copyTensor(from.Dev, x, env)
+			if err != nil {
+				return fmt.Errorf("engine: evaluate: moving %s from %s to %s: %w", v, place[p], d, err)
+			}
+			env.SetValue(v, y)
+		}
+		if err := ops[o].Forward(env); err != nil {
+			return fmt.Errorf("engine: evaluate: forward %s on %s: %w", ops[o].Name(), d, err)
+		}
+	}
+	env := envs[place[t.producer[t.model.Output]]]
+	out, err := env.Value(t.model.Output)
+	if err != nil {
+		return err
+	}
+	buf := make([]float32, out.Len())
+	if err := env.Dev.Download(buf, out); err != nil {
+		return err
+	}
+	c := out.Cols()
+	for i, n := range u.Targets {
+		row := int(n)
+		if u.Subgraph {
+			row = i // seeds come first in a subgraph unit
+		}
+		preds[i] = argmax(buf[row*c : (row+1)*c])
+	}
+	return nil
 }
 
 // predictChunk evaluates unit u (targets are global ids) and writes the

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"sync"
 	"time"
@@ -225,6 +226,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 		r.dev.Mem().ResetPeak()
 	}
+	t.place = nil // set again once this plan has run
 	if plan.Reuse != nil {
 		return t.runReusePlan(ctx, plan, b, opts, used, t0)
 	}
@@ -323,6 +325,9 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 	}
 	if owners != nil && !opts.SkipStep {
 		t.step = ex.stepNo
+	}
+	if len(ex.opDev) > 0 && !slices.Contains(ex.opDev[0], "") {
+		t.place = ex.opDev[0]
 	}
 	// Sum the units' losses in unit order, then the remote slices' in
 	// theirs: the same total whatever order they finished in.

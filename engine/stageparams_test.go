@@ -2,8 +2,11 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
 
+	"github.com/gnnkit/gnnkit/backends/cpu"
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/engine"
@@ -136,6 +139,98 @@ func TestPredictOnStageWithoutFeatures(t *testing.T) {
 	for i := range want {
 		if got[i] != want[i] {
 			t.Fatalf("node %d: predicted %d on the pipeline, %d on one device", i, got[i], want[i])
+		}
+	}
+}
+
+// TestPredictStagedUnderCap: with a memory cap on the home device and the
+// model's ops spread over devices, evaluation follows the plan's
+// placement instead of bringing the whole model home, where the cap
+// leaves room for its own stage only (uno-4 under 1f1b at its no-fit
+// figure trained an epoch, then ran out of memory evaluating). The
+// predictions equal an uncapped run's, evaluated on its home, bit for
+// bit; training goes on after it, owner steps included.
+func TestPredictStagedUnderCap(t *testing.T) {
+	f := schedtest.NewFixture(16, 3, 16, 3, 5)
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 512, Classes: f.Classes, Layers: 2, Branches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := batch(16)
+	// Two branches on cpu:1; two, the join, the head and the loss on
+	// cpu:0 (home): home holds the larger part of the parameters, and its
+	// training peak sets the cap.
+	stages := schedtest.Stages{K: 2, Assign: func(o, n, d int) int {
+		if strings.HasPrefix(m.Ops[o].Name(), "branch0.") || strings.HasPrefix(m.Ops[o].Name(), "branch1.") {
+			return 1
+		}
+		return 0
+	}}
+	run := func(t *testing.T, memCap int64) ([]int32, []core.Device, error) {
+		b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		tr, err := engine.New(engine.Config{Model: m, Devices: b.Devices(), Seed: 3,
+			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		bt := tr.FullBatch(nodes)
+		w, err := tr.Workload(bt, infos(b.Devices()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := stages.Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = p.OwnerStep(w)
+		for range 2 {
+			if _, err := tr.Run(context.Background(), p, bt, engine.RunOptions{}); err != nil {
+				return nil, b.Devices(), err
+			}
+		}
+		var before []int64
+		for _, d := range b.Devices() {
+			before = append(before, d.Mem().Stats().Used)
+			d.Mem().ResetPeak()
+		}
+		preds, err := tr.Predict(context.Background(), nodes)
+		if err != nil {
+			return nil, b.Devices(), err
+		}
+		for i, d := range b.Devices() {
+			st := d.Mem().Stats()
+			t.Logf("cap %d: %s held %d bytes before evaluating, peaked at %d", memCap, d.ID(), before[i], st.Peak)
+			if memCap > 0 && st.Used > before[i] {
+				t.Errorf("%s holds %d bytes after evaluating, %d before", d.ID(), st.Used, before[i])
+			}
+		}
+		if _, err := tr.Run(context.Background(), p, bt, engine.RunOptions{}); err != nil {
+			return nil, b.Devices(), fmt.Errorf("training after evaluating: %w", err)
+		}
+		return preds, b.Devices(), nil
+	}
+	want, devs, err := run(t, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A cap of the larger training peak, with 1% over it.
+	var peak int64
+	for _, d := range devs {
+		peak = max(peak, d.Mem().Stats().Peak)
+	}
+	capped := peak + peak/100
+	got, _, err := run(t, capped)
+	if err != nil {
+		t.Fatalf("under a cap of %d bytes (training peaks at %d): %v", capped, peak, err)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node %d: predicted %d staged under the cap, %d on the uncapped home", i, got[i], want[i])
 		}
 	}
 }

@@ -98,9 +98,13 @@ type Trainer struct {
 	// wholeUnits is whether the last plan had a unit computing the whole
 	// batch graph (whose inputs then stay resident between iterations).
 	wholeUnits bool
-	reps       map[core.DeviceID]*replica
-	moment     map[string][2]*core.Tensor // optimizer state, on momentDev[p]
-	step       int
+	// place is the device each op ran on for the last plan's first unit
+	// (nil before one, or where an op ran on none): Predict's staged
+	// placement under a memory cap.
+	place  []core.DeviceID
+	reps   map[core.DeviceID]*replica
+	moment map[string][2]*core.Tensor // optimizer state, on momentDev[p]
+	step   int
 	// stateMu guards momentDev, newest and gradAt, and replicas' ver maps,
 	// which owner steps on several devices update concurrently.
 	stateMu sync.Mutex

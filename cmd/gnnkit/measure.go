@@ -48,25 +48,34 @@ func (c *plannerCosts) describe() string {
 type profTarget struct {
 	local  []core.Device
 	remote []engine.Remote
-	// probe, when set, is an uncapped twin of local[0] (uncappedTwin)
-	// that the profile runs on instead: a cpu device's --device-mem is a
-	// budget, not the host's memory, so every unit size can be measured,
-	// also those whose whole model would not fit the cap (a pipeline's
-	// stages each hold part of it). The profile keeps local[0]'s info.
+	// probe, when set, is a twin of local[0] without its cap
+	// (profileTwin) that the profile runs on instead: a cpu device's
+	// --device-mem is a budget, not the host's memory, so every unit size
+	// can be measured, also those whose whole model would not fit one
+	// device (a pipeline's stages each hold part of it), and the no-fit
+	// figure can weigh memory above the cap. The profile keeps local[0]'s
+	// info, with the memory it was measured under.
 	probe core.Device
 }
 
-// uncappedTwin opens, when dev is a cpu device with a memory cap, a cpu
-// device like it (its threads) without the cap, for profiling; nil
-// otherwise. The caller closes the closer.
-func uncappedTwin(dev core.Device) (core.Device, io.Closer, error) {
+// profileTwin opens, when dev is a cpu device with a memory cap, a cpu
+// device like it (its threads) for profiling, capped at half the memory
+// the host has available (FitCap then skips the sizes the host could not
+// hold, where one allocation past it would fail the whole profile), or
+// at dev's cap if that is more; nil otherwise. The caller closes the
+// closer.
+func profileTwin(dev core.Device) (core.Device, io.Closer, error) {
 	info := dev.Info()
 	if info.Backend != cpu.Name || info.MemCap <= 0 {
 		return nil, nil, nil
 	}
-	be, err := core.OpenBackend(cpu.Name, core.BackendOptions{Devices: 1, Threads: info.Threads})
+	memCap := int64(0) // unknown host memory: none
+	if host := cpu.HostMemory(); host > 0 {
+		memCap = max(host/2, info.MemCap)
+	}
+	be, err := core.OpenBackend(cpu.Name, core.BackendOptions{Devices: 1, Threads: info.Threads, MemCap: memCap})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening an uncapped cpu device to profile on: %w", err)
+		return nil, nil, fmt.Errorf("opening a cpu device to profile on: %w", err)
 	}
 	return be.Devices()[0], be, nil
 }
@@ -88,6 +97,7 @@ func (p profTarget) measure(ctx context.Context, tr *engine.Trainer, o sim.Measu
 			return nil, err
 		}
 		prof.Device = p.local[0].Info()
+		prof.Device.MemCap = p.probe.Info().MemCap
 		return prof, nil
 	}
 	return sim.MeasureWith(ctx, tr, p.local[0], o)
@@ -112,7 +122,8 @@ func (p profTarget) profiler(m *core.Model, d engine.Data, opt engine.Optimizer,
 // profiles at the unit sizes gp may make for a batch of samples targets
 // drawn from pool (the training nodes; sizes are kept below the pool's
 // count so that each is a subgraph unit, as gp's are, unless the pool is
-// one node), skipping sizes that would not fit a memory cap. In
+// one node), skipping sizes that would not fit the memory it profiles
+// under (the probe's, with one: half the host's). In
 // full-graph training (whole) with several devices and a measured
 // cluster, MeasureConcurrency on the model's own iteration gives the
 // host's cores instead of a GEMM's, unless it runs out of memory. The

@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -77,30 +78,41 @@ func TestTrainMeasureInputs(t *testing.T) {
 // twin of the first device (a pipeline's stages each hold part of the
 // model, so counts whose whole-model unit exceeds the cap may fit). The
 // no-fit figure for gcn under gpipe at 10 MiB is then the m = 2 plan's
-// (13.6 MiB; it was 31.1 MiB at m = 8, and 14 MiB was refused), and
-// given back as the cap it trains, its measured peaks under it.
+// (13.6 MiB; it was 31.1 MiB at m = 8, and 14 MiB was refused). Each
+// figure given back as the cap trains, evaluation included, its measured
+// peaks under it: uno-4 under 1f1b at its figure used to train an epoch
+// and run out of memory evaluating, bringing the model to its home.
 func TestTrainCappedNoFitFigure(t *testing.T) {
-	args := []string{"--model", "gcn", "--scheduler", "gpipe", "--devices", "cpu:0,cpu:1", "--epochs", "2"}
-	_, err := run(t, append([]string{"train", "-q", "--device-mem", "10MiB"}, args...)...)
-	if err == nil {
-		t.Fatal("gcn under gpipe trained on two devices of 10 MiB")
-	}
-	_, figure, ok := strings.Cut(err.Error(), "is about ")
-	figure, _, _ = strings.Cut(figure, " (")
-	need, perr := core.ParseBytes(strings.ReplaceAll(figure, " ", ""))
-	if !ok || perr != nil {
-		t.Fatalf("no figure in %v", err)
-	}
-	if need >= 14<<20 {
-		t.Errorf("the smallest memory that fits is quoted as %s: the m = 2 plan trains in 14 MiB", figure)
-	}
-	r := trainJSON(t, append([]string{"--device-mem", strings.ReplaceAll(figure, " ", "")}, args...)...)
-	if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") {
-		t.Errorf("planned on %q", r.PlannedOn)
-	}
-	for d, peak := range r.PeakMemBytes {
-		if peak > need+need/1000 {
-			t.Errorf("at the quoted %s, %s peaked at %s", figure, d, core.FormatBytes(peak))
+	for _, c := range []struct {
+		args  []string
+		small string // the cap that does not fit
+		below int64  // the figure must be under it (0: any)
+	}{
+		{[]string{"--model", "gcn", "--scheduler", "gpipe"}, "10MiB", 14 << 20},
+		{[]string{"--model", "uno", "--branches", "4", "--scheduler", "1f1b"}, "512KiB", 0},
+	} {
+		args := append(slices.Clone(c.args), "--devices", "cpu:0,cpu:1", "--epochs", "2")
+		_, err := run(t, append([]string{"train", "-q", "--device-mem", c.small}, args...)...)
+		if err == nil {
+			t.Fatalf("%v trained on two devices of %s", c.args, c.small)
+		}
+		_, figure, ok := strings.Cut(err.Error(), "is about ")
+		figure, _, _ = strings.Cut(figure, " (")
+		need, perr := core.ParseBytes(strings.ReplaceAll(figure, " ", ""))
+		if !ok || perr != nil {
+			t.Fatalf("%v: no figure in %v", c.args, err)
+		}
+		if c.below > 0 && need >= c.below {
+			t.Errorf("%v: the smallest memory that fits is quoted as %s: %s trains", c.args, figure, core.FormatBytes(c.below))
+		}
+		r := trainJSON(t, append([]string{"--device-mem", strings.ReplaceAll(figure, " ", "")}, args...)...)
+		if !strings.HasPrefix(r.PlannedOn, "measured on cpu:0") {
+			t.Errorf("%v: planned on %q", c.args, r.PlannedOn)
+		}
+		for d, peak := range r.PeakMemBytes {
+			if peak > need+need/1000 {
+				t.Errorf("%v: at the quoted %s, %s peaked at %s", c.args, figure, d, core.FormatBytes(peak))
+			}
 		}
 	}
 }

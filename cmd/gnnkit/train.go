@@ -504,7 +504,7 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 		fmt.Fprintf(cmd.ErrOrStderr(), "measuring op costs on %s for the %s planner (--measure=false skips this)...\n", td.local[0].ID(), sched.Name())
 	}
 	target := profTarget{local: td.local}
-	probe, closer, err := uncappedTwin(td.local[0])
+	probe, closer, err := profileTwin(td.local[0])
 	if err != nil {
 		return "", err
 	}

@@ -1142,7 +1142,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		}
 		if s.MicroBatches == 0 {
 			if fit := s.fittingLadder(len(w.Batch)); len(fit) < len(mLadder(len(w.Batch))) {
-				err = fmt.Errorf("%w; that leaves out m < %d, whose units did not fit one device of %s when the profile was taken, so it has no costs for them (a profile taken with more memory would weigh them)",
+				err = fmt.Errorf("%w; that leaves out m < %d, whose units did not fit the %s the profile was taken under, so it has no costs for them (a profile taken with more memory would weigh them)",
 					err, fit[0], core.FormatBytes(s.Profile.Device.MemCap))
 			}
 		}
