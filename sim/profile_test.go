@@ -127,6 +127,8 @@ func TestMalformedProfiles(t *testing.T) {
 		{"duplicate id", `[{"id": 0, "inputs": [], "runtime": {"4": 1}}, {"id": 0, "inputs": [], "runtime": {"4": 1}}]`, "two op records have id 0"},
 		{"id out of range", `[{"id": 5, "inputs": [], "runtime": {"4": 1}}]`, "ids must be 0..0"},
 		{"no runtime", `[{"inputs": []}]`, "no runtime"},
+		{"negative runtime beside split times", `[{"inputs": [], "forward_ms": {"4": 1}, "backward_ms": {"4": 2}, "runtime": {"4": -3}}]`, "runtime: time -3 is negative"},
+		{"ladder size twice", `{"ladder": [{"rows": 4, "edges": 1}, {"rows": 4, "edges": 2}], "ops": [{"inputs": [], "runtime": {"4": 1}}]}`, "ladder lists 4 rows twice"},
 		{"split mismatch", `[{"inputs": [], "forward_ms": {"4": 1}, "backward_ms": {}}]`, "different batch sizes"},
 		{"duplicate name", `[{"name": "a", "inputs": [], "runtime": {"4": 1}}, {"name": "a", "inputs": [], "runtime": {"4": 1}}]`, "both named"},
 		{"bad kind", `[{"kind": "quantum", "inputs": [], "runtime": {"4": 1}}]`, "unknown kind"},

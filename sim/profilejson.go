@@ -256,6 +256,9 @@ func ParseProfile(b []byte) (*Profile, error) {
 		if l.Rows <= 0 || l.Edges < 0 {
 			return nil, fail("ladder entry {rows %d, edges %d}: want positive rows and non-negative edges", l.Rows, l.Edges)
 		}
+		if _, ok := edges[l.Rows]; ok {
+			return nil, fail("ladder lists %d rows twice", l.Rows)
+		}
 		edges[l.Rows] = l.Edges
 	}
 	// Order ops by id (positional when no ids are given).
@@ -370,6 +373,13 @@ func ParseProfile(b []byte) (*Profile, error) {
 				}
 				if pt.Bwd, err = dur(bv, at+": backward_ms"); err != nil {
 					return nil, err
+				}
+				// GraphPipe's runtime beside them is not read, but must
+				// not be nonsense either.
+				if v, ok := get(fo.Runtime, r); ok {
+					if _, err := dur(v, at+": runtime"); err != nil {
+						return nil, err
+					}
 				}
 			} else {
 				v, _ := get(fo.Runtime, r)
