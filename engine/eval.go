@@ -79,24 +79,37 @@ func (t *Trainer) stagedPlacement() []core.DeviceID {
 func (t *Trainer) predictStaged(ctx context.Context, place []core.DeviceID, nodes []int32) ([]int32, error) {
 	names := map[core.DeviceID]map[string]bool{}
 	for o, d := range place {
+		if names[d] == nil { // every device of the placement, with parameters or none
+			names[d] = map[string]bool{}
+		}
 		for _, p := range t.opPar[o] {
 			addTo(names, d, p)
 		}
 	}
-	for _, d := range sortedIDs(names) {
+	devs := sortedIDs(names)
+	// What evaluating brought stays only where training keeps it: whole
+	// units keep their batch inputs resident; subgraph units bring their
+	// own each time.
+	defer func() {
+		for _, d := range devs {
+			if t.wholeUnits {
+				t.reps[d].trimInputs()
+			} else {
+				t.reps[d].releaseInputs()
+			}
+		}
+	}()
+	for _, d := range devs {
 		if _, err := t.refresh(t.reps[d], names[d]); err != nil {
 			return nil, fmt.Errorf("engine: evaluate: %w", err)
 		}
 	}
 	preds := make([]int32, len(nodes))
 	err := t.predictStagedChunk(ctx, place, core.Unit{Targets: nodes}, preds)
-	for _, d := range sortedIDs(names) {
-		t.reps[d].trimInputs()
-	}
 	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
 		return preds, err
 	}
-	for _, d := range sortedIDs(names) {
+	for _, d := range devs {
 		t.reps[d].releaseInputs() // make room: the chunks bring their own inputs
 	}
 	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
@@ -127,8 +140,12 @@ func (t *Trainer) predictStagedChunk(ctx context.Context, place []core.DeviceID,
 		}
 		env := envs[d]
 		if env == nil {
-			var err error
-			if env, err = t.unitEnv(t.reps[d], t.full, u, false, false); err != nil {
+			in, err := t.unitView(t.full, u)
+			if err != nil {
+				return err
+			}
+			// Only the inputs the plan's ops there read, as in training.
+			if env, err = t.unitEnvSel(t.reps[d], t.full, u, in, false, false, true); err != nil {
 				return err
 			}
 			env.Targets = nil

@@ -96,6 +96,7 @@ func (t *Trainer) GroupWorkload(groups []*Batch, devs []core.DeviceInfo) (*core.
 // asynchronous device's last kernels included): Trace.Wall is the whole
 // iteration.
 func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOptions) (*Result, error) {
+	t.place = nil // set again once this plan has run
 	if opts.Groups == nil {
 		if b == nil {
 			return nil, fmt.Errorf("engine: Run needs a batch (or RunOptions.Groups)")
@@ -226,7 +227,6 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 		r.dev.Mem().ResetPeak()
 	}
-	t.place = nil // set again once this plan has run
 	if plan.Reuse != nil {
 		return t.runReusePlan(ctx, plan, b, opts, used, t0)
 	}

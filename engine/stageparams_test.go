@@ -160,12 +160,21 @@ func TestPredictStagedUnderCap(t *testing.T) {
 	// Two branches on cpu:1; two, the join, the head and the loss on
 	// cpu:0 (home): home holds the larger part of the parameters, and its
 	// training peak sets the cap.
-	stages := schedtest.Stages{K: 2, Assign: func(o, n, d int) int {
+	split := schedtest.Stages{K: 2, Assign: func(o, n, d int) int {
 		if strings.HasPrefix(m.Ops[o].Name(), "branch0.") || strings.HasPrefix(m.Ops[o].Name(), "branch1.") {
 			return 1
 		}
 		return 0
 	}}
+	// The loss alone on cpu:1: a stage without parameters, whose inputs
+	// evaluation must not leave behind there either.
+	lossAlone := schedtest.Stages{K: 2, Assign: func(o, n, d int) int {
+		if m.Ops[o].Name() == "loss" {
+			return 1
+		}
+		return 0
+	}}
+	var stages core.Scheduler
 	run := func(t *testing.T, memCap int64) ([]int32, []core.Device, error) {
 		b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1, MemCap: memCap})
 		if err != nil {
@@ -214,23 +223,31 @@ func TestPredictStagedUnderCap(t *testing.T) {
 		}
 		return preds, b.Devices(), nil
 	}
-	want, devs, err := run(t, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A cap of the larger training peak, with 1% over it.
-	var peak int64
-	for _, d := range devs {
-		peak = max(peak, d.Mem().Stats().Peak)
-	}
-	capped := peak + peak/100
-	got, _, err := run(t, capped)
-	if err != nil {
-		t.Fatalf("under a cap of %d bytes (training peaks at %d): %v", capped, peak, err)
-	}
-	for i := range want {
-		if got[i] != want[i] {
-			t.Fatalf("node %d: predicted %d staged under the cap, %d on the uncapped home", i, got[i], want[i])
-		}
+	for _, c := range []struct {
+		name  string
+		sched core.Scheduler
+		slack int64 // the cap over the larger training peak, in bytes per 100
+	}{{"branches split", split, 1}, {"loss alone", lossAlone, 100}} {
+		t.Run(c.name, func(t *testing.T) {
+			stages = c.sched
+			want, devs, err := run(t, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var peak int64
+			for _, d := range devs {
+				peak = max(peak, d.Mem().Stats().Peak)
+			}
+			capped := peak + peak*c.slack/100
+			got, _, err := run(t, capped)
+			if err != nil {
+				t.Fatalf("under a cap of %d bytes (training peaks at %d): %v", capped, peak, err)
+			}
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("node %d: predicted %d staged under the cap, %d on the uncapped home", i, got[i], want[i])
+				}
+			}
+		})
 	}
 }

@@ -459,6 +459,12 @@ func (t *Trainer) unitEnv(r *replica, b *Batch, u core.Unit, training, group boo
 
 // unitEnvFrom is unitEnv over inputs already worked out.
 func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs, training, group bool) (*core.Env, error) {
+	return t.unitEnvSel(r, b, u, in, training, group, training)
+}
+
+// unitEnvSel is unitEnvFrom bringing to r, with wanted, only the batch
+// inputs the plan's ops there read (r.want), else all of them.
+func (t *Trainer) unitEnvSel(r *replica, b *Batch, u core.Unit, in *unitInputs, training, group, wanted bool) (*core.Env, error) {
 	env := core.NewEnv(r.dev, r.params, r.grads, t.needGrad)
 	if !training {
 		env = core.NewEnv(r.dev, r.params, r.grads, map[string]bool{})
@@ -492,7 +498,7 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 			env.SetValue(name+".w", wt)
 		}
 	} else if !u.Subgraph {
-		vals, err := t.batchInputs(r, b, !training)
+		vals, err := t.batchInputs(r, b, !wanted)
 		if err != nil {
 			return nil, err
 		}
@@ -502,7 +508,7 @@ func (t *Trainer) unitEnvFrom(r *replica, b *Batch, u core.Unit, in *unitInputs,
 	} else {
 		// A training unit brings only the inputs the plan's ops on this
 		// device read (r.want): a later pipeline stage gathers no features.
-		reads := func(v string) bool { return !training || r.want == nil || r.want[v] }
+		reads := func(v string) bool { return !wanted || r.want == nil || r.want[v] }
 		if !in.noFeatures && reads("x") {
 			x, err := t.gatherFeatures(r.dev, env, b, in.rows)
 			if err != nil {
