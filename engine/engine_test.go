@@ -139,17 +139,80 @@ func TestRunOutOfMemoryMidway(t *testing.T) {
 	}
 }
 
-func TestHomeMismatch(t *testing.T) {
-	tr, devs, _ := setup(t, "gcn", 0)
-	b := tr.FullBatch(batch(50))
-	w, _ := tr.Workload(b, infos(devs))
-	p0, _ := (&sequential.Scheduler{Device: "cpu:0"}).Schedule(context.Background(), w)
-	p1, _ := (&sequential.Scheduler{Device: "cpu:1"}).Schedule(context.Background(), w)
-	if _, err := tr.Run(context.Background(), p0, b, engine.RunOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tr.Run(context.Background(), p1, b, engine.RunOptions{}); err == nil {
-		t.Error("a plan with another home device was accepted")
+// TestHomeMoves: a plan whose home differs from the last one's (sampled
+// training plans per batch shape, and a pipeline may put the loss on
+// another device for another shape) moves the master copy there, and
+// training goes on exactly: the same losses and parameters, bit for bit,
+// as a trainer whose plans never moved, for home-step and owner-step
+// plans alike.
+func TestHomeMoves(t *testing.T) {
+	// The first half of the ops on cpu:1 and the second (with the loss:
+	// home) on cpu:0, and the other way round.
+	reversed := schedtest.Stages{K: 2, Assign: func(o, n, d int) int { return d - 1 - schedtest.Halves(o, n, d) }}
+	halves := schedtest.Stages{K: 2, Assign: schedtest.Halves}
+	for _, c := range []struct {
+		name   string
+		scheds []core.Scheduler
+		owners bool
+	}{
+		{"sequential", []core.Scheduler{&sequential.Scheduler{Device: "cpu:0"}, &sequential.Scheduler{Device: "cpu:1"}}, false},
+		{"stages", []core.Scheduler{reversed, halves}, false},
+		{"stages, owner steps", []core.Scheduler{reversed, halves}, true},
+		// The old home then computes the first half, whose parameters it
+		// held (brought back for the move) without gradients.
+		{"stages swapped, owner steps", []core.Scheduler{reversed, reversed}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			plans := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, []*core.Plan) {
+				b := tr.FullBatch(batch(50))
+				var ps []*core.Plan
+				for k, s := range c.scheds {
+					// Stages homes its plan on the workload's first device:
+					// the second plan's workload lists cpu:1 first.
+					ds := infos(devs)
+					if k == 1 {
+						ds[0], ds[1] = ds[1], ds[0]
+					}
+					w, err := tr.Workload(b, ds)
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := s.Schedule(context.Background(), w)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if c.owners {
+						p = p.OwnerStep(w)
+					}
+					if err := p.Validate(w); err != nil {
+						t.Fatal(err)
+					}
+					ps = append(ps, p)
+				}
+				if ps[0].Home == ps[1].Home {
+					t.Fatalf("both plans are homed on %s", ps[0].Home)
+				}
+				return b, ps
+			}
+			moving, mdevs, _ := setup(t, "gcn", 0)
+			still, sdevs, _ := setup(t, "gcn", 0)
+			mb, mp := plans(moving, mdevs)
+			sb, sp := plans(still, sdevs)
+			for i, k := range []int{0, 1, 1, 0, 1} {
+				got, err := moving.Run(context.Background(), mp[k], mb, engine.RunOptions{})
+				if err != nil {
+					t.Fatalf("iteration %d, on the plan homed on %s: %v", i, mp[k].Home, err)
+				}
+				want, err := still.Run(context.Background(), sp[0], sb, engine.RunOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got.Loss != want.Loss {
+					t.Errorf("iteration %d (home %s): loss %.9g, %.9g without moving", i, mp[k].Home, got.Loss, want.Loss)
+				}
+			}
+			equalParams(t, "after moving home", moving, still)
+		})
 	}
 }
 

@@ -111,8 +111,12 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 			return nil, err
 		}
 	}
-	if t.homeFor(plan.Home) != t.home {
-		return nil, fmt.Errorf("engine: plan's home device %s differs from the trainer's %s", plan.Home, t.home)
+	if to := t.homeFor(plan.Home); to != t.home {
+		// Another plan's home (sampled training plans per batch shape):
+		// the master copy moves there first.
+		if err := t.rehome(to); err != nil {
+			return nil, fmt.Errorf("engine: moving the master copy from %s to %s, the plan's home: %w", t.home, to, err)
+		}
 	}
 	if plan.StepOwners && (plan.Reuse != nil || opts.Groups != nil || t.usesRemote(plan)) {
 		// Workers get their parameters from home, and activation reuse

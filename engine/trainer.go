@@ -883,6 +883,48 @@ func (t *Trainer) refresh(r *replica, names map[string]bool) (int64, error) {
 	return t.copyFrom(r, from)
 }
 
+// rehome makes device id the home (a plan's home that differs from the
+// last): the old home's parameters are brought current, the optimizer
+// state is recorded where it lies (momentOn moves it when a step needs
+// it), and id's replica gets every parameter, current.
+func (t *Trainer) rehome(id core.DeviceID) error {
+	old := t.home
+	if _, err := t.syncHome(); err != nil {
+		return err
+	}
+	r, err := t.replicaOn(id)
+	if err != nil {
+		return err
+	}
+	t.stateMu.Lock()
+	for p := range t.moment {
+		if t.momentDev[p] == "" {
+			t.momentDev[p] = old
+		}
+	}
+	t.stateMu.Unlock()
+	t.home = id
+	if _, err := t.copyParamsBytes(t.reps[old], r, nil); err != nil {
+		t.home = old // old still holds every current value
+		return err
+	}
+	t.newest = nil // both hold every current value
+	// A non-home replica holds a gradient beside each of its parameters
+	// (placeParams); home held some without: those go, the new home has
+	// them.
+	o := t.reps[old]
+	o.gradMu.Lock()
+	for name, pt := range o.params {
+		if o.grads[name] == nil {
+			o.dev.Free(pt)
+			delete(o.params, name)
+			delete(o.ver, name)
+		}
+	}
+	o.gradMu.Unlock()
+	return nil
+}
+
 // syncHome copies into home's replica the current value of every
 // parameter an owner-stepped plan left newer elsewhere, and returns the
 // bytes moved.
