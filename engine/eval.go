@@ -10,9 +10,12 @@ import (
 
 // Predict returns the arg-max class of each of the given nodes (global
 // ids), computed in evaluation mode (no dropout) over the full dataset
-// graph on the home device. It runs one full-graph pass; if that does not
-// fit in the device's memory it computes the nodes' receptive fields in
-// chunks, halving the chunk until each fits.
+// graph on the home device, or staged over the last plan's devices when
+// the home has a memory cap (stagedPlacement). It runs one full-graph
+// pass; if that does not fit in memory it computes the nodes' receptive
+// fields in chunks, halving the chunk until each fits. If even that runs
+// out of memory and the trainer has a Config.EvalDevice, it evaluates
+// there.
 func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	if len(nodes) == 0 {
 		return nil, nil
@@ -20,28 +23,82 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 	if len(t.reps) == 0 {
 		return nil, errors.New("engine: predict before the first iteration")
 	}
+	var preds []int32
+	var err error
 	if place := t.stagedPlacement(); place != nil {
-		return t.predictStaged(ctx, place, nodes)
+		preds, err = t.predictStaged(ctx, place, nodes)
+	} else {
+		preds, err = t.predictHome(ctx, nodes)
 	}
+	if errors.Is(err, core.ErrOutOfMemory) && t.evalDev != nil {
+		t.evalFallbacks++
+		return t.predictOn(ctx, t.evalDev, nodes)
+	}
+	return preds, err
+}
+
+// EvalFallbacks is how many evaluations ran on Config.EvalDevice because
+// the training devices ran out of memory.
+func (t *Trainer) EvalFallbacks() int { return t.evalFallbacks }
+
+// predictHome is Predict on the home device.
+func (t *Trainer) predictHome(ctx context.Context, nodes []int32) ([]int32, error) {
 	if _, err := t.syncHome(); err != nil {
 		return nil, err
 	}
 	r := t.reps[t.home]
-	preds := make([]int32, len(nodes))
-	err := t.predictChunk(ctx, r, core.Unit{Targets: nodes}, preds)
 	// The plan's ops on the home device may read only some inputs (a
 	// pipeline's later stage): free the rest the evaluation brought,
 	// which training's memory plan does not hold.
-	r.trimInputs()
+	defer r.trimInputs()
+	return t.chunked(nodes, func(u core.Unit, out []int32) error { return t.predictChunk(ctx, r, u, out) },
+		r.releaseInputs) // make room: the chunks bring their own inputs
+}
+
+// predictOn is Predict on dev, a device outside the trainer's: a replica
+// there gets the current parameters (from home, or the replica holding
+// a newer value) and is freed after.
+func (t *Trainer) predictOn(ctx context.Context, dev core.Device, nodes []int32) ([]int32, error) {
+	r := &replica{dev: dev, params: map[string]*core.Tensor{}, grads: map[string]*core.Tensor{}, inputs: map[string]*core.Tensor{}}
+	defer r.free()
+	for _, p := range t.model.Params {
+		src := t.home
+		if d, ok := t.newest[p.Name]; ok {
+			src = d
+		}
+		from := t.reps[src]
+		x, err := dev.Alloc(p.Shape...)
+		if err != nil {
+			return nil, fmt.Errorf("engine: evaluate on %s: placing %s: %w", dev.ID(), p.Name, err)
+		}
+		r.params[p.Name] = x
+		if err := MoveTensor(from.dev, dev, from.params[p.Name], x); err != nil {
+			return nil, fmt.Errorf("engine: evaluate on %s: copying %s from %s: %w", dev.ID(), p.Name, src, err)
+		}
+	}
+	preds, err := t.chunked(nodes, func(u core.Unit, out []int32) error { return t.predictChunk(ctx, r, u, out) }, r.releaseInputs)
+	if err != nil {
+		return nil, fmt.Errorf("engine: evaluate on %s: %w", dev.ID(), err)
+	}
+	return preds, nil
+}
+
+// chunked evaluates nodes with eval: all of them in one unit computing
+// the whole graph, else, out of memory, after release, in subgraph units
+// of halving chunks until each fits (a chunk computes only its nodes'
+// receptive fields).
+func (t *Trainer) chunked(nodes []int32, eval func(u core.Unit, out []int32) error, release func()) ([]int32, error) {
+	preds := make([]int32, len(nodes))
+	err := eval(core.Unit{Targets: nodes}, preds)
 	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
 		return preds, err
 	}
-	r.releaseInputs() // make room: the chunks bring their own inputs
+	release()
 	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
 		err = nil
 		for lo := 0; lo < len(nodes) && err == nil; lo += chunk {
 			hi := min(len(nodes), lo+chunk)
-			err = t.predictChunk(ctx, r, core.Unit{Targets: nodes[lo:hi], Subgraph: true}, preds[lo:hi])
+			err = eval(core.Unit{Targets: nodes[lo:hi], Subgraph: true}, preds[lo:hi])
 		}
 		if !errors.Is(err, core.ErrOutOfMemory) || chunk == 1 {
 			return preds, err
@@ -104,24 +161,12 @@ func (t *Trainer) predictStaged(ctx context.Context, place []core.DeviceID, node
 			return nil, fmt.Errorf("engine: evaluate: %w", err)
 		}
 	}
-	preds := make([]int32, len(nodes))
-	err := t.predictStagedChunk(ctx, place, core.Unit{Targets: nodes}, preds)
-	if !errors.Is(err, core.ErrOutOfMemory) || t.model.Config.Layers <= 0 {
-		return preds, err
-	}
-	for _, d := range devs {
-		t.reps[d].releaseInputs() // make room: the chunks bring their own inputs
-	}
-	for chunk := (len(nodes) + 1) / 2; ; chunk = (chunk + 1) / 2 {
-		err = nil
-		for lo := 0; lo < len(nodes) && err == nil; lo += chunk {
-			hi := min(len(nodes), lo+chunk)
-			err = t.predictStagedChunk(ctx, place, core.Unit{Targets: nodes[lo:hi], Subgraph: true}, preds[lo:hi])
-		}
-		if !errors.Is(err, core.ErrOutOfMemory) || chunk == 1 {
-			return preds, err
-		}
-	}
+	return t.chunked(nodes, func(u core.Unit, out []int32) error { return t.predictStagedChunk(ctx, place, u, out) },
+		func() {
+			for _, d := range devs {
+				t.reps[d].releaseInputs() // make room: the chunks bring their own inputs
+			}
+		})
 }
 
 // predictStagedChunk evaluates unit u over placement place and writes

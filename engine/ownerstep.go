@@ -44,12 +44,17 @@ func (t *Trainer) refreshHome(names map[string]bool) (int64, error) {
 		}
 	}
 	moved, err := t.copyFrom(t.reps[t.home], from)
+	if err != nil {
+		// Some were not copied: every one stays recorded as newer
+		// elsewhere (a copied one is then merely copied again).
+		return moved, err
+	}
 	for _, ps := range from {
 		for p := range ps {
 			delete(t.newest, p)
 		}
 	}
-	return moved, err
+	return moved, nil
 }
 
 // dropHomeCopies frees home's copies of the parameters an owner-stepped

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/core/schedtest"
 	"github.com/gnnkit/gnnkit/engine"
+	"github.com/gnnkit/gnnkit/schedulers/sequential"
 )
 
 // TestStageHoldsOwnParams: in a two-stage pipeline the second device
@@ -249,5 +251,87 @@ func TestPredictStagedUnderCap(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestPredictFallsBackToEvalDevice: evaluation reads whole
+// neighbourhoods, so under a cap that sampled training fits, even one
+// node's receptive field may not: with Config.EvalDevice the trainer
+// evaluates there instead (counted by EvalFallbacks), with the same
+// predictions as an uncapped trainer, and leaves its devices as they
+// were; without one the error is the out-of-memory.
+func TestPredictFallsBackToEvalDevice(t *testing.T) {
+	f := schedtest.NewFixture(300, 40, 256, 3, 7) // dense: two hops reach most nodes
+	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: f.FeatureDim, Hidden: 8, Classes: f.Classes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := batch(300)
+	var trainPeak, trainUsed int64 // the last run's, before evaluating
+	run := func(t *testing.T, memCap int64, withEval bool) ([]int32, *engine.Trainer, []core.Device, error) {
+		b, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		cfg := engine.Config{Model: m, Devices: b.Devices(), Seed: 5,
+			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}}
+		if withEval {
+			host, err := cpu.New(core.BackendOptions{Devices: 1, Threads: 1})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { host.Close() })
+			cfg.EvalDevice = host.Devices()[0]
+		}
+		tr, err := engine.New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		bt, err := engine.Sample(f.Graph, batch(8), []int{2, 2}, 11)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w, err := tr.Workload(bt, infos(b.Devices()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := (&sequential.Scheduler{}).Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := tr.Run(context.Background(), p, bt, engine.RunOptions{}); err != nil {
+				t.Fatalf("training under a cap of %d: %v", memCap, err)
+			}
+		}
+		trainPeak, trainUsed = b.Devices()[0].Mem().Stats().Peak, b.Devices()[0].Mem().Stats().Used
+		preds, err := tr.Predict(context.Background(), nodes)
+		return preds, tr, b.Devices(), err
+	}
+	want, _, _, err := run(t, 0, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	memCap := trainPeak + trainPeak/4
+	t.Logf("training peaks at %d bytes; cap %d", trainPeak, memCap)
+	if _, _, _, err := run(t, memCap, false); !errors.Is(err, core.ErrOutOfMemory) {
+		t.Fatalf("without an evaluation device under %d bytes: %v, want out of memory", memCap, err)
+	}
+	got, tr, devs, err := run(t, memCap, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.EvalFallbacks() != 1 {
+		t.Errorf("EvalFallbacks = %d, want 1", tr.EvalFallbacks())
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("node %d: predicted %d on the evaluation device, %d uncapped", i, got[i], want[i])
+		}
+	}
+	if used := devs[0].Mem().Stats().Used; used > trainUsed {
+		t.Errorf("the capped device holds %d bytes after evaluating, %d before", used, trainUsed)
 	}
 }

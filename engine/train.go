@@ -81,6 +81,9 @@ type Summary struct {
 	// (Plan.MemEstimate), when it predicts one.
 	PredictedPeak map[core.DeviceID]int64 `json:"predicted_peak_mem_bytes,omitempty"`
 	Units         int                     `json:"units"`
+	// EvalFallbacks counts the evaluations that ran on the trainer's
+	// Config.EvalDevice because the training devices ran out of memory.
+	EvalFallbacks int `json:"eval_fallbacks,omitempty"`
 	// Metrics are the plans' Metrics averaged over all iterations.
 	Metrics map[string]float64 `json:"scheduler_metrics,omitempty"`
 	Wall    time.Duration      `json:"-"`
@@ -147,6 +150,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 	}
 	evalNodes := append(append([]int32(nil), opts.Train...), opts.Val...)
 	start := time.Now()
+	fallbacks0 := t.EvalFallbacks()
 	iters := 0
 	metricSums := map[string]float64{}
 	var last EpochStats // the last evaluation's accuracies
@@ -256,6 +260,7 @@ func Train(ctx context.Context, t *Trainer, devs []core.DeviceInfo, opts TrainOp
 		}
 	}
 	s.Wall = time.Since(start)
+	s.EvalFallbacks = t.EvalFallbacks() - fallbacks0
 	s.EpochMsMedian = Median(s.EpochMs)
 	if len(s.EpochMs) > 1 {
 		s.EpochMsMedian = Median(s.EpochMs[1:])

@@ -75,6 +75,10 @@ type Config struct {
 	// Remote are devices in other processes (backend-plugin workers, see
 	// Remote); plans may use them next to Devices.
 	Remote []Remote
+	// EvalDevice, when set, is where Predict evaluates when the training
+	// devices run out of memory doing it (evaluation reads whole
+	// neighbourhoods): a device of its own, not one of Devices.
+	EvalDevice core.Device
 }
 
 // Trainer holds a model's training state across iterations.
@@ -95,6 +99,10 @@ type Trainer struct {
 	opPar     [][]string // the parameters each op reads (Model.OpParams)
 
 	home core.DeviceID
+	// evalDev is Config.EvalDevice; evalFallbacks counts the evaluations
+	// that ran there.
+	evalDev       core.Device
+	evalFallbacks int
 	// wholeUnits is whether the last plan had a unit computing the whole
 	// batch graph (whose inputs then stay resident between iterations).
 	wholeUnits bool
@@ -199,7 +207,7 @@ func New(cfg Config) (*Trainer, error) {
 	t := &Trainer{model: cfg.Model, data: d, opt: cfg.Optimizer, seed: cfg.Seed, trim: !cfg.NoTrim,
 		devs: map[core.DeviceID]core.Device{}, needGrad: cfg.Model.NeedsGrad(), specs: map[string]core.ParamSpec{},
 		reps: map[core.DeviceID]*replica{}, moment: map[string][2]*core.Tensor{}, momentDev: map[string]core.DeviceID{},
-		newest: map[string]core.DeviceID{}}
+		newest: map[string]core.DeviceID{}, evalDev: cfg.EvalDevice}
 	for _, dev := range cfg.Devices {
 		t.devs[dev.ID()] = dev
 	}

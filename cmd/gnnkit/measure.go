@@ -49,7 +49,7 @@ type profTarget struct {
 	local  []core.Device
 	remote []engine.Remote
 	// probe, when set, is a twin of local[0] without its cap
-	// (profileTwin) that the profile runs on instead: a cpu device's
+	// (hostTwin) that the profile runs on instead: a cpu device's
 	// --device-mem is a budget, not the host's memory, so every unit size
 	// can be measured, also those whose whole model would not fit one
 	// device (a pipeline's stages each hold part of it), and the no-fit
@@ -58,13 +58,13 @@ type profTarget struct {
 	probe core.Device
 }
 
-// profileTwin opens, when dev is a cpu device with a memory cap, a cpu
-// device like it (its threads) for profiling, capped at half the memory
-// the host has available (FitCap then skips the sizes the host could not
-// hold, where one allocation past it would fail the whole profile), or
-// at dev's cap if that is more; nil otherwise. The caller closes the
-// closer.
-func profileTwin(dev core.Device) (core.Device, io.Closer, error) {
+// hostTwin opens, when dev is a cpu device with a memory cap, a cpu
+// device like it (its threads) for profiling or evaluating, capped at
+// half the memory the host has available (FitCap then skips the sizes
+// the host could not hold, where one allocation past it would fail the
+// whole profile), or at dev's cap if that is more; nil otherwise. The
+// caller closes the closer.
+func hostTwin(dev core.Device) (core.Device, io.Closer, error) {
 	info := dev.Info()
 	if info.Backend != cpu.Name || info.MemCap <= 0 {
 		return nil, nil, nil
@@ -75,7 +75,7 @@ func profileTwin(dev core.Device) (core.Device, io.Closer, error) {
 	}
 	be, err := core.OpenBackend(cpu.Name, core.BackendOptions{Devices: 1, Threads: info.Threads, MemCap: memCap})
 	if err != nil {
-		return nil, nil, fmt.Errorf("opening a cpu device to profile on: %w", err)
+		return nil, nil, fmt.Errorf("opening a host cpu device beside the capped ones: %w", err)
 	}
 	return be.Devices()[0], be, nil
 }

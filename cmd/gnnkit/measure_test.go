@@ -117,6 +117,25 @@ func TestTrainCappedNoFitFigure(t *testing.T) {
 	}
 }
 
+// TestTrainEvaluatesOnHost: sampled training under a cap fits where
+// evaluating, which reads whole neighbourhoods (mbgnn's towers reach
+// 1,381 of Cora's nodes from one), does not: the evaluations run on the
+// host and the summary counts them; uncapped there are none.
+func TestTrainEvaluatesOnHost(t *testing.T) {
+	args := []string{"--model", "mbgnn", "--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--batch-size", "64", "--fanout", "5,5", "--epochs", "2"}
+	r := trainJSON(t, append([]string{"--device-mem", "12MiB"}, args...)...)
+	if r.EvalFallbacks != 2 {
+		t.Errorf("under 12 MiB: %d evaluations on the host, want 2 (one per epoch)", r.EvalFallbacks)
+	}
+	out, err := run(t, append([]string{"train", "-q", "--device-mem", "12MiB"}, args...)...)
+	if err != nil || !strings.Contains(out, "evaluated on the host") {
+		t.Errorf("the summary does not say it evaluated on the host (%v):\n%s", err, out)
+	}
+	if u := trainJSON(t, args...); u.EvalFallbacks != 0 {
+		t.Errorf("uncapped: %d evaluations on the host", u.EvalFallbacks)
+	}
+}
+
 // TestTrainMeasureWithProfile: --measure beside a profile file is refused;
 // the profile alone is what the plan is priced on.
 func TestTrainMeasureWithProfile(t *testing.T) {

@@ -121,15 +121,18 @@ type trainResult struct {
 	Plans        int     `json:"plans"`
 	// PlannedOn says what a scheduler that plans with op costs priced
 	// them with: measured here (--measure), a profile file, or a roofline.
-	PlannedOn     string                  `json:"planned_on,omitempty"`
-	WallSeconds   float64                 `json:"wall_s"`
-	PeakMemBytes  map[core.DeviceID]int64 `json:"peak_mem_bytes"`
-	FinalLoss     float64                 `json:"final_loss"`
-	TrainAcc      float64                 `json:"train_acc"`
-	ValAcc        float64                 `json:"val_acc"`
-	TestAcc       float64                 `json:"test_acc"`
-	Units         int                     `json:"units"`
-	Iterations    int                     `json:"iterations_per_epoch"`
+	PlannedOn    string                  `json:"planned_on,omitempty"`
+	WallSeconds  float64                 `json:"wall_s"`
+	PeakMemBytes map[core.DeviceID]int64 `json:"peak_mem_bytes"`
+	FinalLoss    float64                 `json:"final_loss"`
+	TrainAcc     float64                 `json:"train_acc"`
+	ValAcc       float64                 `json:"val_acc"`
+	TestAcc      float64                 `json:"test_acc"`
+	Units        int                     `json:"units"`
+	Iterations   int                     `json:"iterations_per_epoch"`
+	// EvalFallbacks counts the evaluations that ran on the host because
+	// the capped devices could not hold them.
+	EvalFallbacks int                     `json:"eval_fallbacks,omitempty"`
 	PredictedPeak map[core.DeviceID]int64 `json:"predicted_peak_mem_bytes,omitempty"`
 	SchedMetrics  map[string]float64      `json:"scheduler_metrics,omitempty"`
 	Seed          uint64                  `json:"seed"`
@@ -279,9 +282,24 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	if err != nil {
 		return err
 	}
+	// Capped cpu devices evaluate on the host when they cannot hold it
+	// (evaluation reads whole neighbourhoods; a budget is not the host's
+	// memory).
+	var evalDev core.Device
+	if len(td.remote) == 0 {
+		dev, closer, err := hostTwin(td.local[0])
+		if err != nil {
+			return err
+		}
+		if closer != nil {
+			defer closer.Close()
+			evalDev = dev
+		}
+	}
 	tr, err := engine.New(engine.Config{Model: m, Devices: devs, Remote: td.remote, Seed: f.seed,
-		Data:      dat,
-		Optimizer: optim})
+		Data:       dat,
+		Optimizer:  optim,
+		EvalDevice: evalDev})
 	if err != nil {
 		return err
 	}
@@ -328,7 +346,7 @@ func runTrain(cmd *cobra.Command, f *trainFlags) error {
 	res := trainResult{Model: f.model, Data: ds.Name, Scheduler: sum.Scheduler, Backend: backendName, Devices: ids,
 		Epochs: f.epochs, EpochMsMedian: sum.EpochMsMedian, IterationMsMedian: sum.IterationMsMedian, PlannedOn: plannedOn, WallSeconds: sum.Wall.Seconds(), PeakMemBytes: sum.PeakMem,
 		FinalLoss: sum.FinalLoss, TrainAcc: sum.TrainAcc, ValAcc: sum.ValAcc, TestAcc: sum.TestAcc, Units: sum.Units, Seed: f.seed,
-		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics, SchedulingMs: sum.SchedulingMs, Plans: sum.Plans,
+		Iterations: sum.Iterations, PredictedPeak: sum.PredictedPeak, SchedMetrics: sum.Metrics, SchedulingMs: sum.SchedulingMs, Plans: sum.Plans, EvalFallbacks: sum.EvalFallbacks,
 		noVal: len(ds.Val) == 0, noTest: len(ds.Test) == 0}
 	if f.trace != "" {
 		if err := atomicfile.Write(f.trace, func(w io.Writer) error { return sum.Trace.WriteChrome(w) }); err != nil {
@@ -404,6 +422,9 @@ func printSummary(w io.Writer, r trainResult) {
 		return fmt.Sprintf("%.3f", v)
 	}
 	row("accuracy train / val / test", acc(r.TrainAcc, false)+" / "+acc(r.ValAcc, r.noVal)+" / "+acc(r.TestAcc, r.noTest))
+	if r.EvalFallbacks > 0 {
+		row("evaluated on the host", fmt.Sprintf("%d time(s): the devices' --device-mem could not hold it (evaluation reads whole neighbourhoods)", r.EvalFallbacks))
+	}
 	if r.Trace != "" {
 		row("trace", r.Trace+" (open in ui.perfetto.dev or chrome://tracing)")
 	}
@@ -504,7 +525,7 @@ func planOnMeasuredCosts(ctx context.Context, cmd *cobra.Command, f *trainFlags,
 		fmt.Fprintf(cmd.ErrOrStderr(), "measuring op costs on %s for the %s planner (--measure=false skips this)...\n", td.local[0].ID(), sched.Name())
 	}
 	target := profTarget{local: td.local}
-	probe, closer, err := profileTwin(td.local[0])
+	probe, closer, err := hostTwin(td.local[0])
 	if err != nil {
 		return "", err
 	}
