@@ -219,24 +219,7 @@ func (t *Trainer) predictStagedChunk(ctx context.Context, place []core.DeviceID,
 			return fmt.Errorf("engine: evaluate: forward %s on %s: %w", ops[o].Name(), d, err)
 		}
 	}
-	env := envs[place[t.producer[t.model.Output]]]
-	out, err := env.Value(t.model.Output)
-	if err != nil {
-		return err
-	}
-	buf := make([]float32, out.Len())
-	if err := env.Dev.Download(buf, out); err != nil {
-		return err
-	}
-	c := out.Cols()
-	for i, n := range u.Targets {
-		row := int(n)
-		if u.Subgraph {
-			row = i // seeds come first in a subgraph unit
-		}
-		preds[i] = argmax(buf[row*c : (row+1)*c])
-	}
-	return nil
+	return t.writePreds(envs[place[t.producer[t.model.Output]]], u, preds)
 }
 
 // predictChunk evaluates unit u (targets are global ids) and writes the
@@ -251,12 +234,18 @@ func (t *Trainer) predictChunk(ctx context.Context, r *replica, u core.Unit, pre
 	if err := forward(ctx, t.model.Ops, env); err != nil {
 		return fmt.Errorf("engine: evaluate: %w", err)
 	}
+	return t.writePreds(env, u, preds)
+}
+
+// writePreds writes to preds the arg-max class of each of unit u's
+// targets, from the model's output in env.
+func (t *Trainer) writePreds(env *core.Env, u core.Unit, preds []int32) error {
 	out, err := env.Value(t.model.Output)
 	if err != nil {
 		return err
 	}
 	buf := make([]float32, out.Len())
-	if err := r.dev.Download(buf, out); err != nil {
+	if err := env.Dev.Download(buf, out); err != nil {
 		return err
 	}
 	c := out.Cols()
