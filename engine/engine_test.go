@@ -154,13 +154,18 @@ func TestHomeMoves(t *testing.T) {
 		name   string
 		scheds []core.Scheduler
 		owners bool
+		spread bool // the parameters owned in turn by cpu:0 and cpu:1
 	}{
-		{"sequential", []core.Scheduler{&sequential.Scheduler{Device: "cpu:0"}, &sequential.Scheduler{Device: "cpu:1"}}, false},
-		{"stages", []core.Scheduler{reversed, halves}, false},
-		{"stages, owner steps", []core.Scheduler{reversed, halves}, true},
+		{"sequential", []core.Scheduler{&sequential.Scheduler{Device: "cpu:0"}, &sequential.Scheduler{Device: "cpu:1"}}, false, false},
+		{"stages", []core.Scheduler{reversed, halves}, false, false},
+		{"stages, owner steps", []core.Scheduler{reversed, halves}, true, false},
 		// The old home then computes the first half, whose parameters it
 		// held (brought back for the move) without gradients.
-		{"stages swapped, owner steps", []core.Scheduler{reversed, reversed}, true},
+		{"stages swapped, owner steps", []core.Scheduler{reversed, reversed}, true, false},
+		// Each home reads every parameter and owns half: the move leaves
+		// nothing for dropHomeCopies to record, and the other device's
+		// steps record their newer values (a nil map after a move).
+		{"data parallel, owner steps", []core.Scheduler{schedtest.Split{K: 2}, schedtest.Split{K: 2}}, true, true},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			plans := func(tr *engine.Trainer, devs []core.Device) (*engine.Batch, []*core.Plan) {
@@ -180,6 +185,12 @@ func TestHomeMoves(t *testing.T) {
 					p, err := s.Schedule(context.Background(), w)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if c.spread {
+						p.Owners = map[string]core.DeviceID{}
+						for i, prm := range tr.Model().Params {
+							p.Owners[prm.Name] = devs[i%2].ID()
+						}
 					}
 					if c.owners {
 						p = p.OwnerStep(w)
@@ -212,8 +223,108 @@ func TestHomeMoves(t *testing.T) {
 				}
 			}
 			equalParams(t, "after moving home", moving, still)
+			moving.Close()
+			for _, d := range mdevs {
+				if used := d.Mem().Stats().Used; used != 0 {
+					t.Errorf("%s holds %d bytes after Close", d.ID(), used)
+				}
+			}
 		})
 	}
+}
+
+// TestHomeMoveFails: a move to a device that cannot hold the model fails
+// with the out-of-memory and changes nothing: the next plan, homed where
+// the master copy stayed, trains as if it had not been tried.
+func TestHomeMoveFails(t *testing.T) {
+	moving, mdevs, _ := setup(t, "gcn", 4<<20)
+	still, sdevs, _ := setup(t, "gcn", 4<<20)
+	plan := func(tr *engine.Trainer, ds []core.DeviceInfo, s core.Scheduler) (*engine.Batch, *core.Plan) {
+		b := tr.FullBatch(batch(50))
+		w, err := tr.Workload(b, ds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := s.Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b, p.OwnerStep(w)
+	}
+	stages := schedtest.Stages{K: 2, Assign: schedtest.Halves}
+	swapped := infos(mdevs)
+	swapped[0], swapped[1] = swapped[1], swapped[0]
+	mb, first := plan(moving, infos(mdevs), stages)
+	_, away := plan(moving, swapped, stages) // homed on cpu:1
+	_, dp := plan(moving, infos(mdevs), schedtest.Split{K: 2})
+	sb, sfirst := plan(still, infos(sdevs), stages)
+	_, sdp := plan(still, infos(sdevs), schedtest.Split{K: 2})
+	if away.Home != mdevs[1].ID() {
+		t.Fatalf("the plan to move to is homed on %s", away.Home)
+	}
+	for _, c := range []struct {
+		tr *engine.Trainer
+		b  *engine.Batch
+		p  *core.Plan
+	}{{moving, mb, first}, {still, sb, sfirst}} {
+		if _, err := c.tr.Run(context.Background(), c.p, c.b, engine.RunOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fill cpu:1 but for the room of the first parameter the move would
+	// place there, not the second: the move fails halfway.
+	w, err := moving.Workload(mb, infos(mdevs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	held, size := map[string]bool{}, map[string]int64{}
+	for _, o := range w.Ops {
+		for _, r := range o.Params {
+			size[r.Name] = r.Bytes
+		}
+	}
+	for _, task := range first.Tasks {
+		if task.Kind == core.TaskForward && task.Device == mdevs[1].ID() {
+			for _, o := range task.OpIndices() {
+				for _, r := range w.Ops[o].Params {
+					held[r.Name] = true
+				}
+			}
+		}
+	}
+	var missing []int64
+	for _, prm := range moving.Model().Params {
+		if !held[prm.Name] {
+			missing = append(missing, size[prm.Name])
+		}
+	}
+	if len(missing) < 2 {
+		t.Fatalf("cpu:1 lacks %d parameters: the move cannot fail halfway", len(missing))
+	}
+	room := missing[0] + missing[1] - 4
+	st := mdevs[1].Mem().Stats()
+	fill, err := mdevs[1].Alloc(int((st.Cap - st.Used - room) / 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := moving.Run(context.Background(), away, mb, engine.RunOptions{}); !errors.Is(err, core.ErrOutOfMemory) {
+		t.Fatalf("moving home to a full device: %v, want out of memory", err)
+	}
+	mdevs[1].Free(fill)
+	for i := range 2 {
+		got, err := moving.Run(context.Background(), dp, mb, engine.RunOptions{})
+		if err != nil {
+			t.Fatalf("iteration %d after the failed move: %v", i, err)
+		}
+		want, err := still.Run(context.Background(), sdp, sb, engine.RunOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Loss != want.Loss {
+			t.Errorf("iteration %d after the failed move: loss %.9g, %.9g without it", i, got.Loss, want.Loss)
+		}
+	}
+	equalParams(t, "after a failed move", moving, still)
 }
 
 func TestMedian(t *testing.T) {

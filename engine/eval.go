@@ -31,8 +31,9 @@ func (t *Trainer) Predict(ctx context.Context, nodes []int32) ([]int32, error) {
 		preds, err = t.predictHome(ctx, nodes)
 	}
 	if errors.Is(err, core.ErrOutOfMemory) && t.evalDev != nil {
-		t.evalFallbacks++
-		return t.predictOn(ctx, t.evalDev, nodes)
+		if preds, err = t.predictOn(ctx, t.evalDev, nodes); err == nil {
+			t.evalFallbacks++
+		}
 	}
 	return preds, err
 }
@@ -69,16 +70,16 @@ func (t *Trainer) predictOn(ctx context.Context, dev core.Device, nodes []int32)
 		from := t.reps[src]
 		x, err := dev.Alloc(p.Shape...)
 		if err != nil {
-			return nil, fmt.Errorf("engine: evaluate on %s: placing %s: %w", dev.ID(), p.Name, err)
+			return nil, fmt.Errorf("engine: evaluate on the evaluation device (%s): placing %s: %w", dev.ID(), p.Name, err)
 		}
 		r.params[p.Name] = x
 		if err := MoveTensor(from.dev, dev, from.params[p.Name], x); err != nil {
-			return nil, fmt.Errorf("engine: evaluate on %s: copying %s from %s: %w", dev.ID(), p.Name, src, err)
+			return nil, fmt.Errorf("engine: evaluate on the evaluation device (%s): copying %s from %s: %w", dev.ID(), p.Name, src, err)
 		}
 	}
 	preds, err := t.chunked(nodes, func(u core.Unit, out []int32) error { return t.predictChunk(ctx, r, u, out) }, r.releaseInputs)
 	if err != nil {
-		return nil, fmt.Errorf("engine: evaluate on %s: %w", dev.ID(), err)
+		return nil, fmt.Errorf("engine: evaluate on the evaluation device (%s), the training devices having run out of memory: %w", dev.ID(), err)
 	}
 	return preds, nil
 }

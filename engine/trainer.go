@@ -892,9 +892,11 @@ func (t *Trainer) refresh(r *replica, names map[string]bool) (int64, error) {
 }
 
 // rehome makes device id the home (a plan's home that differs from the
-// last): the old home's parameters are brought current, the optimizer
-// state is recorded where it lies (momentOn moves it when a step needs
-// it), and id's replica gets every parameter, current.
+// last): the old home's parameters are brought current, id's replica gets
+// every parameter, current, and the old home becomes a replica like any
+// other, emptied (a plan that uses it places what it reads there). The
+// optimizer state stays where it lies, recorded there (momentOn moves it
+// when a step needs it). If id cannot hold the model, nothing changes.
 func (t *Trainer) rehome(id core.DeviceID) error {
 	old := t.home
 	if _, err := t.syncHome(); err != nil {
@@ -904,32 +906,37 @@ func (t *Trainer) rehome(id core.DeviceID) error {
 	if err != nil {
 		return err
 	}
+	t.home = id
+	if _, err := t.copyParamsBytes(t.reps[old], r, nil); err != nil {
+		t.home = old // old still holds every current value
+		// The parameters placed on r as home's (no gradient beside
+		// them, as a replica keeps) go again.
+		r.gradMu.Lock()
+		t.stateMu.Lock()
+		for name, pt := range r.params {
+			if r.grads[name] == nil {
+				r.dev.Free(pt)
+				delete(r.params, name)
+				delete(r.ver, name)
+			}
+		}
+		t.stateMu.Unlock()
+		r.gradMu.Unlock()
+		return err
+	}
 	t.stateMu.Lock()
 	for p := range t.moment {
 		if t.momentDev[p] == "" {
 			t.momentDev[p] = old
 		}
 	}
-	t.stateMu.Unlock()
-	t.home = id
-	if _, err := t.copyParamsBytes(t.reps[old], r, nil); err != nil {
-		t.home = old // old still holds every current value
-		return err
-	}
-	t.newest = nil // both hold every current value
-	// A non-home replica holds a gradient beside each of its parameters
-	// (placeParams); home held some without: those go, the new home has
-	// them.
+	t.newest = map[string]core.DeviceID{} // the new home holds every current value
 	o := t.reps[old]
 	o.gradMu.Lock()
-	for name, pt := range o.params {
-		if o.grads[name] == nil {
-			o.dev.Free(pt)
-			delete(o.params, name)
-			delete(o.ver, name)
-		}
-	}
+	o.free()
+	clear(o.ver)
 	o.gradMu.Unlock()
+	t.stateMu.Unlock()
 	return nil
 }
 
