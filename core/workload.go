@@ -1,6 +1,9 @@
 package core
 
-import "context"
+import (
+	"context"
+	"fmt"
+)
 
 // OpInfo is the plain-data view of one op that schedulers reason over.
 type OpInfo struct {
@@ -37,6 +40,10 @@ type Workload struct {
 	// for placement; nil otherwise. Plain data, so out-of-process
 	// schedulers see it too.
 	Groups []GroupInfo `json:"groups,omitempty"`
+	// Optimizer says what the optimizer step keeps and moves, for the
+	// planners' memory and step-time pricing; nil: Adam's (see
+	// StateBuffers). Plain data: plugins see it.
+	Optimizer *OptimizerInfo `json:"optimizer,omitempty"`
 
 	// Model and Graph are the in-process objects behind the plain data
 	// (nil when the workload came over the wire).
@@ -64,6 +71,36 @@ type GroupInfo struct {
 	Graph   float64 `json:"graph"`
 	Dense   float64 `json:"dense"`
 	Samples int     `json:"samples"`
+}
+
+// OptimizerInfo describes a workload's optimizer: its kind ("adam",
+// "sgd") and how many buffers the size of a parameter of state it keeps
+// per parameter (Adam 2: its moments; SGD with momentum 1; plain SGD 0).
+type OptimizerInfo struct {
+	Kind    string `json:"kind"`
+	Buffers int    `json:"buffers"`
+}
+
+// MaxOptimizerBuffers bounds OptimizerInfo.Buffers (CheckOptimizer).
+const MaxOptimizerBuffers = 16
+
+// CheckOptimizer checks o (nil is Adam's and valid): Buffers in
+// [0, MaxOptimizerBuffers].
+func CheckOptimizer(o *OptimizerInfo) error {
+	if o != nil && (o.Buffers < 0 || o.Buffers > MaxOptimizerBuffers) {
+		return fmt.Errorf("core: optimizer %q keeps %d buffers of state per parameter; want 0 to %d (Adam 2, SGD with momentum 1, plain SGD 0)", o.Kind, o.Buffers, MaxOptimizerBuffers)
+	}
+	return nil
+}
+
+// StateBuffers is how many parameter-sized buffers of state the
+// workload's optimizer keeps per parameter: Optimizer.Buffers, or
+// Adam's 2 when the workload does not say.
+func (w *Workload) StateBuffers() int {
+	if w.Optimizer == nil {
+		return 2
+	}
+	return w.Optimizer.Buffers
 }
 
 // NewWorkload describes training m on g (as prepared for the model) with
@@ -131,8 +168,10 @@ type Scheduler interface {
 
 // SchedulerWithFeedback is a scheduler that adapts to measurements: after
 // an iteration the runtime passes the trace, and a non-nil plan replaces
-// the current one from the next iteration on. The new plan must keep the
-// same Home device: the master parameters and optimizer state live there.
+// the current one from the next iteration on. A new plan with another
+// Home moves the master parameters and optimizer state there (the
+// engine's Run does, and fails the iteration if the new home cannot
+// hold them).
 type SchedulerWithFeedback interface {
 	Scheduler
 	Observe(ctx context.Context, w *Workload, t *Trace) (*Plan, error)

@@ -54,6 +54,7 @@ func (t *Trainer) Workload(b *Batch, devs []core.DeviceInfo) (*core.Workload, er
 	}
 	w := core.NewWorkload(t.model, t.batchGraph(b), t.data.FeatureDim, b.Targets, devs, t.seed)
 	w.ParamBytes = t.model.ParamBytes()
+	w.Optimizer = t.optimizerInfo()
 	w.Estimator = func(units []core.Unit, dev core.DeviceID) (int64, int64, error) {
 		info, ok := w.Device(dev)
 		if !ok {
@@ -87,7 +88,9 @@ func (t *Trainer) GroupWorkload(groups []*Batch, devs []core.DeviceInfo) (*core.
 	for i := range ids {
 		ids[i] = int32(i)
 	}
-	return core.NewWorkload(t.model, t.batchGraph(groups[0]), t.data.FeatureDim, ids, devs, t.seed), nil
+	w := core.NewWorkload(t.model, t.batchGraph(groups[0]), t.data.FeatureDim, ids, devs, t.seed)
+	w.Optimizer = t.optimizerInfo()
+	return w, nil
 }
 
 // Run executes one training iteration of plan over batch b. The plan must

@@ -15,7 +15,8 @@ import (
 // after its steps is what Estimate counts, per optimizer: Adam's two
 // moments, SGD's momentum buffer with momentum, nothing for plain SGD
 // (it used to hold two buffers per parameter whatever the optimizer, so
-// a plan sized by the estimate ran out of memory at the first step).
+// a plan sized by the estimate ran out of memory at the first step), and
+// what the trainer's workload tells schedulers (core.Workload.Optimizer).
 func TestOptimizerStateAsEstimated(t *testing.T) {
 	f := schedtest.NewFixture(60, 3, 8, 3, 5)
 	m, err := core.BuildModel("gcn", core.ModelConfig{InDim: f.FeatureDim, Hidden: 16, Classes: f.Classes})
@@ -73,6 +74,11 @@ func TestOptimizerStateAsEstimated(t *testing.T) {
 			}
 			if used != resident {
 				t.Errorf("held %d B after the steps, Estimate says %d B resident", used, resident)
+			}
+			// The workload tells schedulers the same state: its buffers
+			// times the parameters.
+			if w.Optimizer == nil || int64(w.StateBuffers())*pb != c.state {
+				t.Errorf("workload optimizer %+v; want %d bytes of state", w.Optimizer, c.state)
 			}
 		})
 	}

@@ -1086,6 +1086,12 @@ func (t *Trainer) stateBuffers() int {
 	return 0
 }
 
+// optimizerInfo describes the trainer's optimizer to schedulers
+// (core.Workload.Optimizer).
+func (t *Trainer) optimizerInfo() *core.OptimizerInfo {
+	return &core.OptimizerInfo{Kind: t.opt.Kind, Buffers: t.stateBuffers()}
+}
+
 // update applies one optimizer step to parameter p.
 func (t *Trainer) update(k core.Kernels, p core.ParamSpec, pt, gt *core.Tensor, st [2]*core.Tensor, stepNo int) error {
 	wd := float32(0)

@@ -100,8 +100,9 @@ type Cluster struct {
 	// transfers nobody waits for yet (prefetches).
 	// Off (the default), the transfers through a port share it evenly.
 	DemandFirst bool `json:"demand_first"`
-	// OptStateFactor is optimizer state per parameter byte when the
-	// profile does not give it (Adam: 2, the default; SGD: 0).
+	// OptStateFactor is optimizer state per parameter byte when neither
+	// the profile nor the workload (core.Workload.Optimizer) gives it
+	// (Adam: 2, the default; SGD: 0).
 	OptStateFactor float64 `json:"opt_state_factor,omitempty"`
 	// HostCores, when positive, makes the devices' compute share that
 	// many host cores (logical CPU devices of one machine): while k tasks

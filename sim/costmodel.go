@@ -28,8 +28,11 @@ type CostModel struct {
 	// paramBytes, optBytes, residentIn as Simulate's memory model uses
 	// them (see Resident).
 	paramBytes, optBytes, residentIn int64
-	mark, pos                        []int32 // receptive, fieldShape
-	stamp                            int32
+	// stepPasses: the bytes an unmeasured step moves per parameter byte
+	// (StepBytes).
+	stepPasses int64
+	mark, pos  []int32 // receptive, fieldShape
+	stamp      int32
 	// fields caches subgraph units' sizes and op outputs, shared by
 	// clones.
 	fields *fieldCache
@@ -207,11 +210,15 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 	cm.optBytes = home.OptStateBytes
 	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
 		f := c.OptStateFactor
-		if f == 0 {
+		switch {
+		case w.Optimizer != nil:
+			f = float64(w.Optimizer.Buffers)
+		case f == 0:
 			f = 2
 		}
 		cm.optBytes = int64(f * float64(cm.paramBytes))
 	}
+	cm.stepPasses = 4 + 2*int64(w.StateBuffers())
 	cm.residentIn = home.ResidentInputBytes
 	return cm, nil
 }
@@ -407,8 +414,9 @@ func (cm *CostModel) Step(home core.DeviceID) time.Duration {
 
 // StepBytes is the optimizer step on device d over nb parameter bytes
 // (with Plan.StepOwners, those d owns): the profile's measured step
-// scaled to nb of the model's bytes, else Adam's traffic (read p, g, m,
-// v; write p, m, v; clear g) at memory bandwidth.
+// scaled to nb of the model's bytes, else the optimizer's traffic at
+// memory bandwidth: read p and g, write p, clear g, and read and write
+// each buffer of state (Adam: 8 passes over nb; plain SGD: 4).
 func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
 	dp := cm.dev(d)
 	if dp.p.Step > 0 {
@@ -418,7 +426,7 @@ func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
 		}
 		return time.Duration(math.Round(float64(step) * float64(nb) / float64(cm.paramBytes)))
 	}
-	return cm.MemTime(d, 8*nb)
+	return cm.MemTime(d, cm.stepPasses*nb)
 }
 
 // ParamBytes is the model's parameter bytes.
@@ -492,14 +500,15 @@ func (cm *CostModel) ResidentInputs(ops []int) int64 {
 }
 
 // OptStateBytes is the optimizer state of nb parameter bytes: the
-// model's (the profile's, else Cluster.OptStateFactor × its parameters,
-// Adam's 2 by default) in proportion.
+// model's (the profile's, else the workload's optimizer's buffers or
+// Cluster.OptStateFactor × its parameters, Adam's 2 by default) in
+// proportion.
 func (cm *CostModel) OptStateBytes(nb int64) int64 {
 	switch {
 	case nb == cm.paramBytes:
 		return cm.optBytes
 	case cm.paramBytes <= 0:
-		return 2 * nb
+		return int64(cm.w.StateBuffers()) * nb
 	case cm.optBytes == 2*cm.paramBytes:
 		return 2 * nb
 	}

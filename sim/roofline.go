@@ -51,7 +51,7 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 		}
 	}
 	p := &Profile{Model: w.ModelName, Device: core.DeviceInfo{ID: d.ID, Name: d.Name + " (roofline)", GFLOPS: d.GFLOPS, MemGBps: d.MemGBps},
-		ParamBytes: w.ParamBytes, OptStateBytes: 2 * w.ParamBytes,
+		ParamBytes: w.ParamBytes, OptStateBytes: int64(w.StateBuffers()) * w.ParamBytes,
 		ResidentInputBytes: 4*n*int64(w.FeatureDim) + 4*e*int64(weighted)}
 	roof := func(c core.Cost, frac float64) time.Duration {
 		var t float64

@@ -29,13 +29,13 @@ import (
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend, cpuprofile string
-	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                            int
-	fanout                                                                                                                          []int
-	schedOpts                                                                                                                       []string
-	speedup                                                                                                                         float64
-	seed                                                                                                                            uint64
-	simulate, measure, asJSON                                                                                                       bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend, cpuprofile, optimizer string
+	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                                       int
+	fanout                                                                                                                                     []int
+	schedOpts                                                                                                                                  []string
+	speedup                                                                                                                                    float64
+	seed                                                                                                                                       uint64
+	simulate, measure, asJSON                                                                                                                  bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -99,6 +99,7 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.IntVar(&f.tableRows, "table-rows", 0, fmt.Sprintf("dlrm: rows of each embedding table (default %d; GraphPipe's DLRM has 1000000, with --hidden 64)", models.DefaultTableRows))
 	fl.IntVar(&f.batchSize, "batch-size", 0, "target nodes per mini-batch (0 with no --fanout: full-graph training)")
 	fl.IntSliceVar(&f.fanout, "fanout", nil, "neighbours sampled per layer for mini-batches, e.g. 15,10 (-1: all)")
+	fl.StringVar(&f.optimizer, "optimizer", "adam", "optimizer the plan prices (its state's memory and its step), as gnnkit train's: adam or sgd")
 	fl.StringVar(&f.featNorm, "feature-norm", "row", "feature preprocessing: row or none")
 	fl.Uint64Var(&f.seed, "seed", 1, "random seed")
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory of every simulated device, e.g. 2GiB (default: the preset's; cpu: no cap): plan under a tighter cap, or see the smallest memory a model fits in")
@@ -325,7 +326,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	}
 	defer be.Close()
 	dat := engine.Data{Graph: ds.Graph, Features: feats, FeatureDim: ds.FeatureDim, Labels: ds.Labels}
-	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices()[:1], Seed: f.seed, Data: dat})
+	optim := engine.Optimizer{Kind: f.optimizer}
+	tr, err := engine.New(engine.Config{Model: m, Devices: be.Devices()[:1], Seed: f.seed, Data: dat, Optimizer: optim})
 	if err != nil {
 		return err
 	}
@@ -413,7 +415,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		if gp.Profile != nil {
 			return errBothCosts(opts["profile"])
 		}
-		if planned, err = measurePlannerCosts(ctx, gp, m, dat, engine.Optimizer{}, target, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
+		if planned, err = measurePlannerCosts(ctx, gp, m, dat, optim, target, ds.Train, len(b.Targets), false, f.reps, f.seed); err != nil {
 			return err
 		}
 		planned.use(gp)
@@ -472,7 +474,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			// another backend's device gets a trainer of its own.
 			mtr := tr
 			if target.local[0] != be.Devices()[0] || len(target.remote) > 0 {
-				if mtr, err = target.trainer(m, dat, engine.Optimizer{}, f.seed); err != nil {
+				if mtr, err = target.trainer(m, dat, optim, f.seed); err != nil {
 					return fmt.Errorf("--measure-backend %s: %w", f.measureBackend, err)
 				}
 				defer mtr.Close()

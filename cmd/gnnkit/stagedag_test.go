@@ -382,3 +382,38 @@ func TestDAGModelDropout(t *testing.T) {
 		t.Errorf("train --model uno: %v, want no note:\n%s", err, out)
 	}
 }
+
+// TestPlanOptimizer: plan prices the optimizer it is told (--optimizer,
+// as train's): plain SGD keeps no state, so the smallest memory that fits
+// is smaller than Adam's, SGD plans at it and Adam does not (the roofline
+// used to price Adam's two moments for every optimizer).
+func TestPlanOptimizer(t *testing.T) {
+	args := []string{"plan", "--model", "uno", "--hidden", "256", "--devices", "4", "--preset", "pcie-a100", "--scheduler", "graphpipe"}
+	need := map[string]string{}
+	for _, o := range []string{"adam", "sgd"} {
+		_, err := run(t, append(args, "--optimizer", o, "--device-mem", "1MiB")...)
+		if err == nil {
+			t.Fatalf("%s under 1 MiB planned", o)
+		}
+		_, n, ok := strings.Cut(err.Error(), "is about ")
+		n, _, _ = strings.Cut(n, " (")
+		if !ok {
+			t.Fatalf("%s: no memory named in %q", o, err)
+		}
+		need[o] = strings.ReplaceAll(n, " ", "")
+	}
+	a, errA := core.ParseBytes(need["adam"])
+	s, errS := core.ParseBytes(need["sgd"])
+	if errA != nil || errS != nil || s >= a {
+		t.Fatalf("smallest memory that fits: adam %s, sgd %s; want sgd's smaller", need["adam"], need["sgd"])
+	}
+	if _, err := run(t, append(args, "--optimizer", "sgd", "--device-mem", need["sgd"])...); err != nil {
+		t.Errorf("sgd at the %s it named: %v", need["sgd"], err)
+	}
+	if _, err := run(t, append(args, "--optimizer", "adam", "--device-mem", need["sgd"])...); err == nil {
+		t.Errorf("adam planned at sgd's %s (it needs %s)", need["sgd"], need["adam"])
+	}
+	if _, err := run(t, append(args, "--optimizer", "rmsprop")...); err == nil || !strings.Contains(err.Error(), `unknown optimizer "rmsprop"`) {
+		t.Errorf("--optimizer rmsprop: %v", err)
+	}
+}

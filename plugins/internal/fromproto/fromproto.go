@@ -78,6 +78,13 @@ func Workload(m *pb.Workload) (*core.Workload, error) {
 		}
 		w.Groups = append(w.Groups, core.GroupInfo{Key: key, Graph: g.GetGraph(), Dense: g.GetDense(), Samples: samples})
 	}
+	if o := m.GetOptimizer(); o != nil {
+		n := o.GetBuffers()
+		w.Optimizer = &core.OptimizerInfo{Kind: o.GetKind(), Buffers: int(max(min(n, math.MaxInt32), math.MinInt32))}
+		if err := core.CheckOptimizer(w.Optimizer); err != nil {
+			return nil, fmt.Errorf("fromproto: %w", err)
+		}
+	}
 	return w, nil
 }
 

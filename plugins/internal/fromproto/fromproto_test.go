@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -108,6 +109,15 @@ func TestPlanRejects(t *testing.T) {
 	}
 	if _, err := fromproto.Workload(&pb.Workload{Ops: []*pb.OpInfo{{}}}); err == nil {
 		t.Error("op without a kind accepted")
+	}
+	for _, n := range []int64{-1, core.MaxOptimizerBuffers + 1} {
+		if _, err := fromproto.Workload(&pb.Workload{Optimizer: &pb.OptimizerInfo{Kind: "x", Buffers: n}}); err == nil || !strings.Contains(err.Error(), "buffers of state") {
+			t.Errorf("optimizer with %d buffers: %v, want it refused", n, err)
+		}
+	}
+	// Absent (a host before the field): nil, priced as Adam.
+	if w, err := fromproto.Workload(&pb.Workload{}); err != nil || w.Optimizer != nil || w.StateBuffers() != 2 {
+		t.Errorf("no optimizer: %+v, %v; want nil (Adam's 2 buffers)", w, err)
 	}
 }
 

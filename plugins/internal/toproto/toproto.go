@@ -45,6 +45,9 @@ func Workload(w *core.Workload) *pb.Workload {
 	for _, g := range w.Groups {
 		out.Groups = append(out.Groups, &pb.GroupInfo{Key: int64(g.Key), Graph: g.Graph, Dense: g.Dense, Samples: int64(g.Samples)})
 	}
+	if o := w.Optimizer; o != nil {
+		out.Optimizer = &pb.OptimizerInfo{Kind: o.Kind, Buffers: int64(o.Buffers)}
+	}
 	return out
 }
 

@@ -493,7 +493,10 @@ type Workload struct {
 	Seed    uint64        `protobuf:"varint,8,opt,name=seed,proto3" json:"seed,omitempty"`
 	// Per batch entry when the batch lists groups (dynamic training):
 	// core.GroupInfo.
-	Groups        []*GroupInfo `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	Groups []*GroupInfo `protobuf:"bytes,9,rep,name=groups,proto3" json:"groups,omitempty"`
+	// The optimizer the plan's steps run: core.Workload.Optimizer. Absent:
+	// Adam's (two buffers of state per parameter), as before this field.
+	Optimizer     *OptimizerInfo `protobuf:"bytes,10,opt,name=optimizer,proto3" json:"optimizer,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -591,6 +594,67 @@ func (x *Workload) GetGroups() []*GroupInfo {
 	return nil
 }
 
+func (x *Workload) GetOptimizer() *OptimizerInfo {
+	if x != nil {
+		return x.Optimizer
+	}
+	return nil
+}
+
+// OptimizerInfo is core.OptimizerInfo: the optimizer's kind and how many
+// buffers the size of a parameter of state it keeps per parameter.
+type OptimizerInfo struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Kind          string                 `protobuf:"bytes,1,opt,name=kind,proto3" json:"kind,omitempty"`
+	Buffers       int64                  `protobuf:"varint,2,opt,name=buffers,proto3" json:"buffers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OptimizerInfo) Reset() {
+	*x = OptimizerInfo{}
+	mi := &file_scheduler_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OptimizerInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OptimizerInfo) ProtoMessage() {}
+
+func (x *OptimizerInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_scheduler_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OptimizerInfo.ProtoReflect.Descriptor instead.
+func (*OptimizerInfo) Descriptor() ([]byte, []int) {
+	return file_scheduler_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *OptimizerInfo) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *OptimizerInfo) GetBuffers() int64 {
+	if x != nil {
+		return x.Buffers
+	}
+	return 0
+}
+
 // GroupInfo is core.GroupInfo: a group's key, estimated graph and dense
 // work, and sample count.
 type GroupInfo struct {
@@ -605,7 +669,7 @@ type GroupInfo struct {
 
 func (x *GroupInfo) Reset() {
 	*x = GroupInfo{}
-	mi := &file_scheduler_proto_msgTypes[8]
+	mi := &file_scheduler_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -617,7 +681,7 @@ func (x *GroupInfo) String() string {
 func (*GroupInfo) ProtoMessage() {}
 
 func (x *GroupInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[8]
+	mi := &file_scheduler_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -630,7 +694,7 @@ func (x *GroupInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupInfo.ProtoReflect.Descriptor instead.
 func (*GroupInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{8}
+	return file_scheduler_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GroupInfo) GetKey() int64 {
@@ -671,7 +735,7 @@ type Dims struct {
 
 func (x *Dims) Reset() {
 	*x = Dims{}
-	mi := &file_scheduler_proto_msgTypes[9]
+	mi := &file_scheduler_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +747,7 @@ func (x *Dims) String() string {
 func (*Dims) ProtoMessage() {}
 
 func (x *Dims) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[9]
+	mi := &file_scheduler_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +760,7 @@ func (x *Dims) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dims.ProtoReflect.Descriptor instead.
 func (*Dims) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{9}
+	return file_scheduler_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Dims) GetNodes() int64 {
@@ -728,7 +792,7 @@ type OpInfo struct {
 
 func (x *OpInfo) Reset() {
 	*x = OpInfo{}
-	mi := &file_scheduler_proto_msgTypes[10]
+	mi := &file_scheduler_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -740,7 +804,7 @@ func (x *OpInfo) String() string {
 func (*OpInfo) ProtoMessage() {}
 
 func (x *OpInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[10]
+	mi := &file_scheduler_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -753,7 +817,7 @@ func (x *OpInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OpInfo.ProtoReflect.Descriptor instead.
 func (*OpInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{10}
+	return file_scheduler_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OpInfo) GetIndex() int64 {
@@ -809,7 +873,7 @@ type ParamRef struct {
 
 func (x *ParamRef) Reset() {
 	*x = ParamRef{}
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +885,7 @@ func (x *ParamRef) String() string {
 func (*ParamRef) ProtoMessage() {}
 
 func (x *ParamRef) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[11]
+	mi := &file_scheduler_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +898,7 @@ func (x *ParamRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ParamRef.ProtoReflect.Descriptor instead.
 func (*ParamRef) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{11}
+	return file_scheduler_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ParamRef) GetName() string {
@@ -863,7 +927,7 @@ type Cost struct {
 
 func (x *Cost) Reset() {
 	*x = Cost{}
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +939,7 @@ func (x *Cost) String() string {
 func (*Cost) ProtoMessage() {}
 
 func (x *Cost) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[12]
+	mi := &file_scheduler_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +952,7 @@ func (x *Cost) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Cost.ProtoReflect.Descriptor instead.
 func (*Cost) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{12}
+	return file_scheduler_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Cost) GetFlops() int64 {
@@ -937,7 +1001,7 @@ type DeviceInfo struct {
 
 func (x *DeviceInfo) Reset() {
 	*x = DeviceInfo{}
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -949,7 +1013,7 @@ func (x *DeviceInfo) String() string {
 func (*DeviceInfo) ProtoMessage() {}
 
 func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[13]
+	mi := &file_scheduler_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -962,7 +1026,7 @@ func (x *DeviceInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceInfo.ProtoReflect.Descriptor instead.
 func (*DeviceInfo) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{13}
+	return file_scheduler_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *DeviceInfo) GetId() string {
@@ -1062,7 +1126,7 @@ type Plan struct {
 
 func (x *Plan) Reset() {
 	*x = Plan{}
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1138,7 @@ func (x *Plan) String() string {
 func (*Plan) ProtoMessage() {}
 
 func (x *Plan) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[14]
+	mi := &file_scheduler_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1151,7 @@ func (x *Plan) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Plan.ProtoReflect.Descriptor instead.
 func (*Plan) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{14}
+	return file_scheduler_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Plan) GetScheduler() string {
@@ -1173,7 +1237,7 @@ type Alternative struct {
 
 func (x *Alternative) Reset() {
 	*x = Alternative{}
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1185,7 +1249,7 @@ func (x *Alternative) String() string {
 func (*Alternative) ProtoMessage() {}
 
 func (x *Alternative) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[15]
+	mi := &file_scheduler_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1198,7 +1262,7 @@ func (x *Alternative) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Alternative.ProtoReflect.Descriptor instead.
 func (*Alternative) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{15}
+	return file_scheduler_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Alternative) GetDescription() string {
@@ -1241,7 +1305,7 @@ type Reuse struct {
 
 func (x *Reuse) Reset() {
 	*x = Reuse{}
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1253,7 +1317,7 @@ func (x *Reuse) String() string {
 func (*Reuse) ProtoMessage() {}
 
 func (x *Reuse) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[16]
+	mi := &file_scheduler_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1266,7 +1330,7 @@ func (x *Reuse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reuse.ProtoReflect.Descriptor instead.
 func (*Reuse) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{16}
+	return file_scheduler_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Reuse) GetBoundary() string {
@@ -1300,7 +1364,7 @@ type NodeList struct {
 
 func (x *NodeList) Reset() {
 	*x = NodeList{}
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1312,7 +1376,7 @@ func (x *NodeList) String() string {
 func (*NodeList) ProtoMessage() {}
 
 func (x *NodeList) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[17]
+	mi := &file_scheduler_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1325,7 +1389,7 @@ func (x *NodeList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeList.ProtoReflect.Descriptor instead.
 func (*NodeList) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{17}
+	return file_scheduler_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *NodeList) GetNodes() []int32 {
@@ -1348,7 +1412,7 @@ type Unit struct {
 
 func (x *Unit) Reset() {
 	*x = Unit{}
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1424,7 @@ func (x *Unit) String() string {
 func (*Unit) ProtoMessage() {}
 
 func (x *Unit) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[18]
+	mi := &file_scheduler_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1437,7 @@ func (x *Unit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Unit.ProtoReflect.Descriptor instead.
 func (*Unit) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{18}
+	return file_scheduler_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Unit) GetId() int64 {
@@ -1429,7 +1493,7 @@ type Task struct {
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1441,7 +1505,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[19]
+	mi := &file_scheduler_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1454,7 +1518,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{19}
+	return file_scheduler_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Task) GetId() int64 {
@@ -1547,7 +1611,7 @@ type Trace struct {
 
 func (x *Trace) Reset() {
 	*x = Trace{}
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1559,7 +1623,7 @@ func (x *Trace) String() string {
 func (*Trace) ProtoMessage() {}
 
 func (x *Trace) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[20]
+	mi := &file_scheduler_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1572,7 +1636,7 @@ func (x *Trace) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Trace.ProtoReflect.Descriptor instead.
 func (*Trace) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{20}
+	return file_scheduler_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Trace) GetEvents() []*TraceEvent {
@@ -1619,7 +1683,7 @@ type TraceEvent struct {
 
 func (x *TraceEvent) Reset() {
 	*x = TraceEvent{}
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1695,7 @@ func (x *TraceEvent) String() string {
 func (*TraceEvent) ProtoMessage() {}
 
 func (x *TraceEvent) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[21]
+	mi := &file_scheduler_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1708,7 @@ func (x *TraceEvent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TraceEvent.ProtoReflect.Descriptor instead.
 func (*TraceEvent) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{21}
+	return file_scheduler_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TraceEvent) GetName() string {
@@ -1719,7 +1783,7 @@ type ErrorDetail struct {
 
 func (x *ErrorDetail) Reset() {
 	*x = ErrorDetail{}
-	mi := &file_scheduler_proto_msgTypes[22]
+	mi := &file_scheduler_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1731,7 +1795,7 @@ func (x *ErrorDetail) String() string {
 func (*ErrorDetail) ProtoMessage() {}
 
 func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[22]
+	mi := &file_scheduler_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1744,7 +1808,7 @@ func (x *ErrorDetail) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ErrorDetail.ProtoReflect.Descriptor instead.
 func (*ErrorDetail) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{22}
+	return file_scheduler_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ErrorDetail) GetSentinel() string {
@@ -1775,7 +1839,7 @@ type OutOfMemory struct {
 
 func (x *OutOfMemory) Reset() {
 	*x = OutOfMemory{}
-	mi := &file_scheduler_proto_msgTypes[23]
+	mi := &file_scheduler_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1851,7 @@ func (x *OutOfMemory) String() string {
 func (*OutOfMemory) ProtoMessage() {}
 
 func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
-	mi := &file_scheduler_proto_msgTypes[23]
+	mi := &file_scheduler_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1864,7 @@ func (x *OutOfMemory) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutOfMemory.ProtoReflect.Descriptor instead.
 func (*OutOfMemory) Descriptor() ([]byte, []int) {
-	return file_scheduler_proto_rawDescGZIP(), []int{23}
+	return file_scheduler_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *OutOfMemory) GetDevice() string {
@@ -1866,7 +1930,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\bworkload\x18\x01 \x01(\v2\x1d.gnnkit.scheduler.v1.WorkloadR\bworkload\x120\n" +
 	"\x05trace\x18\x02 \x01(\v2\x1a.gnnkit.scheduler.v1.TraceR\x05trace\"@\n" +
 	"\x0fObserveResponse\x12-\n" +
-	"\x04plan\x18\x01 \x01(\v2\x19.gnnkit.scheduler.v1.PlanR\x04plan\"\xdd\x02\n" +
+	"\x04plan\x18\x01 \x01(\v2\x19.gnnkit.scheduler.v1.PlanR\x04plan\"\x9f\x03\n" +
 	"\bWorkload\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12-\n" +
 	"\x03ops\x18\x02 \x03(\v2\x1b.gnnkit.scheduler.v1.OpInfoR\x03ops\x12\x1f\n" +
@@ -1878,7 +1942,12 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x05batch\x18\x06 \x03(\x05R\x05batch\x129\n" +
 	"\adevices\x18\a \x03(\v2\x1f.gnnkit.scheduler.v1.DeviceInfoR\adevices\x12\x12\n" +
 	"\x04seed\x18\b \x01(\x04R\x04seed\x126\n" +
-	"\x06groups\x18\t \x03(\v2\x1e.gnnkit.scheduler.v1.GroupInfoR\x06groups\"c\n" +
+	"\x06groups\x18\t \x03(\v2\x1e.gnnkit.scheduler.v1.GroupInfoR\x06groups\x12@\n" +
+	"\toptimizer\x18\n" +
+	" \x01(\v2\".gnnkit.scheduler.v1.OptimizerInfoR\toptimizer\"=\n" +
+	"\rOptimizerInfo\x12\x12\n" +
+	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x18\n" +
+	"\abuffers\x18\x02 \x01(\x03R\abuffers\"c\n" +
 	"\tGroupInfo\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
 	"\x05graph\x18\x02 \x01(\x01R\x05graph\x12\x14\n" +
@@ -2029,7 +2098,7 @@ func file_scheduler_proto_rawDescGZIP() []byte {
 }
 
 var file_scheduler_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_scheduler_proto_msgTypes = make([]protoimpl.MessageInfo, 29)
 var file_scheduler_proto_goTypes = []any{
 	(OpKind)(0),              // 0: gnnkit.scheduler.v1.OpKind
 	(TaskKind)(0),            // 1: gnnkit.scheduler.v1.TaskKind
@@ -2041,64 +2110,66 @@ var file_scheduler_proto_goTypes = []any{
 	(*ObserveRequest)(nil),   // 7: gnnkit.scheduler.v1.ObserveRequest
 	(*ObserveResponse)(nil),  // 8: gnnkit.scheduler.v1.ObserveResponse
 	(*Workload)(nil),         // 9: gnnkit.scheduler.v1.Workload
-	(*GroupInfo)(nil),        // 10: gnnkit.scheduler.v1.GroupInfo
-	(*Dims)(nil),             // 11: gnnkit.scheduler.v1.Dims
-	(*OpInfo)(nil),           // 12: gnnkit.scheduler.v1.OpInfo
-	(*ParamRef)(nil),         // 13: gnnkit.scheduler.v1.ParamRef
-	(*Cost)(nil),             // 14: gnnkit.scheduler.v1.Cost
-	(*DeviceInfo)(nil),       // 15: gnnkit.scheduler.v1.DeviceInfo
-	(*Plan)(nil),             // 16: gnnkit.scheduler.v1.Plan
-	(*Alternative)(nil),      // 17: gnnkit.scheduler.v1.Alternative
-	(*Reuse)(nil),            // 18: gnnkit.scheduler.v1.Reuse
-	(*NodeList)(nil),         // 19: gnnkit.scheduler.v1.NodeList
-	(*Unit)(nil),             // 20: gnnkit.scheduler.v1.Unit
-	(*Task)(nil),             // 21: gnnkit.scheduler.v1.Task
-	(*Trace)(nil),            // 22: gnnkit.scheduler.v1.Trace
-	(*TraceEvent)(nil),       // 23: gnnkit.scheduler.v1.TraceEvent
-	(*ErrorDetail)(nil),      // 24: gnnkit.scheduler.v1.ErrorDetail
-	(*OutOfMemory)(nil),      // 25: gnnkit.scheduler.v1.OutOfMemory
-	nil,                      // 26: gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	nil,                      // 27: gnnkit.scheduler.v1.Plan.MetricsEntry
-	nil,                      // 28: gnnkit.scheduler.v1.Plan.OwnersEntry
-	nil,                      // 29: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	(*OptimizerInfo)(nil),    // 10: gnnkit.scheduler.v1.OptimizerInfo
+	(*GroupInfo)(nil),        // 11: gnnkit.scheduler.v1.GroupInfo
+	(*Dims)(nil),             // 12: gnnkit.scheduler.v1.Dims
+	(*OpInfo)(nil),           // 13: gnnkit.scheduler.v1.OpInfo
+	(*ParamRef)(nil),         // 14: gnnkit.scheduler.v1.ParamRef
+	(*Cost)(nil),             // 15: gnnkit.scheduler.v1.Cost
+	(*DeviceInfo)(nil),       // 16: gnnkit.scheduler.v1.DeviceInfo
+	(*Plan)(nil),             // 17: gnnkit.scheduler.v1.Plan
+	(*Alternative)(nil),      // 18: gnnkit.scheduler.v1.Alternative
+	(*Reuse)(nil),            // 19: gnnkit.scheduler.v1.Reuse
+	(*NodeList)(nil),         // 20: gnnkit.scheduler.v1.NodeList
+	(*Unit)(nil),             // 21: gnnkit.scheduler.v1.Unit
+	(*Task)(nil),             // 22: gnnkit.scheduler.v1.Task
+	(*Trace)(nil),            // 23: gnnkit.scheduler.v1.Trace
+	(*TraceEvent)(nil),       // 24: gnnkit.scheduler.v1.TraceEvent
+	(*ErrorDetail)(nil),      // 25: gnnkit.scheduler.v1.ErrorDetail
+	(*OutOfMemory)(nil),      // 26: gnnkit.scheduler.v1.OutOfMemory
+	nil,                      // 27: gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	nil,                      // 28: gnnkit.scheduler.v1.Plan.MetricsEntry
+	nil,                      // 29: gnnkit.scheduler.v1.Plan.OwnersEntry
+	nil,                      // 30: gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
 }
 var file_scheduler_proto_depIdxs = []int32{
 	4,  // 0: gnnkit.scheduler.v1.GetInfoResponse.capabilities:type_name -> gnnkit.scheduler.v1.Capabilities
 	9,  // 1: gnnkit.scheduler.v1.ScheduleRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	16, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	17, // 2: gnnkit.scheduler.v1.ScheduleResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
 	9,  // 3: gnnkit.scheduler.v1.ObserveRequest.workload:type_name -> gnnkit.scheduler.v1.Workload
-	22, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
-	16, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
-	12, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
-	11, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
-	15, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
-	10, // 9: gnnkit.scheduler.v1.Workload.groups:type_name -> gnnkit.scheduler.v1.GroupInfo
-	0,  // 10: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
-	14, // 11: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
-	13, // 12: gnnkit.scheduler.v1.OpInfo.params:type_name -> gnnkit.scheduler.v1.ParamRef
-	20, // 13: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
-	21, // 14: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
-	26, // 15: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
-	27, // 16: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
-	18, // 17: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
-	28, // 18: gnnkit.scheduler.v1.Plan.owners:type_name -> gnnkit.scheduler.v1.Plan.OwnersEntry
-	17, // 19: gnnkit.scheduler.v1.Plan.alternatives:type_name -> gnnkit.scheduler.v1.Alternative
-	19, // 20: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
-	1,  // 21: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
-	23, // 22: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
-	29, // 23: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
-	25, // 24: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
-	2,  // 25: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
-	5,  // 26: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
-	7,  // 27: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
-	3,  // 28: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
-	6,  // 29: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
-	8,  // 30: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
-	28, // [28:31] is the sub-list for method output_type
-	25, // [25:28] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	23, // 4: gnnkit.scheduler.v1.ObserveRequest.trace:type_name -> gnnkit.scheduler.v1.Trace
+	17, // 5: gnnkit.scheduler.v1.ObserveResponse.plan:type_name -> gnnkit.scheduler.v1.Plan
+	13, // 6: gnnkit.scheduler.v1.Workload.ops:type_name -> gnnkit.scheduler.v1.OpInfo
+	12, // 7: gnnkit.scheduler.v1.Workload.dims:type_name -> gnnkit.scheduler.v1.Dims
+	16, // 8: gnnkit.scheduler.v1.Workload.devices:type_name -> gnnkit.scheduler.v1.DeviceInfo
+	11, // 9: gnnkit.scheduler.v1.Workload.groups:type_name -> gnnkit.scheduler.v1.GroupInfo
+	10, // 10: gnnkit.scheduler.v1.Workload.optimizer:type_name -> gnnkit.scheduler.v1.OptimizerInfo
+	0,  // 11: gnnkit.scheduler.v1.OpInfo.kind:type_name -> gnnkit.scheduler.v1.OpKind
+	15, // 12: gnnkit.scheduler.v1.OpInfo.cost:type_name -> gnnkit.scheduler.v1.Cost
+	14, // 13: gnnkit.scheduler.v1.OpInfo.params:type_name -> gnnkit.scheduler.v1.ParamRef
+	21, // 14: gnnkit.scheduler.v1.Plan.units:type_name -> gnnkit.scheduler.v1.Unit
+	22, // 15: gnnkit.scheduler.v1.Plan.tasks:type_name -> gnnkit.scheduler.v1.Task
+	27, // 16: gnnkit.scheduler.v1.Plan.mem_estimate:type_name -> gnnkit.scheduler.v1.Plan.MemEstimateEntry
+	28, // 17: gnnkit.scheduler.v1.Plan.metrics:type_name -> gnnkit.scheduler.v1.Plan.MetricsEntry
+	19, // 18: gnnkit.scheduler.v1.Plan.reuse:type_name -> gnnkit.scheduler.v1.Reuse
+	29, // 19: gnnkit.scheduler.v1.Plan.owners:type_name -> gnnkit.scheduler.v1.Plan.OwnersEntry
+	18, // 20: gnnkit.scheduler.v1.Plan.alternatives:type_name -> gnnkit.scheduler.v1.Alternative
+	20, // 21: gnnkit.scheduler.v1.Reuse.chunks:type_name -> gnnkit.scheduler.v1.NodeList
+	1,  // 22: gnnkit.scheduler.v1.Task.kind:type_name -> gnnkit.scheduler.v1.TaskKind
+	24, // 23: gnnkit.scheduler.v1.Trace.events:type_name -> gnnkit.scheduler.v1.TraceEvent
+	30, // 24: gnnkit.scheduler.v1.Trace.peak_mem_bytes:type_name -> gnnkit.scheduler.v1.Trace.PeakMemBytesEntry
+	26, // 25: gnnkit.scheduler.v1.ErrorDetail.oom:type_name -> gnnkit.scheduler.v1.OutOfMemory
+	2,  // 26: gnnkit.scheduler.v1.Scheduler.GetInfo:input_type -> gnnkit.scheduler.v1.GetInfoRequest
+	5,  // 27: gnnkit.scheduler.v1.Scheduler.Schedule:input_type -> gnnkit.scheduler.v1.ScheduleRequest
+	7,  // 28: gnnkit.scheduler.v1.Scheduler.Observe:input_type -> gnnkit.scheduler.v1.ObserveRequest
+	3,  // 29: gnnkit.scheduler.v1.Scheduler.GetInfo:output_type -> gnnkit.scheduler.v1.GetInfoResponse
+	6,  // 30: gnnkit.scheduler.v1.Scheduler.Schedule:output_type -> gnnkit.scheduler.v1.ScheduleResponse
+	8,  // 31: gnnkit.scheduler.v1.Scheduler.Observe:output_type -> gnnkit.scheduler.v1.ObserveResponse
+	29, // [29:32] is the sub-list for method output_type
+	26, // [26:29] is the sub-list for method input_type
+	26, // [26:26] is the sub-list for extension type_name
+	26, // [26:26] is the sub-list for extension extendee
+	0,  // [0:26] is the sub-list for field type_name
 }
 
 func init() { file_scheduler_proto_init() }
@@ -2112,7 +2183,7 @@ func file_scheduler_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_scheduler_proto_rawDesc), len(file_scheduler_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   29,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
