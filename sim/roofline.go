@@ -34,13 +34,14 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	// The backward's transient memory: per op from the shape pass's
 	// backward (Point.Temp, GradIn, GradOut).
 	var heldSum, temp int64
-	var tmps, gins, gouts []int64
+	var tmps, gins, gouts, fixeds []int64
 	if so != nil {
 		for _, h := range so.held {
 			heldSum += h
 		}
 		temp = max(so.peak-so.in-heldSum, 0)
 		tmps, gins, gouts = so.calibrated(temp)
+		fixeds = so.calibratedFixed(temp)
 	}
 	weighted := 0
 	if w.Model != nil {
@@ -66,9 +67,9 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	ladder := roofLadder(n, d.SMs > 0)
 	for i, op := range w.Ops {
 		o := OpProfile{Name: op.Name, Kind: op.Kind, Preds: append([]int(nil), op.Deps...), WeightBytes: op.Cost.WeightBytes}
-		ob, mem, tmp, gin, gout := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0)
+		ob, mem, tmp, gin, gout, fixed := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0), int64(0)
 		if so != nil {
-			ob, mem, tmp, gin, gout = so.out[i], so.held[i], tmps[i], gins[i], gouts[i]
+			ob, mem, tmp, gin, gout, fixed = so.out[i], so.held[i], tmps[i], gins[i], gouts[i], min(fixeds[i], tmps[i])
 		}
 		var gemms core.GEMMOp
 		if d.SMs > 0 && d.GFLOPS > 0 && w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
@@ -93,7 +94,7 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 			}
 			o.Points = append(o.Points, Point{Rows: rows, Edges: edges, OpEdges: opEdges,
 				Fwd: fwd + d.Launch, Bwd: fb - fwd + d.Launch,
-				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: int64(float64(tmp) * frac),
+				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: fixed + int64(float64(tmp-fixed)*frac),
 				GradIn: int64(float64(gin) * frac), GradOut: int64(float64(gout) * frac)})
 		}
 		p.Ops = append(p.Ops, o)

@@ -23,6 +23,10 @@ type shapeOut struct {
 	// started, the gradient bytes it leaves for its inputs, and the
 	// gradient bytes of its outputs freed after it (see Point.Temp).
 	bwdPeak, gradIn, gradOut []int64
+	// bwdFixed is, per op, the part of bwdPeak in buffers shaped like a
+	// parameter (a weight gradient before it is added into the
+	// accumulator: nn's accum), whose size does not follow the rows.
+	bwdFixed []int64
 }
 
 // shapes runs model m forward and backward over graph g (rows = its
@@ -50,6 +54,10 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		if grads[p.Name], err = dev.Alloc(p.Shape...); err != nil {
 			return nil, err
 		}
+	}
+	dev.paramShapes = map[string]bool{}
+	for _, p := range m.Params {
+		dev.paramShapes[shapeKey(p.Shape)] = true
 	}
 	base := dev.mem.Stats().Used
 	env := core.NewEnv(dev, params, grads, m.NeedsGrad())
@@ -100,10 +108,13 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		so.edges = append(so.edges, dev.edges)
 	}
 	so.bwdPeak, so.gradIn, so.gradOut = make([]int64, len(m.Ops)), make([]int64, len(m.Ops)), make([]int64, len(m.Ops))
+	so.bwdFixed = make([]int64, len(m.Ops))
 	overall := dev.mem.Stats().Peak
 	for i := len(m.Ops) - 1; i >= 0; i-- {
 		op := m.Ops[i]
 		dev.mem.ResetPeak()
+		fixed0 := dev.fixedLive
+		dev.fixedPeak = fixed0
 		before := dev.mem.Stats().Used
 		if err := op.Backward(env); err != nil {
 			return nil, fmt.Errorf("sim: shape pass: %s backward: %w", op.Name(), err)
@@ -114,6 +125,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		}
 		after := dev.mem.Stats().Used
 		so.bwdPeak[i], so.gradIn[i], so.gradOut[i] = mid.Peak-before, max(mid.Used-before, 0), max(mid.Used-after, 0)
+		so.bwdFixed[i] = min(dev.fixedPeak-fixed0, so.bwdPeak[i])
 		overall = max(overall, mid.Peak)
 	}
 	so.peak = overall - base
@@ -147,9 +159,20 @@ type shapeDev struct {
 	edges    int64
 	root     *core.Graph // the graph of the pass
 	readRoot bool
+	// paramShapes are the model's parameter shapes (shapeKey); buffers
+	// of those shapes allocated after the parameters are fixed: live
+	// bytes fixedLive, their peak since it was last set fixedPeak.
+	paramShapes          map[string]bool
+	fixedLive, fixedPeak int64
 }
 
-type shapeBuf struct{ n int }
+type shapeBuf struct {
+	n     int
+	fixed bool // shaped like a parameter (shapeDev.paramShapes)
+}
+
+// shapeKey names a shape for shapeDev.paramShapes.
+func shapeKey(shape []int) string { return fmt.Sprint(shape) }
 
 func (b *shapeBuf) Device() core.DeviceID { return "shape" }
 func (b *shapeBuf) Len() int              { return b.n }
@@ -170,14 +193,25 @@ func (d *shapeDev) Alloc(shape ...int) (*core.Tensor, error) {
 			return nil, fmt.Errorf("%w: shape pass: negative dimension in %v", core.ErrShape, shape)
 		}
 	}
-	t := &core.Tensor{Shape: append([]int(nil), shape...), Buf: &shapeBuf{n: core.NumElems(shape)}}
-	return t, d.mem.Reserve(t.Bytes(), "shape")
+	b := &shapeBuf{n: core.NumElems(shape), fixed: d.paramShapes[shapeKey(shape)]}
+	t := &core.Tensor{Shape: append([]int(nil), shape...), Buf: b}
+	if err := d.mem.Reserve(t.Bytes(), "shape"); err != nil {
+		return t, err
+	}
+	if b.fixed {
+		d.fixedLive += t.Bytes()
+		d.fixedPeak = max(d.fixedPeak, d.fixedLive)
+	}
+	return t, nil
 }
 
 func (d *shapeDev) Free(t *core.Tensor) {
 	if t != nil {
-		if _, ok := t.Buf.(*shapeBuf); ok {
+		if b, ok := t.Buf.(*shapeBuf); ok {
 			d.mem.Release(t.Bytes())
+			if b.fixed {
+				d.fixedLive -= t.Bytes()
+			}
 			t.Buf = &shapeBuf{} // a second Free releases nothing
 		}
 	}
@@ -261,16 +295,7 @@ func WalkBackward(ops []int, temp, gin, gout func(o int) int64, live0 int64) (pe
 // transient another measure gives), and returns it per op.
 func (so *shapeOut) calibrated(target int64) (temp, gin, gout []int64) {
 	n := len(so.bwdPeak)
-	all := make([]int, n)
-	for i := range all {
-		all[i] = i
-	}
-	at := func(xs []int64) func(int) int64 { return func(o int) int64 { return xs[o] } }
-	w, _ := WalkBackward(all, at(so.bwdPeak), at(so.gradIn), at(so.gradOut), 0)
-	f := 1.0
-	if w > 0 {
-		f = float64(max(target, 0)) / float64(w)
-	}
+	f := so.scale(target)
 	temp, gin, gout = make([]int64, n), make([]int64, n), make([]int64, n)
 	for i := range n {
 		temp[i] = int64(math.Round(float64(so.bwdPeak[i]) * f))
@@ -278,4 +303,31 @@ func (so *shapeOut) calibrated(target int64) (temp, gin, gout []int64) {
 		gout[i] = int64(math.Round(float64(so.gradOut[i]) * f))
 	}
 	return temp, gin, gout
+}
+
+// scale is calibrated's factor: target over the walk's peak (1 when the
+// walk peaks at nothing).
+func (so *shapeOut) scale(target int64) float64 {
+	n := len(so.bwdPeak)
+	all := make([]int, n)
+	for i := range all {
+		all[i] = i
+	}
+	at := func(xs []int64) func(int) int64 { return func(o int) int64 { return xs[o] } }
+	w, _ := WalkBackward(all, at(so.bwdPeak), at(so.gradIn), at(so.gradOut), 0)
+	if w <= 0 {
+		return 1
+	}
+	return float64(max(target, 0)) / float64(w)
+}
+
+// calibratedFixed is calibrated's temp's fixed part per op (bwdFixed at
+// the same scale): what a unit of any size allocates.
+func (so *shapeOut) calibratedFixed(target int64) []int64 {
+	f := so.scale(target)
+	fixed := make([]int64, len(so.bwdFixed))
+	for i, b := range so.bwdFixed {
+		fixed[i] = int64(math.Round(float64(b) * f))
+	}
+	return fixed
 }

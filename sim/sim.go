@@ -252,7 +252,10 @@ type sim struct {
 	// the unit's size), and ucost
 	// the costs they give, per device profile and unit.
 	outs, opEdges [][]int64
-	ucost         map[*devProf][][]Cost
+	// mems[u] is subgraph unit u's memory per op from the same shape
+	// pass (nil: the profile's at each op's size).
+	mems  []*opMem
+	ucost map[*devProf][][]Cost
 
 	preds, succ [][]int
 	needIn      [][]xfer // forward tasks: values from other devices
@@ -444,9 +447,9 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 		s.whole[u] = !un.Subgraph
 		s.rows[u], s.edges[u] = s.cm.UnitSize(un)
 	}
-	s.outs, s.opEdges, s.ucost = make([][]int64, nu), make([][]int64, nu), map[*devProf][][]Cost{}
+	s.outs, s.opEdges, s.mems, s.ucost = make([][]int64, nu), make([][]int64, nu), make([]*opMem, nu), map[*devProf][][]Cost{}
 	for u, un := range p.Units {
-		s.outs[u], s.opEdges[u] = s.cm.unitShape(un)
+		s.outs[u], s.opEdges[u], s.mems[u] = s.cm.unitShapes(un)
 	}
 	s.opDev = make([][]core.DeviceID, nu)
 	s.fwdOf, s.bwdOf = make([][]int, nu), make([][]int, nu)
@@ -1168,7 +1171,9 @@ func (s *sim) costsOf(dp *devProf, u int) []Cost {
 		s.ucost[dp] = byUnit
 	}
 	if byUnit[u] == nil {
-		byUnit[u] = dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u], s.opEdges[u])
+		c := slices.Clone(dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u], s.opEdges[u]))
+		s.mems[u].apply(c)
+		byUnit[u] = c
 	}
 	return byUnit[u]
 }

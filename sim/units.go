@@ -44,7 +44,7 @@ func SimulateUnits(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster, o 
 		// The cost cache is keyed by (rows, edges, whole); a negative edge
 		// count no real size has makes the key the unit's own.
 		s.rows[u], s.edges[u] = max(sh.Setup.Nodes, 1), -int64(u+1)
-		s.outs[u] = nil // the shapes given price the unit
+		s.outs[u], s.mems[u] = nil, nil // the shapes given price the unit
 		key := [3]int64{s.rows[u], s.edges[u], 0}
 		if s.whole[u] {
 			key[2] = 1

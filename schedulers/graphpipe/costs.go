@@ -247,6 +247,7 @@ type stageStat struct {
 	held   float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
 	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
 	trans  float64 // backward transient bytes: temporaries and the gradients received
+	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until fetched)
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters
@@ -314,7 +315,7 @@ func (c *costs) stat(ops []int) stageStat {
 	s.w = float64(c.cm.UsedBytes(ops))
 	s.inPart = c.inputPart(ops)
 	if c.walk {
-		s.trans = c.walkTrans(ops, s.gin)
+		s.trans, s.ret = c.walkTrans(ops, s.gin)
 	}
 	c.finish(&s)
 	return s
@@ -375,10 +376,10 @@ func (c *costs) inputPart(ops []int) float64 {
 
 // walkTrans is a stage's backward transient under the walk the simulator
 // makes (sim.WalkBackward), starting from the gradients received.
-func (c *costs) walkTrans(ops []int, received float64) float64 {
+func (c *costs) walkTrans(ops []int, received float64) (peak, left float64) {
 	at := func(xs []float64) func(int) int64 { return func(o int) int64 { return int64(xs[o]) } }
-	peak, _ := sim.WalkBackward(ops, at(c.temp), at(c.gIn), at(c.gOut), int64(received))
-	return float64(peak)
+	p, l := sim.WalkBackward(ops, at(c.temp), at(c.gIn), at(c.gOut), int64(received))
+	return float64(p), float64(l)
 }
 
 // finish adds the per-unit setup and, for synchronous copies, the

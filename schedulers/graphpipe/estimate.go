@@ -798,14 +798,22 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 // resident part for all of them (the parameters each stage reads, the
 // optimizer state of what the device owns), every
 // stage's in-flight micro-batches, and the largest one backward's
-// transients (the device runs one task at a time); or, as ownerFlush
+// transients (the device runs one task at a time) beside the gradients
+// the other stages' backwards left for values of other devices, until
+// those fetch them; or, as ownerFlush
 // counts an owner's fetched gradients, those beside one micro-batch of
 // each stage and the transients while its backwards run, and alone
 // after.
 func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int) {
 	for d, hs := range shared {
 		own := owned[d]
-		var used, held, one, trans float64
+		var used, held, one, trans, ret float64
+		for _, h := range hs {
+			if h.replica >= c.m {
+				continue // runs nothing, holds nothing
+			}
+			ret += st[h.stage].ret
+		}
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
@@ -814,7 +822,10 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			used += s.pw
 			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
 			one += s.held
-			trans = math.Max(trans, s.trans)
+			// Beside one stage's backward, the gradients the others'
+			// backwards left for values of other devices wait to be
+			// fetched.
+			trans = math.Max(trans, s.trans+ret-s.ret)
 		}
 		r := c.residentOwned(used, own)
 		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy, r+staged[d].all))
