@@ -168,10 +168,9 @@ type Scheduler interface {
 
 // SchedulerWithFeedback is a scheduler that adapts to measurements: after
 // an iteration the runtime passes the trace, and a non-nil plan replaces
-// the current one from the next iteration on. A new plan with another
-// Home moves the master parameters and optimizer state there (the
-// engine's Run does, and fails the iteration if the new home cannot
-// hold them).
+// the current one from the next iteration on. The new plan must keep the
+// same Home device: the master parameters and optimizer state live there
+// (engine.Train refuses a move from Observe).
 type SchedulerWithFeedback interface {
 	Scheduler
 	Observe(ctx context.Context, w *Workload, t *Trace) (*Plan, error)

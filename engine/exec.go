@@ -109,8 +109,15 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 	}
 	if len(t.reps) == 0 {
-		// The plan's home holds the master copy.
-		if _, err := t.replicaOn(t.homeFor(plan.Home)); err != nil {
+		// The plan's home holds the master copy; under an owner-stepped
+		// plan, only what home reads or owns (initSpread).
+		var err error
+		if home := t.homeFor(plan.Home); plan.StepOwners && plan.Reuse == nil && opts.Groups == nil && !t.usesRemote(plan) {
+			err = t.initSpread(plan, home)
+		} else {
+			_, err = t.replicaOn(home)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}

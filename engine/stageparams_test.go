@@ -335,3 +335,78 @@ func TestPredictFallsBackToEvalDevice(t *testing.T) {
 		t.Errorf("the capped device holds %d bytes after evaluating, %d before", used, trainUsed)
 	}
 }
+
+// TestFirstIterationSpread: an owner-stepped first plan never has home
+// hold the whole model. Home starts with the parameters its ops read or
+// it owns; the others start, from the seed, on their owners (initSpread).
+// Home used to start with every parameter, so under a cap the plan fits
+// (each device's measured peak, plus 1%) the first iteration ran out of
+// memory before its first task. The losses are those of the uncapped run.
+func TestFirstIterationSpread(t *testing.T) {
+	f := schedtest.NewFixture(16, 3, 16, 3, 5)
+	m, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 512, Classes: f.Classes, Layers: 2, Branches: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Two branches on cpu:1; two, the join and the loss (home) on cpu:0,
+	// which peaks the higher.
+	split := schedtest.Stages{K: 2, Assign: func(o, n, d int) int {
+		if name := m.Ops[o].Name(); strings.HasPrefix(name, "branch0.") || strings.HasPrefix(name, "branch1.") {
+			return 1
+		}
+		return 0
+	}}
+	nodes := batch(16)
+	run := func(memCap int64) ([]float64, int64, error) {
+		b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer b.Close()
+		// Plain SGD: no optimizer state, so every iteration holds alike.
+		tr, err := engine.New(engine.Config{Model: m, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{Kind: "sgd"},
+			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		bt := tr.FullBatch(nodes)
+		w, err := tr.Workload(bt, infos(b.Devices()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := split.Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = p.OwnerStep(w)
+		var losses []float64
+		var peak int64
+		for range 3 {
+			res, err := tr.Run(context.Background(), p, bt, engine.RunOptions{})
+			if err != nil {
+				return nil, 0, err
+			}
+			losses = append(losses, res.Loss)
+			for _, d := range b.Devices() {
+				peak = max(peak, d.Mem().Stats().Peak)
+			}
+		}
+		return losses, peak, nil
+	}
+	want, peak, err := run(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	capped := peak + peak/100
+	t.Logf("largest device peak %d bytes, the model %d: capped at %d", peak, m.ParamBytes(), capped)
+	got, _, err := run(capped)
+	if err != nil {
+		t.Fatalf("under a cap of %d bytes (training peaks at %d): %v", capped, peak, err)
+	}
+	for i := range got {
+		if got[i] != want[i] {
+			t.Errorf("iteration %d: loss %v under the cap, %v without", i, got[i], want[i])
+		}
+	}
+}

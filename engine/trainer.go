@@ -245,13 +245,19 @@ func (t *Trainer) Model() *core.Model { return t.model }
 func (t *Trainer) Step() int { return t.step }
 
 // replicaOn returns dev's replica, creating it on first use. The first
-// replica is the home: it holds every parameter, its gradient accumulator
-// and the optimizer state (an owner-stepped plan moves the state to the
-// owners and drops home's copies of parameters it neither reads nor
-// owns: dropHomeCopies). Other replicas hold only the parameters their
-// plan's ops read (placeParams), so a pipeline stage keeps its own
-// layers, not the whole model.
+// replica is the home: it holds every parameter and the optimizer state
+// (an owner-stepped plan moves the state to the owners and drops home's
+// copies of parameters it neither reads nor owns: dropHomeCopies), and
+// the gradient accumulators a plan asks for (setHomeGrads). Other
+// replicas hold only the parameters their plan's ops read (placeParams),
+// so a pipeline stage keeps its own layers, not the whole model.
 func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
+	return t.replicaWith(id, nil)
+}
+
+// replicaWith is replicaOn whose first replica (the home) holds only the
+// parameters in names (all when names is nil), initialised from the seed.
+func (t *Trainer) replicaWith(id core.DeviceID, names map[string]bool) (*replica, error) {
 	if r := t.reps[id]; r != nil {
 		return r, nil
 	}
@@ -268,31 +274,92 @@ func (t *Trainer) replicaOn(id core.DeviceID) (*replica, error) {
 		t.reps[id] = r // parameters arrive with placeParams and refresh
 		return r, nil
 	}
+	// The first replica is the home: initialise from the seed.
 	for _, p := range t.model.Params {
+		if names != nil && !names[p.Name] {
+			continue
+		}
 		pt, err := dev.Alloc(p.Shape...)
 		if err != nil {
 			return fail("placing parameter "+p.Name, err)
 		}
 		r.params[p.Name] = pt
-		gt, err := dev.Alloc(p.Shape...)
-		if err != nil {
-			return fail("placing the gradient of "+p.Name, err)
+		if err := dev.Upload(pt, p.Initial(t.seed)); err != nil {
+			return fail("initialising "+p.Name, err)
 		}
-		r.grads[p.Name] = gt
 	}
-	if len(t.reps) == 0 {
-		// The first replica is the home: initialise from the seed.
-		t.home = id
-		for _, p := range t.model.Params {
-			if err := dev.Upload(r.params[p.Name], p.Initial(t.seed)); err != nil {
-				return fail("initialising "+p.Name, err)
-			}
-		}
-	} else if _, err := t.copyParamsBytes(t.reps[t.home], r, nil); err != nil {
-		return fail("copying parameters", err)
-	}
+	t.home = id
 	t.reps[id] = r
 	return r, nil
+}
+
+// initSpread starts the trainer on an owner-stepped first plan: home
+// holds only the parameters its ops read or it owns, and every other
+// parameter is initialised from the seed on its owner, recorded there as
+// its newest value (t.newest), with a zeroed gradient accumulator. Home
+// never holds the whole model, which the plan's memory estimate does not
+// count (it prices home after dropHomeCopies): through replicaOn, home
+// first held every parameter, and a cap the plan fitted ran out of memory
+// before the first task.
+func (t *Trainer) initSpread(plan *core.Plan, home core.DeviceID) (err error) {
+	defer func() {
+		if err != nil { // start again from nothing at the next Run
+			for id, r := range t.reps {
+				r.free()
+				delete(t.reps, id)
+			}
+			t.newest, t.home = nil, ""
+		}
+	}()
+	opPar := func(o int) []string { return t.opPar[o] }
+	owners := plan.ParamOwners(opPar)
+	keep := map[string]bool{}
+	for p := range core.ParamReaders(plan.Tasks, opPar)[home] {
+		keep[p] = true
+	}
+	for _, p := range t.model.Params {
+		if d, ok := owners[p.Name]; !ok || d == home || t.devs[d] == nil || t.isRemote(d) {
+			keep[p.Name] = true // no local owner elsewhere: home starts it
+		}
+	}
+	if _, err := t.replicaWith(home, keep); err != nil {
+		return err
+	}
+	for _, p := range t.model.Params {
+		if keep[p.Name] {
+			continue
+		}
+		d := owners[p.Name]
+		r, err := t.replicaOn(d)
+		if err != nil {
+			return err
+		}
+		pt, err := r.dev.Alloc(p.Shape...)
+		if err != nil {
+			return fmt.Errorf("engine: placing parameter %s on %s: %w", p.Name, d, err)
+		}
+		r.params[p.Name] = pt
+		gt, err := r.dev.Alloc(p.Shape...)
+		if err != nil {
+			return fmt.Errorf("engine: placing the gradient of %s on %s: %w", p.Name, d, err)
+		}
+		r.grads[p.Name] = gt
+		if err := r.dev.Upload(pt, p.Initial(t.seed)); err != nil {
+			return fmt.Errorf("engine: initialising %s on %s: %w", p.Name, d, err)
+		}
+		if err := r.dev.Kernels().Map(core.MapFill, nil, nil, 0, gt); err != nil {
+			return err
+		}
+		if r.ver == nil {
+			r.ver = map[string]int{}
+		}
+		r.ver[p.Name] = t.step
+		if t.newest == nil {
+			t.newest = map[string]core.DeviceID{}
+		}
+		t.newest[p.Name] = d
+	}
+	return nil
 }
 
 func (r *replica) free() {

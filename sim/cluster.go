@@ -101,8 +101,9 @@ type Cluster struct {
 	// Off (the default), the transfers through a port share it evenly.
 	DemandFirst bool `json:"demand_first"`
 	// OptStateFactor is optimizer state per parameter byte when neither
-	// the profile nor the workload (core.Workload.Optimizer) gives it
-	// (Adam: 2, the default; SGD: 0).
+	// the workload (core.Workload.Optimizer, which gnnkit's trainer always
+	// sets) nor the profile gives it; 0 means Adam's 2 (SGD with momentum
+	// is 1; a workload says plain SGD's 0).
 	OptStateFactor float64 `json:"opt_state_factor,omitempty"`
 	// HostCores, when positive, makes the devices' compute share that
 	// many host cores (logical CPU devices of one machine): while k tasks

@@ -28,9 +28,10 @@ type CostModel struct {
 	// paramBytes, optBytes, residentIn as Simulate's memory model uses
 	// them (see Resident).
 	paramBytes, optBytes, residentIn int64
-	// stepPasses: the bytes an unmeasured step moves per parameter byte
-	// (StepBytes).
-	stepPasses int64
+	// stepPasses: the bytes a step moves per parameter byte (StepBytes):
+	// read p and g, write p, clear g, and read and write each buffer of
+	// the optimizer's state.
+	stepPasses float64
 	mark, pos  []int32 // receptive, fieldShape
 	stamp      int32
 	// fields caches subgraph units' sizes and op outputs, shared by
@@ -234,18 +235,25 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 	if cm.paramBytes == 0 {
 		cm.paramBytes = home.ParamBytes
 	}
+	// The optimizer's state: the workload's optimizer when it says (its
+	// buffers are exactly what the trainer allocates, whatever optimizer
+	// a profile was measured with), else the profile's, else the
+	// cluster's factor, else Adam's 2.
 	cm.optBytes = home.OptStateBytes
-	if prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0) {
-		f := c.OptStateFactor
-		switch {
-		case w.Optimizer != nil:
-			f = float64(w.Optimizer.Buffers)
-		case f == 0:
-			f = 2
+	buffers := 2.0
+	switch {
+	case w.Optimizer != nil:
+		buffers = float64(w.Optimizer.Buffers)
+		cm.optBytes = int64(buffers * float64(cm.paramBytes))
+	case prof == nil || (home.OptStateBytes == 0 && home.ParamBytes == 0):
+		if c.OptStateFactor != 0 {
+			buffers = c.OptStateFactor
 		}
-		cm.optBytes = int64(f * float64(cm.paramBytes))
+		cm.optBytes = int64(buffers * float64(cm.paramBytes))
+	case home.ParamBytes > 0:
+		buffers = float64(home.OptStateBytes) / float64(home.ParamBytes)
 	}
-	cm.stepPasses = 4 + 2*int64(w.StateBuffers())
+	cm.stepPasses = 4 + 2*buffers
 	cm.residentIn = home.ResidentInputBytes
 	return cm, nil
 }
@@ -451,12 +459,18 @@ func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
 	dp := cm.dev(d)
 	if dp.p.Step > 0 {
 		step := dp.t(dp.p.Step)
+		if dp.p.ParamBytes > 0 {
+			// Measured with the profile's optimizer (its state over its
+			// parameters): the workload's moves stepPasses per byte.
+			measured := 4 + 2*float64(dp.p.OptStateBytes)/float64(dp.p.ParamBytes)
+			step = time.Duration(math.Round(float64(step) * cm.stepPasses / measured))
+		}
 		if nb == cm.paramBytes || cm.paramBytes <= 0 {
 			return step
 		}
 		return time.Duration(math.Round(float64(step) * float64(nb) / float64(cm.paramBytes)))
 	}
-	return cm.MemTime(d, cm.stepPasses*nb)
+	return cm.MemTime(d, int64(math.Round(cm.stepPasses*float64(nb))))
 }
 
 // ParamBytes is the model's parameter bytes.

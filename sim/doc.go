@@ -113,9 +113,11 @@
 // transfer re-shares the ports).
 // A ReduceGrads task moves the parameters' bytes from its source to home
 // and sums them there (4 × parameter bytes at memory bandwidth); the Step
-// runs the measured optimizer time (or 8 × parameter bytes at memory
-// bandwidth, Adam's traffic) and then sends the parameters to every other
-// device of the plan. A plan with core.Plan.StepOwners steps each
+// runs the measured optimizer time, scaled to the workload's optimizer
+// (core.Workload.Optimizer), or else its traffic at memory bandwidth
+// (4 + 2 × its buffers of state passes over the parameter bytes: Adam 8,
+// plain SGD 4), and then sends the parameters to every other device of
+// the plan. A plan with core.Plan.StepOwners steps each
 // parameter on its owner (core.Plan.ParamOwners; sizes from the workload's
 // OpInfo.Params, each parameter once): ReduceGrads{From: E, Device: O}
 // moves only the bytes of the parameters E reads and O owns, as soon as

@@ -62,3 +62,43 @@ func TestRooflinePricesTheOptimizer(t *testing.T) {
 		})
 	}
 }
+
+// TestProfileOfAnotherOptimizer: a profile measured with plain SGD (no
+// state, its step 4 passes over the parameters) prices a run with Adam by
+// the workload's optimizer: Adam's state, and the measured step scaled
+// to Adam's 8 passes. (The profile's zero state used to win: Adam was
+// planned with none, and the quote ran out of memory.)
+func TestProfileOfAnotherOptimizer(t *testing.T) {
+	s := newAccuracySetup(t, "uno", 300, 16)
+	dev := sim.DeviceModel{GFLOPS: 10, MemGBps: 10}
+	cl := sim.CPU(2, dev, sim.Link{GBps: 1, Latency: time.Microsecond})
+	pb := s.w.ParamBytes
+	prof, err := sim.Roofline(s.w, dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	prof.OptStateBytes, prof.Step = 0, 4*time.Millisecond // measured with SGD
+	d := s.w.Devices[0].ID
+	for _, c := range []struct {
+		opt   *core.OptimizerInfo
+		state int64
+		step  time.Duration
+	}{
+		{&core.OptimizerInfo{Kind: "adam", Buffers: 2}, 2 * pb, 8 * time.Millisecond},
+		{&core.OptimizerInfo{Kind: "sgd"}, 0, 4 * time.Millisecond},
+		{nil, 0, 4 * time.Millisecond}, // unsaid: the profile's
+	} {
+		w := *s.w
+		w.Optimizer = c.opt
+		cm, err := sim.NewCostModel(&w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := cm.OptStateBytes(pb); got != c.state {
+			t.Errorf("%+v: optimizer state %d bytes, want %d", c.opt, got, c.state)
+		}
+		if got := cm.Step(d); got != c.step {
+			t.Errorf("%+v: step %v, want %v", c.opt, got, c.step)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package sim_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -21,9 +22,16 @@ import (
 // rows' features in a micro-batch: 2.3 MiB short on Cora under gpipe),
 // and from a pass without the field's outermost edges (2-3% short).
 func TestRooflineUnitMemory(t *testing.T) {
-	for _, model := range []string{"uno", "dlrm", "gcn", "sage", "gat", "mbgnn"} {
-		t.Run(model, func(t *testing.T) {
-			s := newAccuracySetup(t, model, 300, 16)
+	for _, c := range []struct {
+		model string
+		nodes int
+	}{{"uno", 300}, {"dlrm", 300}, {"gcn", 300}, {"sage", 300}, {"gat", 300}, {"mbgnn", 300},
+		// As many nodes as features: activations shaped like uno's first
+		// weight (64×16), which are not fixed.
+		{"uno", 64}} {
+		model := c.model
+		t.Run(fmt.Sprintf("%s/%d", model, c.nodes), func(t *testing.T) {
+			s := newAccuracySetup(t, model, c.nodes, 16)
 			cl := sim.CPU(2, sim.DeviceModel{GFLOPS: 10, MemGBps: 10}, sim.Link{GBps: 1, Latency: time.Microsecond})
 			cm, err := sim.NewCostModel(s.w, nil, cl)
 			if err != nil {
@@ -31,7 +39,7 @@ func TestRooflineUnitMemory(t *testing.T) {
 			}
 			d := s.w.Devices[0]
 			for _, k := range []int{5, 20, 60} {
-				unit := core.Unit{Targets: spread(k, 300), Subgraph: true, LossWeight: 1}
+				unit := core.Unit{Targets: spread(k, c.nodes), Subgraph: true, LossWeight: 1}
 				_, peak, err := s.tr.Estimate(s.tr.FullBatch(unit.Targets), []core.Unit{unit}, d)
 				if err != nil {
 					t.Fatal(err)
@@ -49,6 +57,24 @@ func TestRooflineUnitMemory(t *testing.T) {
 				// Up to the loss's scalar, which the roofline does not hold.
 				if diff := total - peak; diff < -16 || diff > 16 {
 					t.Errorf("%d targets: the roofline's unit holds %d bytes, the estimator says %d (%+.1f%%)", k, total, peak, 100*float64(diff)/float64(peak))
+				}
+				// The simulator prices the unit the same way: one device
+				// running it alone peaks at the resident state and the unit.
+				resident, _, err := s.tr.Estimate(s.tr.FullBatch(unit.Targets), []core.Unit{unit}, d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				plan := &core.Plan{Scheduler: "one", Home: d.ID, Units: []core.Unit{unit}, Tasks: []core.Task{
+					{ID: 0, Kind: core.TaskForward, Unit: 0, Device: d.ID, OpLo: 0, OpHi: len(s.w.Ops)},
+					{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: d.ID, OpLo: 0, OpHi: len(s.w.Ops), Deps: []int{0}},
+					{ID: 2, Kind: core.TaskStep, Unit: -1, Device: d.ID, Deps: []int{1}},
+				}}
+				res, err := sim.Simulate(plan, s.w, nil, cl)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got, want := res.PeakMem[d.ID], resident+peak; got < want-16 || got > want+16 {
+					t.Errorf("%d targets: simulated peak %d bytes, the estimator's resident %d and unit %d", k, got, resident, peak)
 				}
 			}
 		})

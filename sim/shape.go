@@ -55,10 +55,11 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 			return nil, err
 		}
 	}
-	dev.paramShapes = map[string]bool{}
+	shapeOf := map[string][]int{}
 	for _, p := range m.Params {
-		dev.paramShapes[shapeKey(p.Shape)] = true
+		shapeOf[p.Name] = p.Shape
 	}
+	opPar := m.OpParams()
 	base := dev.mem.Stats().Used
 	env := core.NewEnv(dev, params, grads, m.NeedsGrad())
 	n := g.NumDst
@@ -113,6 +114,15 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	for i := len(m.Ops) - 1; i >= 0; i-- {
 		op := m.Ops[i]
 		dev.mem.ResetPeak()
+		// Fixed: buffers shaped like a parameter this op reads (its
+		// gradient before it is added into the accumulator); an
+		// activation that happens to have such a shape elsewhere is not.
+		dev.paramShapes = map[string]bool{}
+		if i < len(opPar) {
+			for _, name := range opPar[i] {
+				dev.paramShapes[shapeKey(shapeOf[name])] = true
+			}
+		}
 		fixed0 := dev.fixedLive
 		dev.fixedPeak = fixed0
 		before := dev.mem.Stats().Used
@@ -159,9 +169,9 @@ type shapeDev struct {
 	edges    int64
 	root     *core.Graph // the graph of the pass
 	readRoot bool
-	// paramShapes are the model's parameter shapes (shapeKey); buffers
-	// of those shapes allocated after the parameters are fixed: live
-	// bytes fixedLive, their peak since it was last set fixedPeak.
+	// paramShapes are the shapes (shapeKey) of the parameters the op in
+	// backward reads; buffers of those shapes it allocates are fixed:
+	// live bytes fixedLive, their peak since it was last set fixedPeak.
 	paramShapes          map[string]bool
 	fixedLive, fixedPeak int64
 }

@@ -247,7 +247,7 @@ type stageStat struct {
 	held   float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
 	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
 	trans  float64 // backward transient bytes: temporaries and the gradients received
-	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until fetched)
+	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters

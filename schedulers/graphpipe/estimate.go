@@ -799,7 +799,7 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 // optimizer state of what the device owns), every
 // stage's in-flight micro-batches, and the largest one backward's
 // transients (the device runs one task at a time) beside the gradients
-// the other stages' backwards left for values of other devices, until
+// the other stages' backwards left for values of other stages, until
 // those fetch them; or, as ownerFlush
 // counts an owner's fetched gradients, those beside one micro-batch of
 // each stage and the transients while its backwards run, and alone
@@ -823,8 +823,9 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
 			one += s.held
 			// Beside one stage's backward, the gradients the others'
-			// backwards left for values of other devices wait to be
-			// fetched.
+			// backwards left for values of other stages wait to be
+			// fetched (counted for a stage on this device too: an
+			// overcount on the safe side).
 			trans = math.Max(trans, s.trans+ret-s.ret)
 		}
 		r := c.residentOwned(used, own)
