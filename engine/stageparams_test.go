@@ -410,3 +410,62 @@ func TestFirstIterationSpread(t *testing.T) {
 		}
 	}
 }
+
+// TestSpreadStartFailsCleanly: a first owner-stepped Run that fails while
+// starting spread (cpu:0's memory held by something else) leaves the
+// trainer as new: every device back to nothing, and a later owner-stepped
+// plan, data parallel with owners on both devices, trains with the loss
+// of a trainer that never failed. (The undo once left the newer-elsewhere
+// map nil, and that plan's first owner step panicked.)
+func TestSpreadStartFailsCleanly(t *testing.T) {
+	ctx := context.Background()
+	run := func(fail bool) float64 {
+		tr, devs, _ := setup(t, "gcn", 200<<10)
+		b := tr.FullBatch(batch(60))
+		w, err := tr.Workload(b, infos(devs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fail {
+			pipe, err := schedtest.Stages{K: 2, Assign: schedtest.Halves}.Schedule(ctx, w)
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := devs[0].Mem().Stats()
+			blocker, err := devs[0].Alloc(int((st.Cap-st.Used)/4) - 16)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr.Run(ctx, pipe.OwnerStep(w), b, engine.RunOptions{}); !errors.Is(err, core.ErrOutOfMemory) {
+				t.Fatalf("first run with cpu:0 held: %v, want out of memory", err)
+			}
+			devs[0].Free(blocker)
+			for _, d := range devs {
+				if used := d.Mem().Stats().Used; used != 0 {
+					t.Errorf("%s holds %d bytes after the failed start", d.ID(), used)
+				}
+			}
+		}
+		dp, err := schedtest.Split{K: 2}.Schedule(ctx, w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dp.Owners = map[string]core.DeviceID{}
+		for i, p := range tr.Model().Params {
+			dp.Owners[p.Name] = devs[i%2].ID()
+		}
+		dp = dp.OwnerStep(w)
+		var loss float64
+		for range 2 {
+			res, err := tr.Run(ctx, dp, b, engine.RunOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			loss = res.Loss
+		}
+		return loss
+	}
+	if got, want := run(true), run(false); got != want {
+		t.Errorf("loss %v after a failed start, %v without", got, want)
+	}
+}

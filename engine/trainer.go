@@ -308,7 +308,7 @@ func (t *Trainer) initSpread(plan *core.Plan, home core.DeviceID) (err error) {
 				r.free()
 				delete(t.reps, id)
 			}
-			t.newest, t.home = nil, ""
+			t.newest, t.home = map[string]core.DeviceID{}, "" // as New leaves it
 		}
 	}()
 	opPar := func(o int) []string { return t.opPar[o] }
