@@ -108,11 +108,16 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 			return nil, err
 		}
 	}
+	if plan.StepOwners && (plan.Reuse != nil || opts.Groups != nil || t.usesRemote(plan)) {
+		// Workers get their parameters from home, and activation reuse
+		// and group units run on home: step there.
+		plan = t.homeStep(plan)
+	}
 	if len(t.reps) == 0 {
 		// The plan's home holds the master copy; under an owner-stepped
 		// plan, only what home reads or owns (initSpread).
 		var err error
-		if home := t.homeFor(plan.Home); plan.StepOwners && plan.Reuse == nil && opts.Groups == nil && !t.usesRemote(plan) {
+		if home := t.homeFor(plan.Home); plan.StepOwners {
 			err = t.initSpread(plan, home)
 		} else {
 			_, err = t.replicaOn(home)
@@ -127,11 +132,6 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		if err := t.rehome(to); err != nil {
 			return nil, fmt.Errorf("engine: moving the master copy from %s to %s, the plan's home: %w", t.home, to, err)
 		}
-	}
-	if plan.StepOwners && (plan.Reuse != nil || opts.Groups != nil || t.usesRemote(plan)) {
-		// Workers get their parameters from home, and activation reuse
-		// and group units run on home: step there.
-		plan = t.homeStep(plan)
 	}
 	rx, err := t.planRemote(ctx, plan, opts) // nil: nothing runs on a worker
 	if err != nil {

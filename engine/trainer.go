@@ -296,7 +296,8 @@ func (t *Trainer) replicaWith(id core.DeviceID, names map[string]bool) (*replica
 // initSpread starts the trainer on an owner-stepped first plan: home
 // holds only the parameters its ops read or it owns, and every other
 // parameter is initialised from the seed on its owner, recorded there as
-// its newest value (t.newest), with a zeroed gradient accumulator. Home
+// its newest value (t.newest), with a gradient accumulator (placeParams,
+// as any replica's). Home
 // never holds the whole model, which the plan's memory estimate does not
 // count (it prices home after dropHomeCopies): through replicaOn, home
 // first held every parameter, and a cap the plan fitted ran out of memory
@@ -325,39 +326,33 @@ func (t *Trainer) initSpread(plan *core.Plan, home core.DeviceID) (err error) {
 	if _, err := t.replicaWith(home, keep); err != nil {
 		return err
 	}
+	spread := map[core.DeviceID]map[string]bool{}
 	for _, p := range t.model.Params {
-		if keep[p.Name] {
-			continue
+		if !keep[p.Name] {
+			addTo(spread, owners[p.Name], p.Name)
 		}
-		d := owners[p.Name]
+	}
+	for _, d := range sortedIDs(spread) {
 		r, err := t.replicaOn(d)
 		if err != nil {
 			return err
 		}
-		pt, err := r.dev.Alloc(p.Shape...)
-		if err != nil {
-			return fmt.Errorf("engine: placing parameter %s on %s: %w", p.Name, d, err)
-		}
-		r.params[p.Name] = pt
-		gt, err := r.dev.Alloc(p.Shape...)
-		if err != nil {
-			return fmt.Errorf("engine: placing the gradient of %s on %s: %w", p.Name, d, err)
-		}
-		r.grads[p.Name] = gt
-		if err := r.dev.Upload(pt, p.Initial(t.seed)); err != nil {
-			return fmt.Errorf("engine: initialising %s on %s: %w", p.Name, d, err)
-		}
-		if err := r.dev.Kernels().Map(core.MapFill, nil, nil, 0, gt); err != nil {
+		if err := t.placeParams(r, spread[d]); err != nil {
 			return err
 		}
 		if r.ver == nil {
 			r.ver = map[string]int{}
 		}
-		r.ver[p.Name] = t.step
-		if t.newest == nil {
-			t.newest = map[string]core.DeviceID{}
+		for _, p := range t.model.Params {
+			if !spread[d][p.Name] {
+				continue
+			}
+			if err := r.dev.Upload(r.params[p.Name], p.Initial(t.seed)); err != nil {
+				return fmt.Errorf("engine: initialising %s on %s: %w", p.Name, d, err)
+			}
+			r.ver[p.Name] = t.step
+			t.newest[p.Name] = d
 		}
-		t.newest[p.Name] = d
 	}
 	return nil
 }
