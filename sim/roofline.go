@@ -67,9 +67,9 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	ladder := roofLadder(n, d.SMs > 0)
 	for i, op := range w.Ops {
 		o := OpProfile{Name: op.Name, Kind: op.Kind, Preds: append([]int(nil), op.Deps...), WeightBytes: op.Cost.WeightBytes}
-		ob, mem, tmp, gin, gout, fixed := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0), int64(0)
+		ob, mem, tmp, gin, gout, fixed, memFixed := op.Cost.ActivationBytes, op.Cost.ActivationBytes, int64(0), int64(0), int64(0), int64(0), int64(0)
 		if so != nil {
-			ob, mem, tmp, gin, gout, fixed = so.out[i], so.held[i], tmps[i], gins[i], gouts[i], min(fixeds[i], tmps[i])
+			ob, mem, tmp, gin, gout, fixed, memFixed = so.out[i], so.held[i], tmps[i], gins[i], gouts[i], min(fixeds[i], tmps[i]), so.heldFixed[i]
 		}
 		var gemms core.GEMMOp
 		if d.SMs > 0 && d.GFLOPS > 0 && w.Model != nil && len(w.Model.Ops) == len(w.Ops) {
@@ -94,8 +94,8 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 			}
 			o.Points = append(o.Points, Point{Rows: rows, Edges: edges, OpEdges: opEdges,
 				Fwd: fwd + d.Launch, Bwd: fb - fwd + d.Launch,
-				Mem: int64(float64(mem) * frac), OutBytes: int64(float64(ob) * frac), Temp: fixed + int64(float64(tmp-fixed)*frac),
-				GradIn: int64(float64(gin) * frac), GradOut: int64(float64(gout) * frac)})
+				Mem: memFixed + scaleUp(mem-memFixed, frac), OutBytes: scaleUp(ob, frac), Temp: fixed + scaleUp(tmp-fixed, frac),
+				GradIn: scaleUp(gin, frac), GradOut: int64(float64(gout) * frac)})
 		}
 		p.Ops = append(p.Ops, o)
 	}
@@ -116,6 +116,10 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 	}
 	return p, nil
 }
+
+// scaleUp is n bytes scaled by frac, rounded up: what a memory figure
+// holds never falls short by a rounding (the freed GradOut rounds down).
+func scaleUp(n int64, frac float64) int64 { return int64(math.Ceil(float64(n) * frac)) }
 
 // roofLadder is the sizes a roofline profile has points at: n/64 and n,
 // enough for costs linear in the rows; with the GEMM model (gemm), every

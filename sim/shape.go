@@ -12,6 +12,9 @@ import (
 type shapeOut struct {
 	out  []int64 // each op's output bytes
 	held []int64 // bytes each op's forward leaves allocated (outputs, masks)
+	// heldFixed is, per op, the part of held whose size does not follow
+	// the rows (see shapeDev.paramShapes): the loss's scalar.
+	heldFixed []int64
 	// edges is, per op, the edges of the largest graph its forward's
 	// kernels read (a graph op's hop block; 0: none); readRoot says some
 	// kernel read g itself rather than a hop block of it.
@@ -92,8 +95,8 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	}
 	env.Training = true
 	dev.mem.ResetPeak()
-	for _, op := range m.Ops {
-		before := dev.mem.Stats().Used
+	for i, op := range m.Ops {
+		before, fixed0 := dev.mem.Stats().Used, dev.fixedLive
 		dev.edges = 0
 		if err := op.Forward(env); err != nil {
 			return nil, fmt.Errorf("sim: shape pass: %s forward: %w", op.Name(), err)
@@ -106,6 +109,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 		}
 		so.out = append(so.out, o)
 		so.held = append(so.held, dev.mem.Stats().Used-before)
+		so.heldFixed = append(so.heldFixed, min(max(dev.fixedLive-fixed0, 0), so.held[i]))
 		so.edges = append(so.edges, dev.edges)
 	}
 	so.bwdPeak, so.gradIn, so.gradOut = make([]int64, len(m.Ops)), make([]int64, len(m.Ops)), make([]int64, len(m.Ops))
@@ -114,15 +118,7 @@ func shapes(m *core.Model, g *core.Graph, featDim int, targets []int32, hopEnds 
 	for i := len(m.Ops) - 1; i >= 0; i-- {
 		op := m.Ops[i]
 		dev.mem.ResetPeak()
-		// Fixed: buffers shaped like a parameter this op reads (its
-		// gradient before it is added into the accumulator); an
-		// activation that happens to have such a shape elsewhere is not.
-		dev.paramShapes = map[string]bool{}
-		if i < len(opPar) {
-			for _, name := range opPar[i] {
-				dev.paramShapes[shapeKey(shapeOf[name])] = true
-			}
-		}
+		dev.setParamShapes(opPar, shapeOf, i)
 		fixed0 := dev.fixedLive
 		dev.fixedPeak = fixed0
 		before := dev.mem.Stats().Used
@@ -170,15 +166,28 @@ type shapeDev struct {
 	root     *core.Graph // the graph of the pass
 	readRoot bool
 	// paramShapes are the shapes (shapeKey) of the parameters the op in
-	// backward reads; buffers of those shapes it allocates are fixed:
-	// live bytes fixedLive, their peak since it was last set fixedPeak.
+	// backward reads; buffers of those shapes it allocates (a weight's
+	// gradient before it is added into the accumulator; an activation of
+	// such a shape elsewhere is not), and scalars (the loss), are fixed:
+	// their size does not follow the rows. Live bytes fixedLive, their
+	// peak since it was last set fixedPeak.
 	paramShapes          map[string]bool
 	fixedLive, fixedPeak int64
 }
 
 type shapeBuf struct {
 	n     int
-	fixed bool // shaped like a parameter (shapeDev.paramShapes)
+	fixed bool // shaped like a parameter or a scalar (shapeDev.paramShapes)
+}
+
+// setParamShapes sets paramShapes to those of the parameters op i reads.
+func (d *shapeDev) setParamShapes(opPar [][]string, shapeOf map[string][]int, i int) {
+	d.paramShapes = map[string]bool{}
+	if i < len(opPar) {
+		for _, name := range opPar[i] {
+			d.paramShapes[shapeKey(shapeOf[name])] = true
+		}
+	}
 }
 
 // shapeKey names a shape for shapeDev.paramShapes.
@@ -203,7 +212,8 @@ func (d *shapeDev) Alloc(shape ...int) (*core.Tensor, error) {
 			return nil, fmt.Errorf("%w: shape pass: negative dimension in %v", core.ErrShape, shape)
 		}
 	}
-	b := &shapeBuf{n: core.NumElems(shape), fixed: d.paramShapes[shapeKey(shape)]}
+	b := &shapeBuf{n: core.NumElems(shape)}
+	b.fixed = b.n == 1 || d.paramShapes[shapeKey(shape)]
 	t := &core.Tensor{Shape: append([]int(nil), shape...), Buf: b}
 	if err := d.mem.Reserve(t.Bytes(), "shape"); err != nil {
 		return t, err

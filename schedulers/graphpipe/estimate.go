@@ -83,6 +83,9 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		st[s] = c.stat(ops)
 		used += min(len(part.Devices[s]), c.m)
 	}
+	for s, n := range c.waits(part, kind, W) {
+		st[s].wait = float64(n) * st[s].ret
+	}
 	scale := 1.0
 	if hc := c.cm.Cluster().HostCores; hc > 0 && float64(used) > hc {
 		scale = float64(used) / hc
@@ -820,7 +823,7 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			}
 			s := st[h.stage]
 			used += s.pw
-			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage]))) * s.held
+			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage])))*s.held + s.wait
 			one += s.held
 			// Beside one stage's backward, the gradients the others'
 			// backwards left for values of other stages wait to be
