@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"testing"
 
 	"github.com/gnnkit/gnnkit/backends/cpu"
@@ -493,5 +494,33 @@ func TestTrainEvalEvery(t *testing.T) {
 	tr, devs, _ := setup(t, "gcn", 0)
 	if _, err := engine.Train(context.Background(), tr, infos(devs), engine.TrainOptions{Epochs: 1, Scheduler: &sequential.Scheduler{}, Train: batch(60), EvalEvery: -1}); err == nil {
 		t.Error("EvalEvery -1 accepted")
+	}
+}
+
+// TestGradsBeforeAnyRun: before any iteration Grads is every parameter's
+// zero gradient and Params its initial value (Grads once gave the
+// initial values, read from the same fallback as Params).
+func TestGradsBeforeAnyRun(t *testing.T) {
+	tr, _, _ := setup(t, "gcn", 0)
+	g, err := tr.Grads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tr.Params()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, par := range tr.Model().Params {
+		if len(g[par.Name]) != core.NumElems(par.Shape) || len(p[par.Name]) != len(g[par.Name]) {
+			t.Fatalf("%s: %d gradient and %d parameter values, want %d", par.Name, len(g[par.Name]), len(p[par.Name]), core.NumElems(par.Shape))
+		}
+		for i, v := range g[par.Name] {
+			if v != 0 {
+				t.Fatalf("%s[%d]: gradient %v before any iteration", par.Name, i, v)
+			}
+		}
+		if !slices.Equal(p[par.Name], par.Initial(3)) { // setup's seed
+			t.Errorf("%s: parameters before any iteration are not the initial values", par.Name)
+		}
 	}
 }

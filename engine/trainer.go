@@ -734,8 +734,16 @@ func (t *Trainer) Params() (map[string][]float32, error) {
 
 // Grads downloads the summed gradients after an iteration run with a plan
 // whose step was skipped (see RunOptions): home's accumulators, or, for
-// an owner-stepped plan, each parameter's owner's.
+// an owner-stepped plan, each parameter's owner's. Before any iteration
+// every gradient is zero.
 func (t *Trainer) Grads() (map[string][]float32, error) {
+	if t.reps[t.home] == nil {
+		out := map[string][]float32{}
+		for _, p := range t.model.Params {
+			out[p.Name] = make([]float32, core.NumElems(p.Shape))
+		}
+		return out, nil
+	}
 	out, err := t.download(func(r *replica) map[string]*core.Tensor { return r.grads })
 	if err != nil {
 		return nil, err
