@@ -248,7 +248,8 @@ type stageStat struct {
 	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
 	trans  float64 // backward transient bytes: temporaries and the gradients received
 	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
-	wait   float64 // set by the estimate: the bytes of earlier micro-batches' ret that can still wait (costs.waits)
+	wait   float64 // set by the estimate (costs.windows): the bytes of earlier micro-batches' ret that can wait beside the in-flight ones
+	retAll float64 // set by the estimate: the most ret bytes waiting at once (after its last backward)
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters
@@ -460,39 +461,38 @@ func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
 	return r + float64(c.inFlight(kind, W, d))*s.held + s.wait + s.trans
 }
 
-// waits is, per stage of the partition, how many micro-batches' retained
-// gradients (stageStat.ret) a replica can hold beyond the in-flight ones
-// its peak counts, whatever the timing. A backward leaves the gradients of
-// values from a producing stage u until u's backward of that micro-batch
-// fetches them, and meanwhile the replica runs on as far as u lets it:
-// u's replica q holding micro-batch i back forwards at most L_u - 1 more
-// of its own (one every d_u), so a replica of s (one micro-batch in d_s)
-// has forwarded only micro-batches before the next one both it and q take
-// after those, and holds at most ceil(((L_u-1)·d_u + lcm(d_s, d_u))/d_s)
-// micro-batches between forward and fetch, L_s of them in flight (a
-// waiting gradient replaces its micro-batch's held bytes, which include
-// the values it is the gradient of, so the most memory is with L_s in
-// flight). Under GPipe every micro-batch is in flight already: none.
-func (c *costs) waits(part Partition, kind Kind, W []int) []int {
-	out := make([]int, len(part.Devices))
+// windows is, per stage of the partition, the most micro-batches a
+// replica holds between their forward and the fetch of the gradients its
+// backward leaves for other stages' values (stageStat.ret), whatever the
+// timing. A producing stage u fetches them with its backward of that
+// micro-batch, and meanwhile the replica runs on as far as u lets it: u's
+// replica q holding micro-batch i back forwards at most L_u - 1 more of
+// its own (one every d_u), so a replica of s (one micro-batch in d_s) has
+// forwarded only micro-batches before the next one both it and q take
+// after those: at most ceil(((L_u-1)·d_u + lcm(d_s, d_u))/d_s), and
+// ceil(m/d_s) (under GPipe, that: every micro-batch is in flight). At
+// least L_s: at most L_s of them are in flight, and the rest hold only
+// their retained gradients (each smaller than the held values it is the
+// gradient of, so the most memory is with L_s in flight: stageStat.wait).
+// gradEdge[u·S+s] says stage s sends gradients back to stage u.
+func (c *costs) windows(part Partition, kind Kind, W []int, gradEdge []bool) []int {
+	S := len(part.Devices)
+	out := make([]int, S)
+	for s, devs := range part.Devices {
+		out[s] = c.inFlight(kind, W[s], len(devs))
+	}
 	if kind == GPipe {
 		return out
 	}
-	seen := map[[2]int]bool{}
-	for o, op := range c.w.Ops {
-		s := part.StageOf[o]
-		for _, q := range op.Deps {
-			u := part.StageOf[q]
-			if u == s || !c.needGrad[q] || seen[[2]int{u, s}] {
-				continue
-			}
-			seen[[2]int{u, s}] = true
-			ds, du := len(part.Devices[s]), len(part.Devices[u])
-			lu := c.inFlight(kind, W[u], du)
-			x := ((lu-1)*du + lcm(ds, du) + ds - 1) / ds
-			x = min(x, (c.m+ds-1)/ds) - c.inFlight(kind, W[s], ds)
-			out[s] = max(out[s], x)
+	for i, ok := range gradEdge {
+		if !ok {
+			continue
 		}
+		u, s := i/S, i%S
+		ds, du := len(part.Devices[s]), len(part.Devices[u])
+		lu := c.inFlight(kind, W[u], du)
+		x := ((lu-1)*du + lcm(ds, du) + ds - 1) / ds
+		out[s] = max(out[s], min(x, (c.m+ds-1)/ds))
 	}
 	return out
 }

@@ -83,9 +83,6 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		st[s] = c.stat(ops)
 		used += min(len(part.Devices[s]), c.m)
 	}
-	for s, n := range c.waits(part, kind, W) {
-		st[s].wait = float64(n) * st[s].ret
-	}
 	scale := 1.0
 	if hc := c.cm.Cluster().HostCores; hc > 0 && float64(used) > hc {
 		scale = float64(used) / hc
@@ -103,6 +100,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	xs, xsB := map[[2]int]float64{}, map[[2]int]float64{}
 	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
 	gradOut, gradIn := make([]float64, S), make([]float64, S)
+	gradEdge := make([]bool, S*S) // (producing stage u, consuming stage s) at u·S+s: a gradient goes back
 	if !c.sync {
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
@@ -117,6 +115,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 					grad := c.needGrad[q]
 					if grad {
 						xsB[[2]int{sq, so}] += t
+						gradEdge[sq*S+so] = true
 					}
 					if _, gbps := c.cm.Cluster().PortBetween(a, b); gbps > 0 {
 						x := c.out[q] / (gbps * 1e9)
@@ -132,6 +131,18 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 				}
 			}
 		}
+	} else {
+		for o, op := range c.w.Ops {
+			for _, q := range op.Deps {
+				if sq, so := part.StageOf[q], part.StageOf[o]; sq != so && c.needGrad[q] {
+					gradEdge[sq*S+so] = true
+				}
+			}
+		}
+	}
+	for s, n := range c.windows(part, kind, W, gradEdge) {
+		st[s].wait = float64(n-c.inFlight(kind, W[s], len(part.Devices[s]))) * st[s].ret
+		st[s].retAll = float64(n) * st[s].ret
 	}
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
@@ -752,8 +763,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// Fetched gradients wait on the owner until added: beside its last
 		// micro-batch's activations and its backward's transients while
 		// that runs (with buckets, the last bucket's: the earlier ones'
-		// gradients arrive during it).
-		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy, r+stg))
+		// gradients arrive during it), and the earlier micro-batches'
+		// retained gradients; after it, beside all of those.
+		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy+st[q].retAll-st[q].ret, r+stg+st[q].retAll))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
@@ -810,12 +822,13 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int) {
 	for d, hs := range shared {
 		own := owned[d]
-		var used, held, one, trans, ret float64
+		var used, held, one, trans, ret, retAll float64
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
 			}
 			ret += st[h.stage].ret
+			retAll += st[h.stage].retAll
 		}
 		for _, h := range hs {
 			if h.replica >= c.m {
@@ -832,7 +845,7 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			trans = math.Max(trans, s.trans+ret-s.ret)
 		}
 		r := c.residentOwned(used, own)
-		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy, r+staged[d].all))
+		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy+retAll-ret, r+staged[d].all+retAll))
 		p.peak = math.Max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false

@@ -17,13 +17,24 @@ import (
 // estimate predicts whatever the timing. A downstream backward leaves the
 // gradients of the values it received until the upstream backward fetches
 // them; an upstream device that falls behind lets the downstream one run
-// on and hold one more micro-batch's (costs.waits). The test makes it the
-// worst case: each upstream backward waits for the downstream backward of
-// the micro-batch L_u - 1 later (the most the upstream's in-flight limit
-// allows), and trains on devices capped at the predicted peak. The
-// estimate used to count one waiting gradient, and dlrm on the shared
-// 2-vCPU host ran out of memory at its quoted figure when the host
-// delayed the upstream device.
+// on and hold more micro-batches' (costs.windows). Each case delays the
+// upstream backwards to the worst case (each waits for the downstream
+// backward of the latest later micro-batch that keeps the plan acyclic:
+// the most the upstream's in-flight limit allows) and trains on devices
+// capped at the predicted peak:
+//   - two stages, m = 8: one more micro-batch's gradients wait. The
+//     estimate used to count one waiting micro-batch, and dlrm on the
+//     shared 2-vCPU host ran out of memory at its quoted figure when the
+//     host delayed the upstream device.
+//   - the downstream stage on two replicas, m = 8, stepping on home (an
+//     owner-stepped plan's peak is its flush here, which
+//     stageStat.retAll bounds: the first case fails only without both):
+//     the upstream keeps 3 micro-batches in flight, so a replica holds
+//     micro-batch i's gradients while it runs i+2
+//     (ceil(((3-1)·1 + lcm(2, 1))/2) = 2 micro-batches, one in flight).
+//
+// The bound is reached in each: a downstream device peaks within one
+// micro-batch's retained gradients of it (both to the byte).
 func TestRetainedGradientsAnyTiming(t *testing.T) {
 	f := schedtest.NewFixture(256, 3, 16, 4, 9)
 	model, err := core.BuildModel("dlrm", core.ModelConfig{InDim: f.FeatureDim, Hidden: 16, Classes: f.Classes, Branches: 4})
@@ -34,8 +45,8 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = int32(i)
 	}
-	trainer := func(memCap int64) (*engine.Trainer, []core.Device) {
-		b, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1, MemCap: memCap})
+	trainer := func(n int, memCap int64) (*engine.Trainer, []core.Device) {
+		b, err := cpu.New(core.BackendOptions{Devices: n, Threads: 1, MemCap: memCap})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,92 +59,102 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 		t.Cleanup(tr.Close)
 		return tr, b.Devices()
 	}
-	tr, devs := trainer(0)
-	var infos []core.DeviceInfo
-	for _, d := range devs {
-		infos = append(infos, d.Info())
-	}
-	bt := tr.FullBatch(nodes)
-	w, err := tr.Workload(bt, infos)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// Two stages in a chain: the bottom MLP on cpu:0; the tables, the
-	// head and the loss (home) on cpu:1, which peaks the higher, priced
-	// as the scheduler does.
-	part := Partition{StageOf: make([]int, len(w.Ops)), Chain: true, Devices: [][]core.DeviceID{{devs[0].ID()}, {devs[1].ID()}}}
-	for o, op := range w.Ops {
-		if !strings.HasPrefix(op.Name, "bottom.") {
-			part.StageOf[o] = 1
-		}
-	}
-	const m = 8
-	p, err := BuildPlan(w, part, m, OneFOneB, "test")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := newCosts(cm, w, []core.DeviceID{devs[0].ID(), devs[1].ID()}, m, StepOwners)
-	predicted := int64(c.estimate(part, OneFOneB).peak)
-	ret := int64(c.stat(part.Stages()[1]).ret) // one micro-batch's gradients for cpu:0
-	if ret <= 0 {
-		t.Fatalf("cpu:1 leaves %d bytes of gradients for cpu:0", ret)
-	}
-
-	// Each upstream backward of unit i after the downstream backward of
-	// unit i+k, the largest k that keeps the plan acyclic.
-	bwd := map[core.DeviceID]map[int]int{}
-	for i, task := range p.Tasks {
-		if task.Kind == core.TaskBackward {
-			if bwd[task.Device] == nil {
-				bwd[task.Device] = map[int]int{}
+	for _, tc := range []struct {
+		name     string
+		replicas int // of the downstream stage
+		m        int
+		step     StepMode
+	}{
+		{"one replica", 1, 8, StepOwners},
+		{"two replicas", 2, 8, StepHome},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := 1 + tc.replicas
+			tr, devs := trainer(n, 0)
+			var infos []core.DeviceInfo
+			var ids []core.DeviceID
+			for _, d := range devs {
+				infos = append(infos, d.Info())
+				ids = append(ids, d.ID())
 			}
-			bwd[task.Device][task.Unit] = i
-		}
-	}
-	var up, down core.DeviceID
-	for d := range bwd {
-		if d == p.Home {
-			down = d
-		} else {
-			up = d
-		}
-	}
-	if up == "" || down == "" {
-		t.Fatalf("backward tasks on %d devices, home %s: want one device upstream of home", len(bwd), p.Home)
-	}
-	var delayed *core.Plan
-	for k := m - 1; k >= 1 && delayed == nil; k-- {
-		q := *p
-		q.Tasks = slices.Clone(p.Tasks)
-		for u, i := range bwd[up] {
-			if j, ok := bwd[down][u+k]; ok {
-				q.Tasks[i].Deps = append(slices.Clone(q.Tasks[i].Deps), j)
+			bt := tr.FullBatch(nodes)
+			w, err := tr.Workload(bt, infos)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if q.Validate(w) == nil {
-			delayed = &q
-			t.Logf("upstream %s waits for %s's backward %d micro-batches on", up, down, k)
-		}
-	}
-	if delayed == nil {
-		t.Fatal("no delay keeps the plan acyclic")
-	}
+			// The bottom MLP on cpu:0; the tables, the head and the loss
+			// on the others, which peak the higher; priced as the
+			// scheduler does.
+			part := Partition{StageOf: make([]int, len(w.Ops)), Chain: true, Devices: [][]core.DeviceID{ids[:1], ids[1:]}}
+			for o, op := range w.Ops {
+				if !strings.HasPrefix(op.Name, "bottom.") {
+					part.StageOf[o] = 1
+				}
+			}
+			p, err := BuildPlanWith(w, part, tc.m, OneFOneB, tc.step, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
+			if err != nil {
+				t.Fatal(err)
+			}
+			c := newCosts(cm, w, ids, tc.m, tc.step)
+			predicted := int64(c.estimate(part, OneFOneB).peak)
+			ret := int64(c.stat(part.Stages()[1]).ret) // one micro-batch's gradients for cpu:0
+			if ret <= 0 {
+				t.Fatalf("the downstream stage leaves %d bytes of gradients for cpu:0", ret)
+			}
 
-	capped, cdevs := trainer(predicted)
-	for it := range 3 {
-		if _, err := capped.Run(context.Background(), delayed, bt, engine.RunOptions{}); err != nil {
-			t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(predicted), err)
-		}
-	}
-	// The bound is reached: cpu:1 peaks within one micro-batch's retained
-	// gradients of it (the estimate without the wait was that much short).
-	peak := cdevs[1].Mem().Stats().Peak
-	t.Logf("cpu:1 peaks at %d bytes of a predicted %d; one micro-batch's retained gradients are %d", peak, predicted, ret)
-	if peak <= predicted-ret {
-		t.Errorf("cpu:1 peaks at %d bytes, a retained gradient (%d) under the predicted %d: the worst case was not reached", peak, ret, predicted)
+			up := ids[0]
+			var upB []int
+			bwd := map[int]int{} // unit -> its downstream backward task
+			for i, task := range p.Tasks {
+				switch {
+				case task.Kind != core.TaskBackward:
+				case task.Device == up:
+					upB = append(upB, i)
+				default:
+					bwd[task.Unit] = i
+				}
+			}
+			delay := func(k int) *core.Plan {
+				q := *p
+				q.Tasks = slices.Clone(p.Tasks)
+				for _, i := range upB {
+					if j, ok := bwd[q.Tasks[i].Unit+k]; ok {
+						q.Tasks[i].Deps = append(slices.Clone(q.Tasks[i].Deps), j)
+					}
+				}
+				if q.Validate(w) != nil {
+					return nil
+				}
+				return &q
+			}
+			var delayed *core.Plan
+			k := tc.m - 1
+			for ; k >= 1 && delayed == nil; k-- {
+				delayed = delay(k)
+			}
+			if delayed == nil {
+				t.Fatal("no delay keeps the plan acyclic")
+			}
+			t.Logf("each upstream backward waits for the downstream backward %d micro-batches later", k+1)
+
+			capped, cdevs := trainer(n, predicted)
+			for it := range 3 {
+				if _, err := capped.Run(context.Background(), delayed, bt, engine.RunOptions{}); err != nil {
+					t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(predicted), err)
+				}
+			}
+			var peak int64
+			for _, d := range cdevs[1:] {
+				peak = max(peak, d.Mem().Stats().Peak)
+			}
+			t.Logf("the downstream devices peak at %d bytes of a predicted %d; one micro-batch's retained gradients are %d", peak, predicted, ret)
+			if peak <= predicted-ret {
+				t.Errorf("the downstream devices peak at %d bytes, a retained gradient (%d) under the predicted %d: the worst case was not reached", peak, ret, predicted)
+			}
+		})
 	}
 }
