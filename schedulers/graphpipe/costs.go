@@ -63,6 +63,7 @@ type costs struct {
 	memDev                   core.DeviceID // the device with memCap
 	memUneven                bool          // some device has more than memCap
 	resHome, resOther        float64       // resident bytes on home and elsewhere (sim.CostModel.Resident)
+	maxParam                 float64       // the largest parameter's bytes (a home-step reduction's staging)
 	// owners: the plans step each parameter on its owner
 	// (core.Plan.StepOwners); the flush and the resident memory follow
 	// the parameters (opPar: each op's, by index into parBytes; pbyte:
@@ -190,6 +191,11 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	// resident; resHome, the whole training state, still bounds every
 	// device's resident part in memoryFree.)
 	c.resHome, c.resOther = float64(cm.Resident(true, false, cm.ParamBytes())), float64(cm.Resident(false, false, cm.ParamBytes()))
+	for _, op := range w.Ops {
+		for _, r := range op.Params {
+			c.maxParam = math.Max(c.maxParam, float64(r.Bytes))
+		}
+	}
 	cl := cm.Cluster()
 	c.sync = cl.SyncTransfers
 	c.hostScale = 1
@@ -250,6 +256,7 @@ type stageStat struct {
 	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
 	wait   float64 // set by the estimate (costs.windows): the bytes of earlier micro-batches' ret that can wait beside the in-flight ones
 	retAll float64 // set by the estimate: the most ret bytes waiting at once (after its last backward)
+	win    int     // set by the estimate: the most micro-batches between forward and the fetch of their ret (costs.windows)
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters
@@ -464,15 +471,11 @@ func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
 // windows is, per stage of the partition, the most micro-batches a
 // replica holds between their forward and the fetch of the gradients its
 // backward leaves for other stages' values (stageStat.ret), whatever the
-// timing. A producing stage u fetches them with its backward of that
-// micro-batch, and meanwhile the replica runs on as far as u lets it: u's
-// replica q holding micro-batch i back forwards at most L_u - 1 more of
-// its own (one every d_u), so a replica of s (one micro-batch in d_s) has
-// forwarded only micro-batches before the next one both it and q take
-// after those: at most ceil(((L_u-1)·d_u + lcm(d_s, d_u))/d_s), and
-// ceil(m/d_s) (under GPipe, that: every micro-batch is in flight). At
-// least L_s: at most L_s of them are in flight, and the rest hold only
-// their retained gradients (each smaller than the held values it is the
+// timing: a producing stage u fetches them with its backward of that
+// micro-batch, and meanwhile the replica runs on as far as u lets it
+// (window). Under GPipe every micro-batch is in flight already. At least
+// L_s: at most L_s of them are in flight, and the rest hold only their
+// retained gradients (each smaller than the held values it is the
 // gradient of, so the most memory is with L_s in flight: stageStat.wait).
 // gradEdge[u·S+s] says stage s sends gradients back to stage u.
 func (c *costs) windows(part Partition, kind Kind, W []int, gradEdge []bool) []int {
@@ -490,11 +493,22 @@ func (c *costs) windows(part Partition, kind Kind, W []int, gradEdge []bool) []i
 		}
 		u, s := i/S, i%S
 		ds, du := len(part.Devices[s]), len(part.Devices[u])
-		lu := c.inFlight(kind, W[u], du)
-		x := ((lu-1)*du + lcm(ds, du) + ds - 1) / ds
-		out[s] = max(out[s], min(x, (c.m+ds-1)/ds))
+		out[s] = max(out[s], c.window(c.inFlight(kind, W[u], du), du, ds))
 	}
 	return out
+}
+
+// window is how many of its micro-batches a replica of a stage on ds
+// replicas may have forwarded since the oldest one a replica of an
+// earlier stage (on du replicas, lu in flight) holds back, that one
+// included: micro-batch i goes to replica i mod d, so the earlier
+// replica forwards at most lu-1 more of its own, one every du, and the
+// later one forwards none it has not: it stops before the first one past
+// those that both take, the next multiple of lcm(du, ds) on, having taken
+// one in every ds before it; at most ceil(m/ds).
+func (c *costs) window(lu, du, ds int) int {
+	l := lcm(du, ds)
+	return min(l/ds*((lu-1)*du/l+1), (c.m+ds-1)/ds)
 }
 
 // slack is how much W a replica of a stage (1F1B, d replicas, W devices

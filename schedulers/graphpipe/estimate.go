@@ -141,6 +141,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		}
 	}
 	for s, n := range c.windows(part, kind, W, gradEdge) {
+		st[s].win = n
 		st[s].wait = float64(n-c.inFlight(kind, W[s], len(part.Devices[s]))) * st[s].ret
 		st[s].retAll = float64(n) * st[s].ret
 	}
@@ -291,33 +292,6 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			}
 		}
 	}
-	if kind == OneFOneB && c.m > 1 && steady > 0 {
-		// A gradient a stage computes for a value of an earlier stage p
-		// waits on it until p's backward of that micro-batch fetches it:
-		// the backward path from s to p later (upB[s]-upB[p]-b[p]), in
-		// which s's replica runs that many more backwards, one per
-		// d_s·beat. Next to adjacent stages that is the one micro-batch
-		// the walk counts; a skip edge across a linearised chain holds
-		// several.
-		beat := steady / float64(c.m-1)
-		seen := map[[2]int]bool{} // (producer op, consumer stage)
-		for o, op := range c.w.Ops {
-			so := part.StageOf[o]
-			for _, q := range op.Deps {
-				sp := part.StageOf[q]
-				if sp == so || seen[[2]int{q, so}] {
-					continue
-				}
-				seen[[2]int{q, so}] = true
-				gap := upB[so] - upB[sp] - b[sp]
-				per := (c.m + len(part.Devices[so]) - 1) / len(part.Devices[so])
-				extra := min(float64(per-1), math.Ceil(gap/(beat*float64(len(part.Devices[so])))))
-				if extra > 0 {
-					st[so].trans += extra * c.out[q]
-				}
-			}
-		}
-	}
 	if c.owners {
 		// A replica's last backward: stage s's last micro-batch's ends
 		// upB[s] before the pipeline does, and each earlier micro-batch's
@@ -373,7 +347,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		var staged map[core.DeviceID]staging
 		p.iter, p.peak, p.fits, owned, staged = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W, len(shared) > 0)
 		if len(shared) > 0 {
-			c.sharedPeaks(&p, part, shared, st, owned, staged, kind, W)
+			c.sharedPeaks(&p, part, shared, st, owned, staged, kind, W, preds)
 		}
 		p.tail = p.iter - p.pipe
 		for s := range st {
@@ -384,12 +358,14 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	home := part.Devices[part.StageOf[c.last]][0]
 	clock := 0.0
 	var bcast float64
+	reduced := false
 	for s, devs := range part.Devices {
 		wb := int64(st[s].w)
 		for r, d := range devs {
 			if r >= c.m || d == home {
 				continue // a replica with no micro-batch runs nothing
 			}
+			reduced = true
 			clock = math.Max(clock, p.pipe-upB[s]) + secs(c.cm.Transfer(d, home, wb)) + secs(c.cm.ReduceSum(home, wb))
 			x := secs(c.cm.Transfer(home, d, wb))
 			if c.sync {
@@ -402,6 +378,21 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	clock = math.Max(clock, p.pipe) + secs(c.cm.Step(home)) + bcast
 	p.iter = clock
 	p.tail = clock - p.pipe
+	// Home adds each reduction in once its own backwards are done, a
+	// parameter's gradient at a time (engine's reduceGrads), beside the
+	// gradients its stages left for others that may still wait.
+	if reduced {
+		flush := c.resHome + c.maxParam
+		for s, devs := range part.Devices {
+			if slices.Contains(devs, home) {
+				flush += st[s].retAll
+			}
+		}
+		p.peak = math.Max(p.peak, flush)
+		if c.memCap > 0 && flush > c.memCap {
+			p.fits = false
+		}
+	}
 	for s := range st {
 		p.depth = max(p.depth, k[s])
 		pk := c.peak(st[s], kind, W[s], len(part.Devices[s]))
@@ -811,32 +802,56 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 
 // sharedPeaks adds the peaks of devices hosting several stages to p: one
 // resident part for all of them (the parameters each stage reads, the
-// optimizer state of what the device owns), every
-// stage's in-flight micro-batches, and the largest one backward's
+// optimizer state of what the device owns), every stage's in-flight
+// micro-batches and waiting gradients, and the largest one backward's
 // transients (the device runs one task at a time) beside the gradients
 // the other stages' backwards left for values of other stages, until
-// those fetch them; or, as ownerFlush
-// counts an owner's fetched gradients, those beside one micro-batch of
-// each stage and the transients while its backwards run, and alone
-// after.
-func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int) {
+// those fetch them; or, as ownerFlush counts an owner's fetched
+// gradients, those beside one micro-batch of each stage and the
+// transients while its backwards run, and alone after. The executor
+// keeps a micro-batch's values on a device until the device's last
+// backward of it: a stage that an earlier stage on the same device (an
+// ancestor a in the stage DAG, preds) holds back keeps its whole held
+// bytes for as many micro-batches as a lets it forward meanwhile
+// (window), not only its retained gradients.
+func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int, preds [][]int) {
+	anc := ancestors(preds)
 	for d, hs := range shared {
 		own := owned[d]
-		var used, held, one, trans, ret, retAll float64
+		var used, held, one, trans, ret, kept float64
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
 			}
 			ret += st[h.stage].ret
-			retAll += st[h.stage].retAll
 		}
 		for _, h := range hs {
 			if h.replica >= c.m {
 				continue // runs nothing, holds nothing
 			}
 			s := st[h.stage]
+			ds := len(part.Devices[h.stage])
+			L := c.inFlight(kind, W[h.stage], ds)
+			// keep: the micro-batches holding their held bytes (L in
+			// flight, the rest kept); the rest of the window hold their
+			// retained gradients.
+			keep, behind := L, false
+			for _, a := range hs {
+				if a.replica < c.m && anc[h.stage][a.stage] {
+					da := len(part.Devices[a.stage])
+					keep = max(keep, c.window(c.inFlight(kind, W[a.stage], da), da, ds))
+					behind = true
+				}
+			}
+			// Past its backward a micro-batch holds its retained
+			// gradients until fetched, and its held bytes too while kept.
 			used += s.pw
-			held += float64(c.inFlight(kind, W[h.stage], len(part.Devices[h.stage])))*s.held + s.wait
+			held += float64(keep)*s.held + float64(max(keep, s.win)-L)*s.ret
+			after := 0 // kept after the stage's last backward
+			if behind {
+				after = keep
+			}
+			kept += float64(after)*s.held + float64(max(after, s.win))*s.ret
 			one += s.held
 			// Beside one stage's backward, the gradients the others'
 			// backwards left for values of other stages wait to be
@@ -845,12 +860,37 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			trans = math.Max(trans, s.trans+ret-s.ret)
 		}
 		r := c.residentOwned(used, own)
-		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy+retAll-ret, r+staged[d].all+retAll))
+		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy+kept-ret, r+staged[d].all+kept))
 		p.peak = math.Max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false
 		}
 	}
+}
+
+// ancestors says, per stage s, which stages precede it in the stage DAG
+// (preds): anc[s][a].
+func ancestors(preds [][]int) [][]bool {
+	S := len(preds)
+	anc := make([][]bool, S)
+	var visit func(s int)
+	visit = func(s int) {
+		if anc[s] != nil {
+			return
+		}
+		anc[s] = make([]bool, S)
+		for _, q := range preds[s] {
+			visit(q)
+			anc[s][q] = true
+			for a, ok := range anc[q] {
+				anc[s][a] = anc[s][a] || ok
+			}
+		}
+	}
+	for s := range S {
+		visit(s)
+	}
+	return anc
 }
 
 func lcm(a, b int) int {
