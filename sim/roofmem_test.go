@@ -54,9 +54,9 @@ func TestRooflineUnitMemory(t *testing.T) {
 				}
 				total += walk
 				t.Logf("%d targets: the roofline's unit holds %d bytes, the estimator says %d", k, total, peak)
-				// To the byte: the loss's scalar is fixed and every scaled
-				// figure rounds up (the scalar was once scaled with the
-				// rows, 4 bytes short on uno and dlrm).
+				// To the byte: the loss's scalar is fixed and an op's
+				// scaled memory rounds up (the scalar was once scaled with
+				// the rows, 4 bytes short on uno and dlrm).
 				if diff := total - peak; diff != 0 {
 					t.Errorf("%d targets: the roofline's unit holds %d bytes, the estimator says %d (%+.1f%%)", k, total, peak, 100*float64(diff)/float64(peak))
 				}

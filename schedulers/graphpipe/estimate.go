@@ -64,10 +64,11 @@ func (pr prediction) setMetrics(p *core.Plan) {
 //     pipeline beat (the steady part over m−1) earlier per micro-batch
 //     after its last one.
 //
-// Memory per replica is sim's model: the resident part (costs.resident;
-// exact per replica under owner steps) plus min(k_s, ceil(m/d_s))
-// in-flight micro-batches under 1F1B (ceil(m/d_s) under GPipe) and one
-// backward's transients.
+// Memory per replica is sim's model, bounded over timings: the resident
+// part (costs.resident; exact per replica under owner steps) plus
+// min(k_s, ceil(m/d_s)) in-flight micro-batches under 1F1B (ceil(m/d_s)
+// under GPipe), the gradients earlier ones left for other stages that
+// may still wait (costs.windows), and one backward's transients.
 //
 // Callers go through estimate, which keeps its answers where the costs
 // have a memo (a search's: searchMemo).
@@ -101,6 +102,13 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
 	gradOut, gradIn := make([]float64, S), make([]float64, S)
 	gradEdge := make([]bool, S*S) // (producing stage u, consuming stage s) at u·S+s: a gradient goes back
+	for o, op := range c.w.Ops {
+		for _, q := range op.Deps {
+			if sq, so := part.StageOf[q], part.StageOf[o]; sq != so && c.needGrad[q] {
+				gradEdge[sq*S+so] = true
+			}
+		}
+	}
 	if !c.sync {
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
@@ -115,7 +123,6 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 					grad := c.needGrad[q]
 					if grad {
 						xsB[[2]int{sq, so}] += t
-						gradEdge[sq*S+so] = true
 					}
 					if _, gbps := c.cm.Cluster().PortBetween(a, b); gbps > 0 {
 						x := c.out[q] / (gbps * 1e9)
@@ -128,14 +135,6 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 						l := secs(c.cm.Transfer(a, b, 0))
 						lat[sq], lat[so] = math.Max(lat[sq], l), math.Max(lat[so], l)
 					}
-				}
-			}
-		}
-	} else {
-		for o, op := range c.w.Ops {
-			for _, q := range op.Deps {
-				if sq, so := part.StageOf[q], part.StageOf[o]; sq != so && c.needGrad[q] {
-					gradEdge[sq*S+so] = true
 				}
 			}
 		}
