@@ -253,7 +253,7 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 	case home.ParamBytes > 0:
 		buffers = float64(home.OptStateBytes) / float64(home.ParamBytes)
 	}
-	cm.stepPasses = 4 + 2*buffers
+	cm.stepPasses = stepPasses(buffers)
 	cm.residentIn = home.ResidentInputBytes
 	return cm, nil
 }
@@ -413,8 +413,7 @@ func (cm *CostModel) UnitOps(d core.DeviceID, u core.Unit) []Cost {
 	dp := cm.dev(d)
 	rows, edges := cm.UnitSize(u)
 	out, opEdges, mem := cm.unitShapes(u)
-	cs := slices.Clone(dp.unitCosts(rows, edges, !u.Subgraph, out, opEdges))
-	mem.apply(cs)
+	cs := slices.Clone(dp.unitCosts(rows, edges, !u.Subgraph, out, opEdges, mem))
 	for i := range cs {
 		cs[i].Fwd, cs[i].Bwd = dp.t(cs[i].Fwd), dp.t(cs[i].Bwd)
 	}
@@ -462,7 +461,7 @@ func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
 		if dp.p.ParamBytes > 0 {
 			// Measured with the profile's optimizer (its state over its
 			// parameters): the workload's moves stepPasses per byte.
-			measured := 4 + 2*float64(dp.p.OptStateBytes)/float64(dp.p.ParamBytes)
+			measured := stepPasses(float64(dp.p.OptStateBytes) / float64(dp.p.ParamBytes))
 			step = time.Duration(math.Round(float64(step) * cm.stepPasses / measured))
 		}
 		if nb == cm.paramBytes || cm.paramBytes <= 0 {
@@ -472,6 +471,11 @@ func (cm *CostModel) StepBytes(d core.DeviceID, nb int64) time.Duration {
 	}
 	return cm.MemTime(d, int64(math.Round(cm.stepPasses*float64(nb))))
 }
+
+// stepPasses is the bytes an optimizer step moves per parameter byte
+// with buffers of state per parameter: read p and g, write p, clear g,
+// and read and write each buffer.
+func stepPasses(buffers float64) float64 { return 4 + 2*buffers }
 
 // ParamBytes is the model's parameter bytes.
 func (cm *CostModel) ParamBytes() int64 { return cm.paramBytes }

@@ -133,9 +133,10 @@ func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
 
 // unitCosts is costs for a unit whose ops output outs bytes and read
 // opEdges edges (nil: not known, the unit's size prices every op): each
-// op at its own size (OpProfile.AtOwn), the setup at the unit's. The
-// result is fresh.
-func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs, opEdges []int64) []Cost {
+// op at its own size (OpProfile.AtOwn), the setup at the unit's, and
+// their memory mem's when set (the unit's own shape pass). The result is
+// fresh.
+func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs, opEdges []int64, mem *opMem) []Cost {
 	if outs == nil {
 		return dp.costs(rows, edges, whole)
 	}
@@ -148,6 +149,7 @@ func (dp *devProf) unitCosts(rows, edges int64, whole bool, outs, opEdges []int6
 		c[o] = dp.p.Ops[j].AtOwn(outs[o], e, rows, edges)
 	}
 	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole)
+	mem.apply(c)
 	return c
 }
 
@@ -1171,9 +1173,7 @@ func (s *sim) costsOf(dp *devProf, u int) []Cost {
 		s.ucost[dp] = byUnit
 	}
 	if byUnit[u] == nil {
-		c := slices.Clone(dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u], s.opEdges[u]))
-		s.mems[u].apply(c)
-		byUnit[u] = c
+		byUnit[u] = dp.unitCosts(s.rows[u], s.edges[u], s.whole[u], s.outs[u], s.opEdges[u], s.mems[u])
 	}
 	return byUnit[u]
 }

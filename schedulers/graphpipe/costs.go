@@ -254,9 +254,7 @@ type stageStat struct {
 	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
 	trans  float64 // backward transient bytes: temporaries and the gradients received
 	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
-	wait   float64 // set by the estimate (costs.windows): the bytes of earlier micro-batches' ret that can wait beside the in-flight ones
-	retAll float64 // set by the estimate: the most ret bytes waiting at once (after its last backward)
-	win    int     // set by the estimate: the most micro-batches between forward and the fetch of their ret (costs.windows)
+	win    int     // set by the estimate: the most micro-batches between forward and the fetch of their ret (costs.windows; 0: the in-flight ones)
 	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
 	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
 	pmax   float64 // with owners: the largest of those parameters
@@ -465,8 +463,13 @@ func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
 
 // peakWith is peak with the resident part r.
 func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
-	return r + float64(c.inFlight(kind, W, d))*s.held + s.wait + s.trans
+	L := c.inFlight(kind, W, d)
+	return r + float64(L)*s.held + float64(max(s.win-L, 0))*s.ret + s.trans
 }
+
+// retAll is the most ret bytes a replica holds at once: after its last
+// backward, its window's (costs.windows).
+func (s stageStat) retAll() float64 { return float64(s.win) * s.ret }
 
 // windows is, per stage of the partition, the most micro-batches a
 // replica holds between their forward and the fetch of the gradients its
@@ -476,7 +479,7 @@ func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
 // (window). Under GPipe every micro-batch is in flight already. At least
 // L_s: at most L_s of them are in flight, and the rest hold only their
 // retained gradients (each smaller than the held values it is the
-// gradient of, so the most memory is with L_s in flight: stageStat.wait).
+// gradient of, so the most memory is with L_s in flight: peakWith).
 // gradEdge[u·S+s] says stage s sends gradients back to stage u.
 func (c *costs) windows(part Partition, kind Kind, W []int, gradEdge []bool) []int {
 	S := len(part.Devices)

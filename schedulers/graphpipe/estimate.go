@@ -141,8 +141,6 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	}
 	for s, n := range c.windows(part, kind, W, gradEdge) {
 		st[s].win = n
-		st[s].wait = float64(n-c.inFlight(kind, W[s], len(part.Devices[s]))) * st[s].ret
-		st[s].retAll = float64(n) * st[s].ret
 	}
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
@@ -384,7 +382,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		flush := c.resHome + c.maxParam
 		for s, devs := range part.Devices {
 			if slices.Contains(devs, home) {
-				flush += st[s].retAll
+				flush += st[s].retAll()
 			}
 		}
 		p.peak = math.Max(p.peak, flush)
@@ -755,7 +753,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// that runs (with buckets, the last bucket's: the earlier ones'
 		// gradients arrive during it), and the earlier micro-batches'
 		// retained gradients; after it, beside all of those.
-		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy+st[q].retAll-st[q].ret, r+stg+st[q].retAll))
+		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy+st[q].retAll()-st[q].ret, r+stg+st[q].retAll()))
 		peak = math.Max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
