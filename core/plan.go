@@ -101,6 +101,14 @@ type Task struct {
 	// one device split those between them, so parameters final early
 	// are stepped, and sent to their readers, while the rest compute.
 	Params []string `json:"params,omitempty"`
+	// Priority orders the ready tasks of one device: when the device is
+	// free, an optimizer step goes first, then the task of highest
+	// priority, then the earliest ready, then the first in plan order.
+	// The executor runs the forward and backward tasks of a device whose
+	// tasks differ in priority one at a time in that order (a device
+	// hosting several stages); 0 everywhere, a device's streams run as
+	// their tasks come.
+	Priority int `json:"priority,omitempty"`
 }
 
 // OpIndices returns the ops a forward or backward task runs, ascending.

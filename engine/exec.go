@@ -295,6 +295,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 		}
 	}
 	ex.startPrefetch(ctx, &wg)
+	gates := deviceGates(plan, func(i int) bool { return rx == nil || !rx.remote[i] })
 	stream := func(tasks []int) {
 		for _, i := range tasks {
 			if err := ex.wait(ctx, i); err != nil {
@@ -302,7 +303,7 @@ func (t *Trainer) Run(ctx context.Context, plan *core.Plan, b *Batch, opts RunOp
 				cancel()
 				return
 			}
-			if err := ex.run(ctx, i); err != nil {
+			if err := ex.runGated(ctx, i, gates); err != nil {
 				ex.fail(err)
 				cancel()
 				return
@@ -439,6 +440,26 @@ func (ex *execution) opDone(dev core.DeviceID) error {
 type envKey struct {
 	unit int
 	dev  core.DeviceID
+}
+
+// runGated runs task i, through its device's gate if it takes one
+// (deviceGates): on an asynchronous device the gate is handed on once
+// the device has run the task's work, not when it is queued, so the
+// next task is chosen when the device frees, as the simulator does.
+func (ex *execution) runGated(ctx context.Context, i int, gates map[core.DeviceID]*deviceGate) error {
+	task := ex.plan.Tasks[i]
+	g := gates[task.Device]
+	if g == nil || !gated(task) {
+		return ex.run(ctx, i)
+	}
+	if err := g.acquire(ctx, task.Priority); err != nil {
+		return err
+	}
+	defer g.release()
+	if err := ex.run(ctx, i); err != nil {
+		return err
+	}
+	return ex.t.syncDevice(task.Device)
 }
 
 func (ex *execution) fail(err error) {

@@ -78,7 +78,9 @@
 // The simulator follows engine's executor. Tasks run in plan order on
 // each (device, stream) and after their Deps. Each device computes one
 // task at a time: a task that is ready (its predecessors done, and with
-// prefetching its inputs arrived) waits for the device, which picks the
+// prefetching its inputs arrived) waits for the device, which picks an
+// optimizer step first, then the task of highest core.Task.Priority (a
+// device hosting several stages: the stage nearer the sink), then the
 // earliest ready task, ties in plan order. This exclusive engine is a
 // GPU's behaviour when each kernel fills the device and the CPU backend's
 // when a device's thread budget is spent by the task at hand; a device

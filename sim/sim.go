@@ -83,7 +83,8 @@ type Result struct {
 // with the op costs of prof (nil: a roofline model of each device, see
 // Roofline), with the executor's semantics: tasks run in plan order per
 // (device, stream) and after their Deps; a device computes one task at a
-// time (the earliest ready first, ties in plan order); values crossing
+// time (by core.Task.Priority, then the earliest ready first, ties in
+// plan order); values crossing
 // devices are moved over the link between them. See the package
 // documentation for the model.
 func Simulate(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster) (*Result, error) {
@@ -1206,6 +1207,16 @@ func (s *sim) startable(i int) bool {
 	return s.inflight[us.stage] < us.stage.Limit
 }
 
+// before reports whether ready task i goes before ready task j on their
+// device (core.Task.Priority): the higher priority first, then the
+// earliest ready, then plan order.
+func (s *sim) before(i, j int) bool {
+	if pi, pj := s.p.Tasks[i].Priority, s.p.Tasks[j].Priority; pi != pj {
+		return pi > pj
+	}
+	return s.readyAt[i] < s.readyAt[j] || s.readyAt[i] == s.readyAt[j] && i < j
+}
+
 func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 	if s.prof[d].model.StreamOverlap > 0 {
 		// Streams run at once: start everything that may start (stream
@@ -1213,10 +1224,7 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 		var keep []int
 		queued := s.queued[d]
 		s.queued[d] = nil
-		sort.Slice(queued, func(a, b int) bool {
-			i, j := queued[a], queued[b]
-			return s.readyAt[i] < s.readyAt[j] || s.readyAt[i] == s.readyAt[j] && i < j
-		})
+		sort.Slice(queued, func(a, b int) bool { return s.before(queued[a], queued[b]) })
 		for _, i := range queued {
 			if s.startable(i) {
 				s.start(i, now)
@@ -1251,7 +1259,7 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 			}
 			continue
 		}
-		if s.readyAt[i] < s.readyAt[b] || s.readyAt[i] == s.readyAt[b] && i < b {
+		if s.before(i, b) {
 			best = j
 		}
 	}

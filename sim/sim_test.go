@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -557,5 +558,50 @@ func TestExecutorTime(t *testing.T) {
 	if base != 3*tf+3*tb || got != base+2*hb+h+o || idle != base+2*h+o {
 		t.Errorf("two micro-batches: %v bare, %v with busy handoffs, %v with idle ones only; want %v, %v more and %v more",
 			base, got, idle, 3*tf+3*tb, 2*hb+h+o, 2*h+o)
+	}
+}
+
+// TestPriorityOrdersDevice: of two tasks ready at once on one device, the
+// one of higher core.Task.Priority goes first; equal, plan order decides.
+func TestPriorityOrdersDevice(t *testing.T) {
+	const T = 6 * time.Millisecond
+	w := &core.Workload{ModelName: "two", Dims: core.Dims{Nodes: 1}, Batch: []int32{0},
+		Ops: []core.OpInfo{{Index: 0, Name: "a", Kind: core.KindDense}, {Index: 1, Name: "b", Kind: core.KindDense}}}
+	pt := []sim.Point{{Rows: 1, Fwd: T, Bwd: T}, {Rows: 2, Fwd: T, Bwd: T}}
+	prof := &sim.Profile{Model: "two", Ops: []sim.OpProfile{{Name: "a", Kind: core.KindDense, Points: pt}, {Name: "b", Kind: core.KindDense, Points: pt}}}
+	plan := func(p0, p1 int) *core.Plan {
+		return &core.Plan{Home: "cpu:0", Units: []core.Unit{{ID: 0, Targets: []int32{0}, LossWeight: 1}, {ID: 1}},
+			Tasks: []core.Task{
+				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", Stream: 0, Ops: []int{0}, Priority: p0},
+				{ID: 1, Kind: core.TaskForward, Unit: 1, Device: "cpu:0", Stream: 1, Ops: []int{1}, Priority: p1},
+				{ID: 2, Kind: core.TaskBackward, Unit: 0, Device: "cpu:0", Stream: 0, Ops: []int{0}, Deps: []int{0}, Priority: p0},
+				{ID: 3, Kind: core.TaskBackward, Unit: 1, Device: "cpu:0", Stream: 1, Ops: []int{1}, Deps: []int{1}, Priority: p1},
+				{ID: 4, Kind: core.TaskStep, Unit: -1, Device: "cpu:0", Stream: 2, Deps: []int{2, 3}},
+			}}
+	}
+	for _, c := range []struct {
+		name   string
+		p0, p1 int
+		want   []string // the device's spans in order
+	}{
+		{"equal: plan order", 0, 0, []string{"fwd u0", "fwd u1", "bwd u0", "bwd u1", "optimizer step"}},
+		{"unit 1 first", -1, 0, []string{"fwd u1", "bwd u1", "fwd u0", "bwd u0", "optimizer step"}},
+		{"unit 0 first", 3, 2, []string{"fwd u0", "bwd u0", "fwd u1", "bwd u1", "optimizer step"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			r, err := sim.Simulate(plan(c.p0, c.p1), w, prof, free(1))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range r.Trace.Events {
+				if e.Device == "cpu:0" && (e.Cat == "forward" || e.Cat == "backward" || e.Cat == "step") {
+					got = append(got, strings.Join(strings.Fields(e.Name)[:2], " "))
+				}
+			}
+			if !slices.Equal(got, c.want) {
+				t.Errorf("order %q, want %q", got, c.want)
+			}
+		})
 	}
 }

@@ -113,7 +113,7 @@ func TestGPipeOption(t *testing.T) {
 	if err != nil || s.(*Scheduler).GPipeOrder {
 		t.Errorf("graphpipe with no options: GPipeOrder on or err %v; want off", err)
 	}
-	for _, o := range []string{"trim", "groups", "shared"} { // the switches on by default
+	for _, o := range []string{"trim", "groups", "shared", "sinkfirst"} { // the switches on by default
 		on, err1 := core.NewScheduler("graphpipe", map[string]string{o: "on"})
 		off, err2 := core.NewScheduler("graphpipe", map[string]string{o: "off"})
 		if err1 != nil || err2 != nil || reflect.DeepEqual(on, off) || !reflect.DeepEqual(on, s) {

@@ -68,10 +68,11 @@ func init() {
 				inverted, graphOnly bool
 				want                string
 			}{
-				"trim":   {&sc.KeepWarmup, true, false, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
-				"groups": {&sc.NoStepGroups, true, false, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
-				"shared": {&sc.Disjoint, true, false, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
-				"gpipe":  {&sc.GPipeOrder, false, true, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
+				"trim":      {&sc.KeepWarmup, true, false, "on (lower the 1F1B warm-up while the simulated iteration does not grow) or off"},
+				"groups":    {&sc.NoStepGroups, true, false, "on (also weigh owners stepping in readiness groups) or off (one step per owner)"},
+				"shared":    {&sc.Disjoint, true, false, "on (weigh shared-trunk partitions too) or off (every stage on devices of its own)"},
+				"gpipe":     {&sc.GPipeOrder, false, true, "on (graphpipe also weighs GPipe's order, every micro-batch in flight) or off (its generalised 1F1B only, the default)"},
+				"sinkfirst": {&sc.NoSinkFirst, true, false, "on (also weigh running the stage nearer the sink first on a device hosting several) or off (the earliest ready task first)"},
 			}
 			// The options that take one of a few words: each word's
 			// setting, and what the error says they mean.
@@ -237,6 +238,11 @@ type Scheduler struct {
 	// plans with each owner stepping its parameters in readiness groups
 	// (PlanOptions.StepGroups) and keeps a grouped plan that is faster.
 	NoStepGroups bool
+	// NoSinkFirst keeps the earliest ready task first on devices hosting
+	// several stages (option sinkfirst=off); by default the search also
+	// simulates its candidates with the stage nearer a sink first there
+	// (PlanOptions.SinkFirst) and keeps the faster order.
+	NoSinkFirst bool
 	// GPipeOrder makes GraphPipe also weigh GPipe's order (option
 	// gpipe=on): its DAG answers and the GPipe chain baseline's whole
 	// search, every micro-batch in flight, beside its generalised 1F1B,

@@ -82,6 +82,7 @@ type schedOptions struct {
 	step                                     StepMode
 	bucket                                   int64
 	disjoint, keepWarmup, noGroups, gpipeOrd bool
+	noSinkFirst                              bool
 	chainDP                                  ChainDP
 	cluster                                  *sim.Cluster
 	profile                                  *sim.Profile
@@ -97,7 +98,7 @@ func shapeOf(s *Scheduler, w *core.Workload) (shapeKey, bool) {
 	}
 	return shapeKey{model: w.Model, ops: len(w.Ops), devices: b.String(), targets: len(w.Batch), groups: len(w.Groups),
 		opts: schedOptions{graph: s.Graph, kind: s.Kind, micro: s.MicroBatches, simulate: s.Simulate, maxReplicas: s.MaxReplicas,
-			step: s.Step, bucket: s.BucketBytes, disjoint: s.Disjoint, keepWarmup: s.KeepWarmup, noGroups: s.NoStepGroups,
+			step: s.Step, bucket: s.BucketBytes, disjoint: s.Disjoint, keepWarmup: s.KeepWarmup, noGroups: s.NoStepGroups, noSinkFirst: s.NoSinkFirst,
 			gpipeOrd: s.GPipeOrder, chainDP: s.ChainDP, cluster: s.Cluster, profile: s.Profile}}, true
 }
 
@@ -137,7 +138,7 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 // micro_batch_counts_tried: a rebuilt plan weighed none, and train
 // averages the metrics over its iterations).
 var searchMetrics = []string{"micro_batches_asked", "dag_partition", "shared_trunk", "gpipe_order", "warmup_cap",
-	"steps_weighed", "widened", "piper_chain", "step_groups", "coarsened_ops"}
+	"steps_weighed", "widened", "piper_chain", "step_groups", "sink_first", "coarsened_ops"}
 
 // replan builds the choice of the search for w's shape, if one ran
 // and the choice fits w by the estimate and the simulator (a sampled

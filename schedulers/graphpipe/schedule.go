@@ -221,7 +221,8 @@ func BuildPlan(w *core.Workload, part Partition, m int, kind Kind, name string) 
 	return BuildPlanWith(w, part, m, kind, StepOwners, name)
 }
 
-// BuildPlanWith is BuildPlan with the step mode. The plan's home is the
+// BuildPlanWith is BuildPlan with the step mode. A device hosting several
+// stages runs each on a stream of its own. The plan's home is the
 // first replica of the loss op's stage. Under StepHome every other device
 // that runs backward work reduces into home (on home's stream 1, in the
 // devices' stage order) after its last backward, and home steps once.
@@ -253,6 +254,12 @@ type PlanOptions struct {
 	// stage's parameters are stepped and sent back to its replicas while
 	// the owner's own stage still runs backward work.
 	StepGroups bool
+	// SinkFirst: on a device hosting several stages, the stage nearer a
+	// sink goes first when several are ready (core.Task.Priority 1-k_s,
+	// InFlight's k): it finishes micro-batches in flight and sends their
+	// gradients upstream sooner, but delays what the other stage feeds
+	// its successors. Off: the earliest ready first.
+	SinkFirst bool
 }
 
 // BuildPlanOpts is BuildPlanWith with the options.
@@ -353,10 +360,18 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 			id[e] = n - 1 // a bucketed backward's last bucket
 		}
 	}
+	// PlanOptions.SinkFirst's priorities, on devices hosting several
+	// stages.
+	priority := func(d core.DeviceID, s int) int {
+		if !opts.SinkFirst || hosted[d] < 2 {
+			return 0
+		}
+		return 1 - k[s]
+	}
 	bwdOn := map[core.DeviceID][]int{}
 	for _, sl := range order {
 		for j, e := range sl.evs {
-			t := core.Task{ID: id[e], Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: stages[e.stage]}
+			t := core.Task{ID: id[e], Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: stages[e.stage], Priority: priority(sl.dev, e.stage)}
 			if e.fwd {
 				t.Kind = core.TaskForward
 				for _, q := range preds[e.stage] {
@@ -372,7 +387,7 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 			}
 			bs := chunks(sl, j)
 			for b, ops := range bs[:max(len(bs)-1, 0)] {
-				c := core.Task{ID: id[e] - len(bs) + 1 + b, Kind: core.TaskBackward, Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: ops}
+				c := core.Task{ID: id[e] - len(bs) + 1 + b, Kind: core.TaskBackward, Unit: e.mb, Device: sl.dev, Stream: sl.stream, Ops: ops, Priority: t.Priority}
 				if b == 0 {
 					c.Deps = t.Deps
 				} else {

@@ -100,10 +100,11 @@ func TestSharedTrunkPartition(t *testing.T) {
 // device (per replicas devices, each stage replicated), the trunk on the
 // last of them, then sharedTrunk.
 type sharedFixed struct {
-	kind     Kind
-	replicas int
-	groups   bool // PlanOptions.StepGroups
-	split    bool // the branch stages split over their replicas (splitBranches)
+	kind      Kind
+	replicas  int
+	groups    bool // PlanOptions.StepGroups
+	split     bool // the branch stages split over their replicas (splitBranches)
+	sinkFirst bool // PlanOptions.SinkFirst: the executor gates the shared devices
 }
 
 func (sharedFixed) Name() string { return "shared-fixed" }
@@ -143,7 +144,7 @@ func (f sharedFixed) Schedule(ctx context.Context, w *core.Workload) (*core.Plan
 			return nil, fmt.Errorf("%s: no stage of whole branches to split", w.ModelName)
 		}
 	}
-	p, err := BuildPlanOpts(w, q, 5, f.kind, PlanOptions{Step: StepOwners, StepGroups: f.groups}, "shared-fixed")
+	p, err := BuildPlanOpts(w, q, 5, f.kind, PlanOptions{Step: StepOwners, StepGroups: f.groups, SinkFirst: f.sinkFirst}, "shared-fixed")
 	if err == nil && f.groups {
 		// The trunk's owner, hosting a branch stage too, steps the
 		// trunk's parameters apart from the branch's.
@@ -186,6 +187,10 @@ func TestOracleSharedTrunk(t *testing.T) {
 			// still runs backward work.
 			schedtest.Oracle(t, sharedFixed{kind: kind, groups: true}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
 			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2, groups: true}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			// The trunk first where it shares a device (the executor's
+			// device gates).
+			schedtest.Oracle(t, sharedFixed{kind: kind, sinkFirst: true}, schedtest.OracleOptions{Devices: 3, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
+			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2, groups: true, sinkFirst: true}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno", "mbgnn", "dlrm", "gat"}, Steps: 2})
 			// The branch stages split over their replicas (uno's halves
 			// are whole branches): each branch on a device of its own.
 			schedtest.Oracle(t, sharedFixed{kind: kind, replicas: 2, split: true}, schedtest.OracleOptions{Devices: 4, Models: []string{"uno"}, Steps: 2})

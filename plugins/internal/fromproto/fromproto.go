@@ -147,7 +147,7 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 			v    int64
 			dst  *int
 		}{{"task id", t.GetId(), &task.ID}, {"task unit", t.GetUnit(), &task.Unit}, {"task stream", t.GetStream(), &task.Stream},
-			{"task op_lo", t.GetOpLo(), &task.OpLo}, {"task op_hi", t.GetOpHi(), &task.OpHi}} {
+			{"task op_lo", t.GetOpLo(), &task.OpLo}, {"task op_hi", t.GetOpHi(), &task.OpHi}, {"task priority", t.GetPriority(), &task.Priority}} {
 			if *f.dst, err = planInt(f.name, f.v); err != nil {
 				return nil, err
 			}

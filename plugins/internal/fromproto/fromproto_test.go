@@ -35,7 +35,7 @@ func plan() *core.Plan {
 	return &core.Plan{Scheduler: "x", Home: "cpu:0",
 		Units: []core.Unit{{ID: 0, Targets: []int32{3, 1}, LossWeight: 0.5}, {ID: 1, Targets: []int32{4, 1 << 30}, LossWeight: 0.5, Subgraph: true}},
 		Tasks: []core.Task{
-			{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2},
+			{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2, Priority: -1},
 			{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: 2, Deps: []int{0}},
 			{ID: 2, Kind: core.TaskForward, Unit: 1, Device: "cpu:1", Stream: 3, Ops: []int{0, 1}},
 			{ID: 3, Kind: core.TaskBackward, Unit: 1, Device: "cpu:1", Stream: 3, Ops: []int{0, 1}, Deps: []int{2}},

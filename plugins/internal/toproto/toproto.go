@@ -93,17 +93,18 @@ func Plan(p *core.Plan) *pb.Plan {
 	}
 	for i, t := range p.Tasks {
 		out.Tasks[i] = &pb.Task{
-			Id:     int64(t.ID),
-			Kind:   pb.TaskKind(int32(t.Kind) + 1),
-			Unit:   int64(t.Unit),
-			Device: string(t.Device),
-			Stream: int64(t.Stream),
-			OpLo:   int64(t.OpLo),
-			OpHi:   int64(t.OpHi),
-			From:   string(t.From),
-			Deps:   ints(t.Deps),
-			Ops:    ints(t.Ops),
-			Params: t.Params,
+			Id:       int64(t.ID),
+			Kind:     pb.TaskKind(int32(t.Kind) + 1),
+			Unit:     int64(t.Unit),
+			Device:   string(t.Device),
+			Stream:   int64(t.Stream),
+			OpLo:     int64(t.OpLo),
+			OpHi:     int64(t.OpHi),
+			From:     string(t.From),
+			Deps:     ints(t.Deps),
+			Ops:      ints(t.Ops),
+			Params:   t.Params,
+			Priority: int64(t.Priority),
 		}
 	}
 	if len(p.Metrics) > 0 {

@@ -1486,7 +1486,9 @@ type Task struct {
 	// The parameters a reduce_grads task of a step_owners plan moves, or a
 	// step task of one steps (core.Task.Params); empty: all its source
 	// reads and its device owns (a step: all its device owns).
-	Params        []string `protobuf:"bytes,11,rep,name=params,proto3" json:"params,omitempty"`
+	Params []string `protobuf:"bytes,11,rep,name=params,proto3" json:"params,omitempty"`
+	// Orders a device's ready tasks (core.Task.Priority): higher first.
+	Priority      int64 `protobuf:"varint,12,opt,name=priority,proto3" json:"priority,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1596,6 +1598,13 @@ func (x *Task) GetParams() []string {
 		return x.Params
 	}
 	return nil
+}
+
+func (x *Task) GetPriority() int64 {
+	if x != nil {
+		return x.Priority
+	}
+	return 0
 }
 
 // Trace is core.Trace.
@@ -2024,7 +2033,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\atargets\x18\x02 \x03(\x05R\atargets\x12\x1f\n" +
 	"\vloss_weight\x18\x03 \x01(\x01R\n" +
 	"lossWeight\x12\x1a\n" +
-	"\bsubgraph\x18\x04 \x01(\bR\bsubgraph\"\x89\x02\n" +
+	"\bsubgraph\x18\x04 \x01(\bR\bsubgraph\"\xa5\x02\n" +
 	"\x04Task\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x03R\x02id\x121\n" +
 	"\x04kind\x18\x02 \x01(\x0e2\x1d.gnnkit.scheduler.v1.TaskKindR\x04kind\x12\x12\n" +
@@ -2037,7 +2046,8 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x04deps\x18\t \x03(\x03R\x04deps\x12\x10\n" +
 	"\x03ops\x18\n" +
 	" \x03(\x03R\x03ops\x12\x16\n" +
-	"\x06params\x18\v \x03(\tR\x06params\"\x8f\x02\n" +
+	"\x06params\x18\v \x03(\tR\x06params\x12\x1a\n" +
+	"\bpriority\x18\f \x01(\x03R\bpriority\"\x8f\x02\n" +
 	"\x05Trace\x127\n" +
 	"\x06events\x18\x01 \x03(\v2\x1f.gnnkit.scheduler.v1.TraceEventR\x06events\x12R\n" +
 	"\x0epeak_mem_bytes\x18\x02 \x03(\v2,.gnnkit.scheduler.v1.Trace.PeakMemBytesEntryR\fpeakMemBytes\x12\x1f\n" +
