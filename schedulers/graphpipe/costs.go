@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"math"
+	"slices"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -249,30 +250,49 @@ func (c *costs) scratchCopy() *costs {
 // stageStat is what one stage (a set of ops) costs per micro-batch on
 // one replica.
 type stageStat struct {
-	f, b   float64 // forward and backward seconds, setup and synchronous copies included
-	held   float64 // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
-	inPart float64 // the part of the micro-batch's inputs (setupMem) its ops read
-	trans  float64 // backward transient bytes: temporaries and the gradients received
-	ret    float64 // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
-	win    int     // set by the estimate: the most micro-batches between forward and the fetch of their ret (costs.windows; 0: the in-flight ones)
-	w      float64 // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
-	pw     float64 // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
-	pmax   float64 // with owners: the largest of those parameters
-	amort  float64 // with costs.amortize: its ops' costs.step (per micro-batch)
-	in     float64 // activation bytes received per micro-batch
-	gin    float64 // gradient bytes received per micro-batch
-	home   bool    // holds the loss op (the plan's home, with the optimizer state)
+	f, b   float64  // forward and backward seconds, setup and synchronous copies included
+	held   float64  // bytes one in-flight micro-batch keeps: what its forwards hold, its inputs, the values received
+	inPart float64  // the part of the micro-batch's inputs (setupMem) its ops read
+	trans  float64  // backward transient bytes: temporaries and the gradients received
+	ret    float64  // of those, the gradients its backward leaves for other stages' values (held until they fetch them)
+	wins   []retWin // set by the estimate: ret split by how many micro-batches' worth may wait (costs.windows; none: the in-flight ones')
+	w      float64  // parameter bytes its ops read (Cost.WeightBytes: what a home flush moves)
+	pw     float64  // with owners: the bytes of the distinct parameters its ops read (OpInfo.Params)
+	pmax   float64  // with owners: the largest of those parameters
+	amort  float64  // with costs.amortize: its ops' costs.step (per micro-batch)
+	in     float64  // activation bytes received per micro-batch
+	gin    float64  // gradient bytes received per micro-batch
+	home   bool     // holds the loss op (the plan's home, with the optimizer state)
 }
 
 func (s stageStat) t() float64 { return s.f + s.b }
+
+// retWin is part of a stage's ret: bytes per micro-batch that wait for
+// a producing stage's fetch, of at most win micro-batches at once
+// (costs.windows).
+type retWin struct {
+	win   int
+	bytes float64
+}
+
+// waiting is the retained-gradient bytes a replica holds beyond those
+// of n micro-batches: of each part of ret, the micro-batches its window
+// has past n.
+func (s stageStat) waiting(n int) float64 {
+	var b float64
+	for _, w := range s.wins {
+		b += float64(max(w.win-n, 0)) * w.bytes
+	}
+	return b
+}
 
 // rate is what the DPs hold against their target per micro-batch on one
 // device: the stage's forward and backward, with its amortised step
 // under costs.amortize (repRate spreads it over replicas).
 func (s stageStat) rate() float64 { return s.t() + s.amort }
 
-// stat prices the ops as one stage.
-func (c *costs) stat(ops []int) stageStat {
+// nextStamp starts a new mark, seen and parSeen generation.
+func (c *costs) nextStamp() {
 	c.stamp++
 	if c.stamp == math.MaxInt32 {
 		clear(c.mark)
@@ -280,6 +300,11 @@ func (c *costs) stat(ops []int) stageStat {
 		clear(c.parSeen)
 		c.stamp = 1
 	}
+}
+
+// stat prices the ops as one stage.
+func (c *costs) stat(ops []int) stageStat {
+	c.nextStamp()
 	for _, o := range ops {
 		c.mark[o] = c.stamp
 	}
@@ -464,41 +489,61 @@ func (c *costs) peak(s stageStat, kind Kind, W, d int) float64 {
 // peakWith is peak with the resident part r.
 func (c *costs) peakWith(r float64, s stageStat, kind Kind, W, d int) float64 {
 	L := c.inFlight(kind, W, d)
-	return r + float64(L)*s.held + float64(max(s.win-L, 0))*s.ret + s.trans
+	return r + float64(L)*s.held + s.waiting(L) + s.trans
 }
 
 // retAll is the most ret bytes a replica holds at once: after its last
-// backward, its window's (costs.windows).
-func (s stageStat) retAll() float64 { return float64(s.win) * s.ret }
+// backward, its windows' (costs.windows).
+func (s stageStat) retAll() float64 { return s.waiting(0) }
 
-// windows is, per stage of the partition, the most micro-batches a
-// replica holds between their forward and the fetch of the gradients its
-// backward leaves for other stages' values (stageStat.ret), whatever the
-// timing: a producing stage u fetches them with its backward of that
+// windows sets, per stage of the partition, how many micro-batches'
+// worth of each part of the gradients its backward leaves for other
+// stages' values (stageStat.ret, .wins) a replica may hold between
+// their forward and their fetch, whatever the timing: a producing stage
+// u fetches the gradients of its values with its backward of that
 // micro-batch, and meanwhile the replica runs on as far as u lets it
-// (window). Under GPipe every micro-batch is in flight already. At least
-// L_s: at most L_s of them are in flight, and the rest hold only their
-// retained gradients (each smaller than the held values it is the
-// gradient of, so the most memory is with L_s in flight: peakWith).
-// gradEdge[u·S+s] says stage s sends gradients back to stage u.
-func (c *costs) windows(part Partition, kind Kind, W []int, gradEdge []bool) []int {
+// (window), so each producer's part waits by its own window. Under
+// GPipe every micro-batch is in flight already. At least L_s: at most
+// L_s of them are in flight, and the rest hold only their retained
+// gradients (each smaller than the held values it is the gradient of,
+// so the most memory is with L_s in flight: peakWith). gradBytes[u·S+s]
+// is the bytes of the values of u whose gradients s sends back; ret
+// goes to the producers from the longest window down, each at most its
+// bytes, and what they leave to the longest (the walk's ret is what
+// the backward leaves, these bytes what it is made of).
+func (c *costs) windows(part Partition, kind Kind, W []int, gradBytes []float64, st []stageStat) {
 	S := len(part.Devices)
-	out := make([]int, S)
 	for s, devs := range part.Devices {
-		out[s] = c.inFlight(kind, W[s], len(devs))
-	}
-	if kind == GPipe {
-		return out
-	}
-	for i, ok := range gradEdge {
-		if !ok {
+		ret := st[s].ret
+		if ret <= 0 {
 			continue
 		}
-		u, s := i/S, i%S
-		ds, du := len(part.Devices[s]), len(part.Devices[u])
-		out[s] = max(out[s], c.window(c.inFlight(kind, W[u], du), du, ds))
+		ds := len(devs)
+		L := c.inFlight(kind, W[s], ds)
+		var ws []retWin
+		if kind != GPipe {
+			for u := range S {
+				if b := gradBytes[u*S+s]; b > 0 {
+					du := len(part.Devices[u])
+					ws = append(ws, retWin{max(L, c.window(c.inFlight(kind, W[u], du), du, ds)), b})
+				}
+			}
+		}
+		if len(ws) == 0 {
+			st[s].wins = []retWin{{L, ret}}
+			continue
+		}
+		slices.SortFunc(ws, func(a, b retWin) int { return b.win - a.win })
+		out, left := ws[:0], ret
+		for _, w := range ws {
+			if b := math.Min(w.bytes, left); b > 0 {
+				out = append(out, retWin{w.win, b})
+				left -= b
+			}
+		}
+		out[0].bytes += left
+		st[s].wins = out
 	}
-	return out
 }
 
 // window is how many of its micro-batches a replica of a stage on ds

@@ -101,11 +101,17 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	xs, xsB := map[[2]int]float64{}, map[[2]int]float64{}
 	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
 	gradOut, gradIn := make([]float64, S), make([]float64, S)
-	gradEdge := make([]bool, S*S) // (producing stage u, consuming stage s) at u·S+s: a gradient goes back
-	for o, op := range c.w.Ops {
-		for _, q := range op.Deps {
-			if sq, so := part.StageOf[q], part.StageOf[o]; sq != so && c.needGrad[q] {
-				gradEdge[sq*S+so] = true
+	// (producing stage u, consuming stage s) at u·S+s: the bytes of u's
+	// values whose gradients s sends back, each value once.
+	gradBytes := make([]float64, S*S)
+	for so, ops := range stages {
+		c.nextStamp()
+		for _, o := range ops {
+			for _, q := range c.w.Ops[o].Deps {
+				if sq := part.StageOf[q]; sq != so && c.needGrad[q] && c.seen[q] != c.stamp {
+					c.seen[q] = c.stamp
+					gradBytes[sq*S+so] += c.out[q]
+				}
 			}
 		}
 	}
@@ -139,9 +145,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			}
 		}
 	}
-	for s, n := range c.windows(part, kind, W, gradEdge) {
-		st[s].win = n
-	}
+	c.windows(part, kind, W, gradBytes, st)
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
 	// links at once), and no sooner than s's port sends all its
@@ -843,12 +847,12 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			// Past its backward a micro-batch holds its retained
 			// gradients until fetched, and its held bytes too while kept.
 			used += s.pw
-			held += float64(keep)*s.held + float64(max(keep, s.win)-L)*s.ret
+			held += float64(keep)*s.held + float64(keep-L)*s.ret + s.waiting(keep)
 			after := 0 // kept after the stage's last backward
 			if behind {
 				after = keep
 			}
-			kept += float64(after)*s.held + float64(max(after, s.win))*s.ret
+			kept += float64(after)*(s.held+s.ret) + s.waiting(after)
 			one += s.held
 			// Beside one stage's backward, the gradients the others'
 			// backwards left for values of other stages wait to be

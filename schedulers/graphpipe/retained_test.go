@@ -176,3 +176,140 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 		})
 	}
 }
+
+// TestRetainedGradientsPerProducer: a stage's retained gradients wait by
+// their producer's window, not all by the longest. uno-2 in a chain of
+// three stages (branch 0, branch 1, the trunk) under 1F1B: the trunk
+// sends gradients back to both branches, branch 0 keeps 3 micro-batches
+// in flight and branch 1 keeps 2, so the gradients of branch 1's values
+// wait for at most 2 micro-batches, branch 0's for 3 (before, both for
+// 3). Each branch's backward is then made to wait as long as it can for
+// the trunk's later backwards, and the devices capped at the predicted
+// peak train, the trunk's device (the largest: the trunk's weights)
+// reaching it to the byte (132,676; the single window put it 4,096
+// over, a micro-batch of branch 1's gradients).
+func TestRetainedGradientsPerProducer(t *testing.T) {
+	f := schedtest.NewFixture(256, 3, 16, 4, 9)
+	model, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes := make([]int32, 128)
+	for i := range nodes {
+		nodes[i] = int32(i)
+	}
+	trainer := func(memCap int64) (*engine.Trainer, []core.Device) {
+		b, err := cpu.New(core.BackendOptions{Devices: 3, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
+			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		return tr, b.Devices()
+	}
+	tr, devs := trainer(0)
+	var infos []core.DeviceInfo
+	var ids []core.DeviceID
+	for _, d := range devs {
+		infos = append(infos, d.Info())
+		ids = append(ids, d.ID())
+	}
+	bt := tr.FullBatch(nodes)
+	w, err := tr.Workload(bt, infos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const m = 8
+	part := Partition{StageOf: make([]int, len(w.Ops)), Chain: true, Devices: [][]core.DeviceID{ids[:1], ids[1:2], ids[2:]}}
+	for o, op := range w.Ops {
+		switch {
+		case strings.HasPrefix(op.Name, "branch0."):
+		case strings.HasPrefix(op.Name, "branch1."):
+			part.StageOf[o] = 1
+		default:
+			part.StageOf[o] = 2
+		}
+	}
+	p, err := BuildPlanWith(w, part, m, OneFOneB, StepOwners, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCosts(cm, w, ids, m, StepOwners)
+	pred := c.estimate(part, OneFOneB)
+	// The trunk's retained gradients, split by producer.
+	_, succs := part.StageDAG(w)
+	trunk := c.stat(part.Stages()[2])
+	st := []stageStat{c.stat(part.Stages()[0]), c.stat(part.Stages()[1]), trunk}
+	gradBytes := make([]float64, 9)
+	for o, op := range w.Ops {
+		for _, q := range op.Deps {
+			if part.StageOf[o] == 2 && part.StageOf[q] < 2 && c.needGrad[q] {
+				gradBytes[part.StageOf[q]*3+2] += c.out[q]
+			}
+		}
+	}
+	c.windows(part, OneFOneB, part.depths(succs), gradBytes, st)
+	if len(st[2].wins) != 2 || st[2].wins[0].win != 3 || st[2].wins[1].win != 2 {
+		t.Fatalf("the trunk's retained gradients wait by %+v; want the parts of branch 0's values 3 micro-batches, of branch 1's 2", st[2].wins)
+	}
+	saved := st[2].wins[1].bytes // one micro-batch of branch 1's, no longer counted 3 deep
+	t.Logf("predicted peak %d bytes; the trunk's retained gradients per micro-batch %d, %v; the old bound was %v more", int64(pred.peak), int64(trunk.ret), st[2].wins, saved)
+
+	var upB [2][]int
+	bwd := map[int]int{} // unit -> the trunk's backward
+	for i, task := range p.Tasks {
+		if task.Kind != core.TaskBackward {
+			continue
+		}
+		if s := part.StageOf[task.OpIndices()[0]]; s < 2 {
+			upB[s] = append(upB[s], i)
+		} else {
+			bwd[task.Unit] = i
+		}
+	}
+	// Each branch's backward of micro-batch i waits for the trunk's of
+	// i+k, the largest k that keeps the plan acyclic, branch 0 first.
+	q := *p
+	q.Tasks = slices.Clone(p.Tasks)
+	for s := range 2 {
+		for k := m - 1; k >= 0; k-- {
+			r := q
+			r.Tasks = slices.Clone(q.Tasks)
+			for _, i := range upB[s] {
+				if j, ok := bwd[r.Tasks[i].Unit+k]; ok {
+					r.Tasks[i].Deps = append(slices.Clone(r.Tasks[i].Deps), j)
+				}
+			}
+			if r.Validate(w) == nil {
+				q = r
+				t.Logf("branch %d's backwards wait for the trunk's %d micro-batches later", s, k)
+				break
+			}
+		}
+	}
+	capped, cdevs := trainer(int64(pred.peak))
+	for it := range 3 {
+		if _, err := capped.Run(context.Background(), &q, bt, engine.RunOptions{}); err != nil {
+			t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(int64(pred.peak)), err)
+		}
+	}
+	var peaks []int64
+	for _, d := range cdevs {
+		peaks = append(peaks, d.Mem().Stats().Peak)
+	}
+	t.Logf("the devices peak at %v bytes of a predicted %d", peaks, int64(pred.peak))
+	// The trunk's device reaches the bound: the split is tight here, and
+	// the old one was a part of branch 1's gradients over.
+	if peaks[2] != int64(pred.peak) {
+		t.Errorf("the trunk's device peaks at %d bytes, the prediction is %d: want the bound reached", peaks[2], int64(pred.peak))
+	}
+}

@@ -1323,8 +1323,8 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // that one if it simulates better (better2). Neither order wins
 // everywhere: the trunk shared with uno-4's branch stages on 4 A100s
 // (capped, m = 4) is 0.9% faster first, as its gradients reach the
-// other branches sooner; beside the first stage of a branch on 32 (m =
-// 16) it is 2% slower, as it holds back what feeds the branch.
+// other branches sooner; on 32 (m = 16), beside branch stages that feed
+// the rest of their branch, it is 2% slower.
 func (s *Scheduler) weighSinkFirst(w *core.Workload, cm *sim.CostModel, cd *candidate) error {
 	if s.NoSinkFirst || cd.plan == nil || !sharesDevices(cd.part) {
 		return nil
