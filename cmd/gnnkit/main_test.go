@@ -298,6 +298,19 @@ func TestPlanSharedTrunk(t *testing.T) {
 	if !strings.Contains(out, "each on its own stream") || !strings.Contains(out, "cuda:0-3 stream 2 · 9 ops") || !strings.Contains(out, "shared trunk") {
 		t.Errorf("shared-trunk plan output:\n%s", out)
 	}
+	// The trunk goes first on its devices here (sink first simulates
+	// faster), and the stage DAG's heading says so; sinkfirst=off keeps
+	// the earliest ready first.
+	if !strings.Contains(out, "sink first (chosen)") || !strings.Contains(out, "the stage nearer the sink first when both are ready") {
+		t.Errorf("shared-trunk plan output, sink first:\n%s", out)
+	}
+	out, err = run(t, append(args, "--sched-opt", "sinkfirst=off")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, "sink first") {
+		t.Errorf("sinkfirst=off plan output:\n%s", out)
+	}
 	out, err = run(t, append(args, "--sched-opt", "shared=off")...)
 	if err != nil {
 		t.Fatal(err)
