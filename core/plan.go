@@ -104,10 +104,10 @@ type Task struct {
 	// Priority orders the ready tasks of one device: when the device is
 	// free, an optimizer step goes first, then the task of highest
 	// priority, then the earliest ready, then the first in plan order.
-	// The executor runs the forward and backward tasks of a device whose
-	// tasks differ in priority one at a time in that order (a device
-	// hosting several stages); 0 everywhere, a device's streams run as
-	// their tasks come.
+	// The executor runs the forward and backward tasks of a device that
+	// has them on several streams (a device hosting several stages) one
+	// at a time, the highest priority first, then the earliest ready;
+	// its reductions and steps run beside them as they come.
 	Priority int `json:"priority,omitempty"`
 }
 

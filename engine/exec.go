@@ -385,8 +385,9 @@ type execution struct {
 
 	mu       sync.Mutex
 	envs     map[envKey]*core.Env
-	pending  map[envKey]int // backward tasks left per env
-	unitLoss []float64      // per unit, summed in unit order at the end
+	building map[envKey]chan struct{} // Envs being built, closed when done (env)
+	pending  map[envKey]int           // backward tasks left per env
+	unitLoss []float64                // per unit, summed in unit order at the end
 	err      error
 	trace    *core.Trace
 	remote   *remoteExec // the slices on workers (remote.go), nil for none
@@ -493,15 +494,41 @@ func (ex *execution) record(e core.TraceEvent, t0 time.Time) {
 }
 
 // env returns the unit's Env on the task's device, building it at the
-// first task there.
+// first task there. Two streams of one device (two stages) may reach a
+// unit's first task there at once: one builds, the other waits for it,
+// so that neither's values land in an Env the other replaces.
 func (ex *execution) env(task core.Task) (*core.Env, error) {
 	k := envKey{task.Unit, task.Device}
-	ex.mu.Lock()
-	env := ex.envs[k]
-	ex.mu.Unlock()
-	if env != nil {
-		return env, nil
+	for {
+		ex.mu.Lock()
+		env := ex.envs[k]
+		if env != nil {
+			ex.mu.Unlock()
+			return env, nil
+		}
+		wait, busy := ex.building[k]
+		if !busy {
+			done := make(chan struct{})
+			if ex.building == nil {
+				ex.building = map[envKey]chan struct{}{}
+			}
+			ex.building[k] = done
+			ex.mu.Unlock()
+			env, err := ex.buildEnv(task, k)
+			ex.mu.Lock()
+			delete(ex.building, k)
+			ex.mu.Unlock()
+			close(done)
+			return env, err
+		}
+		ex.mu.Unlock()
+		<-wait // built (or failed: then this one tries)
 	}
+}
+
+// buildEnv builds the unit's Env on the task's device and records it
+// under k.
+func (ex *execution) buildEnv(task core.Task, k envKey) (*core.Env, error) {
 	b, u := ex.batch, ex.plan.Units[task.Unit]
 	if ex.opts.Groups != nil {
 		if len(u.Targets) != 1 || int(u.Targets[0]) >= len(ex.opts.Groups) || u.Targets[0] < 0 {

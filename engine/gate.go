@@ -11,8 +11,8 @@ import (
 // deviceGate runs one task at a time on a device and, when it frees,
 // hands it to the waiting task of highest priority (core.Task.Priority),
 // then the earliest to wait: the simulator's choice (sim.Simulate), for
-// a device hosting several stages. A task that finds the device free and
-// nobody waiting takes it at once.
+// a device hosting several stages. A task that finds the device free
+// takes it at once.
 type deviceGate struct {
 	mu      sync.Mutex
 	busy    bool
@@ -74,23 +74,25 @@ func (g *deviceGate) release() {
 }
 
 // deviceGates returns a gate for every local device whose forward and
-// backward tasks in plan differ in priority (a device hosting several
-// stages); those tasks take it around their run. Reductions and steps
-// do not: a reduction waits inside its run for its device's own
-// backward tasks, which a gate it held would keep out.
+// backward tasks in plan run on several streams (a device hosting
+// several stages); those tasks take it around their run, so the device
+// computes one at a time, as the simulator and the memory estimates
+// have it (side by side their transients add up), in priority order.
+// Reductions and steps do not: a reduction waits inside its run for its
+// device's own backward tasks, which a gate it held would keep out.
 func deviceGates(plan *core.Plan, local func(i int) bool) map[core.DeviceID]*deviceGate {
-	first := map[core.DeviceID]int{}
+	first := map[core.DeviceID]int{} // a stream of the device's forward and backward tasks
 	gates := map[core.DeviceID]*deviceGate{}
 	for i, t := range plan.Tasks {
 		if !gated(t) || !local(i) {
 			continue
 		}
-		p, ok := first[t.Device]
+		s, ok := first[t.Device]
 		if !ok {
-			first[t.Device] = t.Priority
+			first[t.Device] = t.Stream
 			continue
 		}
-		if p != t.Priority && gates[t.Device] == nil {
+		if s != t.Stream && gates[t.Device] == nil {
 			gates[t.Device] = &deviceGate{}
 		}
 	}

@@ -265,7 +265,7 @@ func (t *Trainer) slicePlan(rs *remoteState, plan *core.Plan) error {
 	for n, i := range tasks {
 		task := plan.Tasks[i]
 		nt := core.Task{ID: n, Kind: task.Kind, Unit: unitOf[task.Unit], Device: task.Device, Stream: task.Stream,
-			OpLo: task.OpLo, OpHi: task.OpHi, Ops: task.Ops}
+			OpLo: task.OpLo, OpHi: task.OpHi, Ops: task.Ops, Priority: task.Priority}
 		for _, d := range task.Deps {
 			j, ok := taskOf[d]
 			if !ok {

@@ -30,6 +30,7 @@ type inproc struct {
 	loads   int
 	runs    int
 	fail    func(run int) error // injected failure
+	plan    *core.Plan          // the last slice's
 }
 
 func (r *inproc) Name() string { return r.name }
@@ -56,6 +57,7 @@ func (r *inproc) Run(ctx context.Context, s *engine.Slice) (*engine.SliceResult,
 	r.mu.Lock()
 	r.runs++
 	n := r.runs
+	r.plan = s.Plan
 	if r.batches == nil {
 		r.batches = map[*engine.Batch]*engine.Batch{}
 	}
@@ -305,5 +307,34 @@ func TestRemoteDeviceClash(t *testing.T) {
 		Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
 	if err == nil || !strings.Contains(err.Error(), "also a local device") {
 		t.Errorf("err = %v", err)
+	}
+}
+
+// TestRemoteKeepsPriority: a worker's slice keeps its tasks' priorities
+// (core.Task.Priority), which order a device hosting several stages
+// there as here.
+func TestRemoteKeepsPriority(t *testing.T) {
+	f := schedtest.NewFixture(120, 3, 16, 4, 3)
+	host, _, all, w := remoteSetup(t, "gcn", f)
+	hb := host.FullBatch(batch(90))
+	plan := schedule(t, host, hb, pick(all, "cpu:2", "cpu:3"), schedtest.Stages{K: 2, Assign: schedtest.Halves})
+	want := map[core.TaskKind][]int{}
+	for i := range plan.Tasks {
+		if k := plan.Tasks[i].Kind; k == core.TaskForward || k == core.TaskBackward {
+			plan.Tasks[i].Priority = -i
+			want[k] = append(want[k], -i)
+		}
+	}
+	if _, err := host.Run(context.Background(), plan, hb, engine.RunOptions{SkipStep: true}); err != nil {
+		t.Fatal(err)
+	}
+	got := map[core.TaskKind][]int{}
+	for _, task := range w.plan.Tasks {
+		got[task.Kind] = append(got[task.Kind], task.Priority)
+	}
+	for _, k := range []core.TaskKind{core.TaskForward, core.TaskBackward} {
+		if !slices.Equal(got[k], want[k]) {
+			t.Errorf("%s priorities on the worker %v, want %v", k, got[k], want[k])
+		}
 	}
 }

@@ -83,8 +83,8 @@ type Result struct {
 // with the op costs of prof (nil: a roofline model of each device, see
 // Roofline), with the executor's semantics: tasks run in plan order per
 // (device, stream) and after their Deps; a device computes one task at a
-// time (by core.Task.Priority, then the earliest ready first, ties in
-// plan order); values crossing
+// time (an optimizer step first, then by core.Task.Priority, then the
+// earliest ready, ties in plan order); values crossing
 // devices are moved over the link between them. See the package
 // documentation for the model.
 func Simulate(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster) (*Result, error) {

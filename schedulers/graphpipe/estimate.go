@@ -70,6 +70,26 @@ func (pr prediction) setMetrics(p *core.Plan) {
 // under GPipe), the gradients earlier ones left for other stages that
 // may still wait (costs.windows), and one backward's transients.
 //
+// gradBytes is, for producing stage u and consuming stage s at u·S+s,
+// the bytes of u's values whose gradients s sends back per micro-batch,
+// each value once (stages: part.Stages()).
+func (c *costs) gradBytes(part Partition, stages [][]int) []float64 {
+	S := len(stages)
+	out := make([]float64, S*S)
+	for so, ops := range stages {
+		c.nextStamp()
+		for _, o := range ops {
+			for _, q := range c.w.Ops[o].Deps {
+				if sq := part.StageOf[q]; sq != so && c.needGrad[q] && c.seen[q] != c.stamp {
+					c.seen[q] = c.stamp
+					out[sq*S+so] += c.out[q]
+				}
+			}
+		}
+	}
+	return out
+}
+
 // Callers go through estimate, which keeps its answers where the costs
 // have a memo (a search's: searchMemo).
 func (c *costs) price(part Partition, kind Kind) prediction {
@@ -101,20 +121,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	xs, xsB := map[[2]int]float64{}, map[[2]int]float64{}
 	portOut, portIn, lat := make([]float64, S), make([]float64, S), make([]float64, S)
 	gradOut, gradIn := make([]float64, S), make([]float64, S)
-	// (producing stage u, consuming stage s) at u·S+s: the bytes of u's
-	// values whose gradients s sends back, each value once.
-	gradBytes := make([]float64, S*S)
-	for so, ops := range stages {
-		c.nextStamp()
-		for _, o := range ops {
-			for _, q := range c.w.Ops[o].Deps {
-				if sq := part.StageOf[q]; sq != so && c.needGrad[q] && c.seen[q] != c.stamp {
-					c.seen[q] = c.stamp
-					gradBytes[sq*S+so] += c.out[q]
-				}
-			}
-		}
-	}
+	gradBytes := c.gradBytes(part, stages)
 	if !c.sync {
 		seen := map[[2]int]bool{} // (producer op, consumer stage)
 		for o, op := range c.w.Ops {
@@ -348,7 +355,8 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		var staged map[core.DeviceID]staging
 		p.iter, p.peak, p.fits, owned, staged = c.ownerFlush(part, stages, st, p.pipe, lastB, kind, W, len(shared) > 0)
 		if len(shared) > 0 {
-			c.sharedPeaks(&p, part, shared, st, owned, staged, kind, W, preds)
+			res := func(d core.DeviceID, used float64) float64 { return c.residentOwned(used, owned[d]) }
+			c.sharedPeaks(&p, part, shared, st, res, staged, kind, W, preds)
 		}
 		p.tail = p.iter - p.pipe
 		for s := range st {
@@ -401,6 +409,17 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false
 		}
+	}
+	if len(shared) > 0 {
+		// Every device holds the whole model's parameters and gradients,
+		// home its optimizer state too (costs.resident).
+		res := func(d core.DeviceID, _ float64) float64 {
+			if d == home {
+				return c.resHome
+			}
+			return c.resOther
+		}
+		c.sharedPeaks(&p, part, shared, st, res, nil, kind, W, preds)
 	}
 	return p
 }
@@ -815,10 +834,9 @@ func sharedDevices(part Partition) map[core.DeviceID][]hosted {
 // ancestor a in the stage DAG, preds) holds back keeps its whole held
 // bytes for as many micro-batches as a lets it forward meanwhile
 // (window), not only its retained gradients.
-func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, owned map[core.DeviceID]float64, staged map[core.DeviceID]staging, kind Kind, W []int, preds [][]int) {
+func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.DeviceID][]hosted, st []stageStat, resident func(d core.DeviceID, used float64) float64, staged map[core.DeviceID]staging, kind Kind, W []int, preds [][]int) {
 	anc := ancestors(preds)
 	for d, hs := range shared {
-		own := owned[d]
 		var used, held, one, trans, ret, kept float64
 		for _, h := range hs {
 			if h.replica >= c.m {
@@ -860,7 +878,7 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			// overcount on the safe side).
 			trans = math.Max(trans, s.trans+ret-s.ret)
 		}
-		r := c.residentOwned(used, own)
+		r := resident(d, used)
 		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy+kept-ret, r+staged[d].all+kept))
 		p.peak = math.Max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {

@@ -2,6 +2,7 @@ package graphpipe
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -249,56 +250,17 @@ func TestRetainedGradientsPerProducer(t *testing.T) {
 	_, succs := part.StageDAG(w)
 	trunk := c.stat(part.Stages()[2])
 	st := []stageStat{c.stat(part.Stages()[0]), c.stat(part.Stages()[1]), trunk}
-	gradBytes := make([]float64, 9)
-	for o, op := range w.Ops {
-		for _, q := range op.Deps {
-			if part.StageOf[o] == 2 && part.StageOf[q] < 2 && c.needGrad[q] {
-				gradBytes[part.StageOf[q]*3+2] += c.out[q]
-			}
-		}
-	}
-	c.windows(part, OneFOneB, part.depths(succs), gradBytes, st)
+	c.windows(part, OneFOneB, part.depths(succs), c.gradBytes(part, part.Stages()), st)
 	if len(st[2].wins) != 2 || st[2].wins[0].win != 3 || st[2].wins[1].win != 2 {
 		t.Fatalf("the trunk's retained gradients wait by %+v; want the parts of branch 0's values 3 micro-batches, of branch 1's 2", st[2].wins)
 	}
 	saved := st[2].wins[1].bytes // one micro-batch of branch 1's, no longer counted 3 deep
 	t.Logf("predicted peak %d bytes; the trunk's retained gradients per micro-batch %d, %v; the old bound was %v more", int64(pred.peak), int64(trunk.ret), st[2].wins, saved)
 
-	var upB [2][]int
-	bwd := map[int]int{} // unit -> the trunk's backward
-	for i, task := range p.Tasks {
-		if task.Kind != core.TaskBackward {
-			continue
-		}
-		if s := part.StageOf[task.OpIndices()[0]]; s < 2 {
-			upB[s] = append(upB[s], i)
-		} else {
-			bwd[task.Unit] = i
-		}
-	}
-	// Each branch's backward of micro-batch i waits for the trunk's of
-	// i+k, the largest k that keeps the plan acyclic, branch 0 first.
-	q := *p
-	q.Tasks = slices.Clone(p.Tasks)
-	for s := range 2 {
-		for k := m - 1; k >= 0; k-- {
-			r := q
-			r.Tasks = slices.Clone(q.Tasks)
-			for _, i := range upB[s] {
-				if j, ok := bwd[r.Tasks[i].Unit+k]; ok {
-					r.Tasks[i].Deps = append(slices.Clone(r.Tasks[i].Deps), j)
-				}
-			}
-			if r.Validate(w) == nil {
-				q = r
-				t.Logf("branch %d's backwards wait for the trunk's %d micro-batches later", s, k)
-				break
-			}
-		}
-	}
+	q := delayBehind(t, p, w, part, 2, m)
 	capped, cdevs := trainer(int64(pred.peak))
 	for it := range 3 {
-		if _, err := capped.Run(context.Background(), &q, bt, engine.RunOptions{}); err != nil {
+		if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
 			t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(int64(pred.peak)), err)
 		}
 	}
@@ -312,4 +274,167 @@ func TestRetainedGradientsPerProducer(t *testing.T) {
 	if peaks[2] != int64(pred.peak) {
 		t.Errorf("the trunk's device peaks at %d bytes, the prediction is %d: want the bound reached", peaks[2], int64(pred.peak))
 	}
+}
+
+// delayBehind is p with each backward of a stage before sink (by stage
+// number) made to wait for sink's backward of the latest later
+// micro-batch that keeps the plan acyclic, the stages in order: the
+// most its retained gradients and kept values may wait there.
+func delayBehind(t *testing.T, p *core.Plan, w *core.Workload, part Partition, sink, m int) *core.Plan {
+	t.Helper()
+	up := make([][]int, sink)
+	bwd := map[int]int{} // unit -> sink's backward
+	for i, task := range p.Tasks {
+		if task.Kind != core.TaskBackward {
+			continue
+		}
+		if s := part.StageOf[task.OpIndices()[0]]; s < sink {
+			up[s] = append(up[s], i)
+		} else if s == sink {
+			bwd[task.Unit] = i
+		}
+	}
+	q := *p
+	q.Tasks = slices.Clone(p.Tasks)
+	for s := range sink {
+		for k := m - 1; k >= 0; k-- {
+			r := q
+			r.Tasks = slices.Clone(q.Tasks)
+			for _, i := range up[s] {
+				if j, ok := bwd[r.Tasks[i].Unit+k]; ok {
+					r.Tasks[i].Deps = append(slices.Clone(r.Tasks[i].Deps), j)
+				}
+			}
+			if r.Validate(w) == nil {
+				q = r
+				t.Logf("stage %d's backwards wait for stage %d's %d micro-batches later", s, sink, k)
+				break
+			}
+		}
+	}
+	return &q
+}
+
+// TestSharedDeviceOneAtATime: two stages on one device run one task at a
+// time in the executor (its gate) whatever their priorities, as the
+// simulator and the memory bound have it, and fit the bound; each case
+// failed before:
+//   - uno-3 as a chain with branches 0 and 1 on cpu:0, earliest ready
+//     first (no priorities), the branches' backwards delayed to the
+//     worst case and every device capped at the predicted peak: side by
+//     side their transients added up and cpu:0 ran out (a reviewer
+//     measured 153,856-154,112 bytes against a predicted 153,156, in 6
+//     of 8 runs);
+//   - uno-3 stepping on home, with the trunk beside branch 0 on cpu:0:
+//     the estimate bounded devices hosting several stages under owner
+//     steps only (sharedPeaks), and predicted 193,092 bytes where cpu:0
+//     needs 244,808 (now bounded at 272,972);
+//   - uno-2 with its two branches as parallel stages on cpu:0 (equal
+//     priorities even sink first): the two streams built a unit's Env at
+//     once and one's values were lost ("value branch0.l0.relu is not
+//     bound", 1-2 of 30 iterations).
+func TestSharedDeviceOneAtATime(t *testing.T) {
+	f := schedtest.NewFixture(256, 3, 16, 4, 9)
+	nodes := make([]int32, 128)
+	for i := range nodes {
+		nodes[i] = int32(i)
+	}
+	setup := func(branches int, memCap int64) (*engine.Trainer, *engine.Batch, *core.Workload, []core.DeviceID, []core.Device) {
+		model, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: branches})
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := cpu.New(core.BackendOptions{Devices: 3, Threads: 1, MemCap: memCap})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { b.Close() })
+		tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
+			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(tr.Close)
+		var infos []core.DeviceInfo
+		var ids []core.DeviceID
+		for _, d := range b.Devices() {
+			infos = append(infos, d.Info())
+			ids = append(ids, d.ID())
+		}
+		bt := tr.FullBatch(nodes)
+		w, err := tr.Workload(bt, infos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tr, bt, w, ids, b.Devices()
+	}
+	stageOf := func(w *core.Workload, trunk int) []int {
+		out := make([]int, len(w.Ops))
+		for o, op := range w.Ops {
+			out[o] = trunk
+			for b := range trunk {
+				if strings.HasPrefix(op.Name, fmt.Sprintf("branch%d.", b)) {
+					out[o] = b
+				}
+			}
+		}
+		return out
+	}
+	const m = 8
+	t.Run("chain, earliest ready first, capped", func(t *testing.T) {
+		_, _, w, ids, _ := setup(3, 0)
+		part := Partition{StageOf: stageOf(w, 3), Chain: true, Devices: [][]core.DeviceID{ids[:1], ids[:1], ids[1:2], ids[2:]}}
+		p, err := BuildPlanWith(w, part, m, OneFOneB, StepOwners, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
+		if err != nil {
+			t.Fatal(err)
+		}
+		predicted := int64(newCosts(cm, w, ids, m, StepOwners).estimate(part, OneFOneB).peak)
+		q := delayBehind(t, p, w, part, 3, m)
+		capped, bt, _, _, _ := setup(3, predicted)
+		for it := range 8 {
+			if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
+				t.Fatalf("iteration %d under the predicted peak %d: %v", it, predicted, err)
+			}
+		}
+	})
+	t.Run("home step, trunk beside branch 0, capped", func(t *testing.T) {
+		_, _, w, ids, _ := setup(3, 0)
+		part := Partition{StageOf: stageOf(w, 3), Devices: [][]core.DeviceID{ids[:1], ids[1:2], ids[2:], ids[:1]}}
+		p, err := BuildPlanOpts(w, part, m, OneFOneB, PlanOptions{Step: StepHome, SinkFirst: true}, "test")
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
+		if err != nil {
+			t.Fatal(err)
+		}
+		predicted := int64(newCosts(cm, w, ids, m, StepHome).estimate(part, OneFOneB).peak)
+		q := delayBehind(t, p, w, part, 3, m)
+		capped, bt, _, _, devs := setup(3, predicted)
+		for it := range 3 {
+			if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
+				t.Fatalf("iteration %d under the predicted peak %d: %v", it, predicted, err)
+			}
+		}
+		t.Logf("cpu:0 peaks at %d bytes of a predicted %d", devs[0].Mem().Stats().Peak, predicted)
+	})
+	t.Run("parallel stages, equal priorities", func(t *testing.T) {
+		tr, bt, w, ids, _ := setup(2, 0)
+		part := Partition{StageOf: stageOf(w, 2), Devices: [][]core.DeviceID{ids[:1], ids[:1], ids[1:2]}}
+		for _, sinkFirst := range []bool{false, true} {
+			p, err := BuildPlanOpts(w, part, m, OneFOneB, PlanOptions{Step: StepOwners, SinkFirst: sinkFirst}, "test")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for it := range 30 {
+				if _, err := tr.Run(context.Background(), p, bt, engine.RunOptions{}); err != nil {
+					t.Fatalf("sink first %v, iteration %d: %v", sinkFirst, it, err)
+				}
+			}
+		}
+	})
 }
