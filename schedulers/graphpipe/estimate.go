@@ -27,6 +27,26 @@ func (pr prediction) setMetrics(p *core.Plan) {
 	p.Metrics["predicted_peak_bytes"] = pr.peak
 }
 
+// gradBytes is, for producing stage u and consuming stage s at u·S+s,
+// the bytes of u's values whose gradients s sends back per micro-batch,
+// each value once (stages: part.Stages()).
+func (c *costs) gradBytes(part Partition, stages [][]int) []float64 {
+	S := len(stages)
+	out := make([]float64, S*S)
+	for so, ops := range stages {
+		c.nextStamp()
+		for _, o := range ops {
+			for _, q := range c.w.Ops[o].Deps {
+				if sq := part.StageOf[q]; sq != so && c.needGrad[q] && c.seen[q] != c.stamp {
+					c.seen[q] = c.stamp
+					out[sq*S+so] += c.out[q]
+				}
+			}
+		}
+	}
+	return out
+}
+
 // estimate predicts one iteration of the partition's plan under the
 // schedule kind from the simulator's costs, with pipeline arithmetic:
 //
@@ -70,26 +90,6 @@ func (pr prediction) setMetrics(p *core.Plan) {
 // under GPipe), the gradients earlier ones left for other stages that
 // may still wait (costs.windows), and one backward's transients.
 //
-// gradBytes is, for producing stage u and consuming stage s at u·S+s,
-// the bytes of u's values whose gradients s sends back per micro-batch,
-// each value once (stages: part.Stages()).
-func (c *costs) gradBytes(part Partition, stages [][]int) []float64 {
-	S := len(stages)
-	out := make([]float64, S*S)
-	for so, ops := range stages {
-		c.nextStamp()
-		for _, o := range ops {
-			for _, q := range c.w.Ops[o].Deps {
-				if sq := part.StageOf[q]; sq != so && c.needGrad[q] && c.seen[q] != c.stamp {
-					c.seen[q] = c.stamp
-					out[sq*S+so] += c.out[q]
-				}
-			}
-		}
-	}
-	return out
-}
-
 // Callers go through estimate, which keeps its answers where the costs
 // have a memo (a search's: searchMemo).
 func (c *costs) price(part Partition, kind Kind) prediction {
