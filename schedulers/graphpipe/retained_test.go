@@ -56,20 +56,6 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = int32(i)
 	}
-	trainer := func(n int, memCap int64) (*engine.Trainer, []core.Device) {
-		b, err := cpu.New(core.BackendOptions{Devices: n, Threads: 1, MemCap: memCap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
-			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tr.Close)
-		return tr, b.Devices()
-	}
 	for _, tc := range []struct {
 		name     string
 		replicas int // of the downstream stage; 0: on the upstream stage's device
@@ -85,18 +71,8 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			n := 1 + tc.replicas
-			tr, devs := trainer(n, 0)
-			var infos []core.DeviceInfo
-			var ids []core.DeviceID
-			for _, d := range devs {
-				infos = append(infos, d.Info())
-				ids = append(ids, d.ID())
-			}
-			bt := tr.FullBatch(nodes)
-			w, err := tr.Workload(bt, infos)
-			if err != nil {
-				t.Fatal(err)
-			}
+			tr, devs := fixtureTrainer(t, f, model, n, 0)
+			bt, w, ids := fullWorkload(t, tr, devs, nodes)
 			// The bottom MLP on cpu:0; the tables, the head and the loss
 			// on the others, which peak the higher; priced as the
 			// scheduler does.
@@ -160,7 +136,7 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 			}
 			t.Logf("each upstream backward waits for the downstream backward %d micro-batches later", k+1)
 
-			capped, cdevs := trainer(n, predicted)
+			capped, cdevs := fixtureTrainer(t, f, model, n, predicted)
 			for it := range 3 {
 				if _, err := capped.Run(context.Background(), delayed, bt, engine.RunOptions{PrefetchReductions: tc.prefetch}); err != nil {
 					t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(predicted), err)
@@ -199,32 +175,8 @@ func TestRetainedGradientsPerProducer(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = int32(i)
 	}
-	trainer := func(memCap int64) (*engine.Trainer, []core.Device) {
-		b, err := cpu.New(core.BackendOptions{Devices: 3, Threads: 1, MemCap: memCap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
-			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tr.Close)
-		return tr, b.Devices()
-	}
-	tr, devs := trainer(0)
-	var infos []core.DeviceInfo
-	var ids []core.DeviceID
-	for _, d := range devs {
-		infos = append(infos, d.Info())
-		ids = append(ids, d.ID())
-	}
-	bt := tr.FullBatch(nodes)
-	w, err := tr.Workload(bt, infos)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tr, devs := fixtureTrainer(t, f, model, 3, 0)
+	bt, w, ids := fullWorkload(t, tr, devs, nodes)
 	const m = 8
 	part := Partition{StageOf: make([]int, len(w.Ops)), Chain: true, Devices: [][]core.DeviceID{ids[:1], ids[1:2], ids[2:]}}
 	for o, op := range w.Ops {
@@ -258,7 +210,7 @@ func TestRetainedGradientsPerProducer(t *testing.T) {
 	t.Logf("predicted peak %d bytes; the trunk's retained gradients per micro-batch %d, %v; the old bound was %v more", int64(pred.peak), int64(trunk.ret), st[2].wins, saved)
 
 	q := delayBehind(t, p, w, part, 2, m)
-	capped, cdevs := trainer(int64(pred.peak))
+	capped, cdevs := fixtureTrainer(t, f, model, 3, int64(pred.peak))
 	for it := range 3 {
 		if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
 			t.Fatalf("iteration %d under the predicted peak %s: %v", it, core.FormatBytes(int64(pred.peak)), err)
@@ -339,34 +291,12 @@ func TestSharedDeviceOneAtATime(t *testing.T) {
 	for i := range nodes {
 		nodes[i] = int32(i)
 	}
-	setup := func(branches int, memCap int64) (*engine.Trainer, *engine.Batch, *core.Workload, []core.DeviceID, []core.Device) {
-		model, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: branches})
+	model := func(branches int) *core.Model {
+		m, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: branches})
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := cpu.New(core.BackendOptions{Devices: 3, Threads: 1, MemCap: memCap})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { b.Close() })
-		tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
-			Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(tr.Close)
-		var infos []core.DeviceInfo
-		var ids []core.DeviceID
-		for _, d := range b.Devices() {
-			infos = append(infos, d.Info())
-			ids = append(ids, d.ID())
-		}
-		bt := tr.FullBatch(nodes)
-		w, err := tr.Workload(bt, infos)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tr, bt, w, ids, b.Devices()
+		return m
 	}
 	stageOf := func(w *core.Workload, trunk int) []int {
 		out := make([]int, len(w.Ops))
@@ -381,10 +311,14 @@ func TestSharedDeviceOneAtATime(t *testing.T) {
 		return out
 	}
 	const m = 8
-	t.Run("chain, earliest ready first, capped", func(t *testing.T) {
-		_, _, w, ids, _ := setup(3, 0)
-		part := Partition{StageOf: stageOf(w, 3), Chain: true, Devices: [][]core.DeviceID{ids[:1], ids[:1], ids[1:2], ids[2:]}}
-		p, err := BuildPlanWith(w, part, m, OneFOneB, StepOwners, "test")
+	// capped builds uno-3's plan over devices (branches 0-2, the trunk)
+	// with opts, delays the branches' backwards behind the trunk's, and
+	// trains iters iterations on devices capped at the predicted peak.
+	capped := func(t *testing.T, devices func(ids []core.DeviceID) [][]core.DeviceID, chain bool, opts PlanOptions, iters int) {
+		tr, devs := fixtureTrainer(t, f, model(3), 3, 0)
+		bt, w, ids := fullWorkload(t, tr, devs, nodes)
+		part := Partition{StageOf: stageOf(w, 3), Chain: chain, Devices: devices(ids)}
+		p, err := BuildPlanOpts(w, part, m, OneFOneB, opts, "test")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -392,38 +326,31 @@ func TestSharedDeviceOneAtATime(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		predicted := int64(newCosts(cm, w, ids, m, StepOwners).estimate(part, OneFOneB).peak)
+		predicted := int64(newCosts(cm, w, ids, m, opts.Step).estimate(part, OneFOneB).peak)
 		q := delayBehind(t, p, w, part, 3, m)
-		capped, bt, _, _, _ := setup(3, predicted)
-		for it := range 8 {
-			if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
+		ctr, cdevs := fixtureTrainer(t, f, model(3), 3, predicted)
+		for it := range iters {
+			if _, err := ctr.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
 				t.Fatalf("iteration %d under the predicted peak %d: %v", it, predicted, err)
 			}
 		}
+		t.Logf("cpu:0 peaks at %d bytes of a predicted %d", cdevs[0].Mem().Stats().Peak, predicted)
+	}
+	t.Run("chain, earliest ready first, capped", func(t *testing.T) {
+		capped(t, func(ids []core.DeviceID) [][]core.DeviceID {
+			return [][]core.DeviceID{ids[:1], ids[:1], ids[1:2], ids[2:]}
+		},
+			true, PlanOptions{Step: StepOwners}, 8)
 	})
 	t.Run("home step, trunk beside branch 0, capped", func(t *testing.T) {
-		_, _, w, ids, _ := setup(3, 0)
-		part := Partition{StageOf: stageOf(w, 3), Devices: [][]core.DeviceID{ids[:1], ids[1:2], ids[2:], ids[:1]}}
-		p, err := BuildPlanOpts(w, part, m, OneFOneB, PlanOptions{Step: StepHome, SinkFirst: true}, "test")
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm, err := sim.NewCostModel(w, nil, sim.ClusterFor(w.Devices))
-		if err != nil {
-			t.Fatal(err)
-		}
-		predicted := int64(newCosts(cm, w, ids, m, StepHome).estimate(part, OneFOneB).peak)
-		q := delayBehind(t, p, w, part, 3, m)
-		capped, bt, _, _, devs := setup(3, predicted)
-		for it := range 3 {
-			if _, err := capped.Run(context.Background(), q, bt, engine.RunOptions{}); err != nil {
-				t.Fatalf("iteration %d under the predicted peak %d: %v", it, predicted, err)
-			}
-		}
-		t.Logf("cpu:0 peaks at %d bytes of a predicted %d", devs[0].Mem().Stats().Peak, predicted)
+		capped(t, func(ids []core.DeviceID) [][]core.DeviceID {
+			return [][]core.DeviceID{ids[:1], ids[1:2], ids[2:], ids[:1]}
+		},
+			false, PlanOptions{Step: StepHome, SinkFirst: true}, 3)
 	})
 	t.Run("parallel stages, equal priorities", func(t *testing.T) {
-		tr, bt, w, ids, _ := setup(2, 0)
+		tr, devs := fixtureTrainer(t, f, model(2), 3, 0)
+		bt, w, ids := fullWorkload(t, tr, devs, nodes)
 		part := Partition{StageOf: stageOf(w, 2), Devices: [][]core.DeviceID{ids[:1], ids[:1], ids[1:2]}}
 		for _, sinkFirst := range []bool{false, true} {
 			p, err := BuildPlanOpts(w, part, m, OneFOneB, PlanOptions{Step: StepOwners, SinkFirst: sinkFirst}, "test")
@@ -437,4 +364,40 @@ func TestSharedDeviceOneAtATime(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fixtureTrainer is a trainer of model over f on n one-thread CPU
+// devices of memCap bytes each (0: no cap), closed with the test.
+func fixtureTrainer(t *testing.T, f *schedtest.Fixture, model *core.Model, n int, memCap int64) (*engine.Trainer, []core.Device) {
+	t.Helper()
+	b, err := cpu.New(core.BackendOptions{Devices: n, Threads: 1, MemCap: memCap})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	tr, err := engine.New(engine.Config{Model: model, Devices: b.Devices(), Seed: 3, Optimizer: engine.Optimizer{LR: 0.01},
+		Data: engine.Data{Graph: f.Graph, Features: f.Features, FeatureDim: f.FeatureDim, Labels: f.Labels}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(tr.Close)
+	return tr, b.Devices()
+}
+
+// fullWorkload is tr's full batch over nodes, its workload on devs and
+// their IDs.
+func fullWorkload(t *testing.T, tr *engine.Trainer, devs []core.Device, nodes []int32) (*engine.Batch, *core.Workload, []core.DeviceID) {
+	t.Helper()
+	var infos []core.DeviceInfo
+	var ids []core.DeviceID
+	for _, d := range devs {
+		infos = append(infos, d.Info())
+		ids = append(ids, d.ID())
+	}
+	bt := tr.FullBatch(nodes)
+	w, err := tr.Workload(bt, infos)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bt, w, ids
 }
