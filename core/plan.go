@@ -104,10 +104,10 @@ type Task struct {
 	// Priority orders the ready tasks of one device: when the device is
 	// free, an optimizer step goes first, then the task of highest
 	// priority, then the earliest ready, then the first in plan order.
-	// The executor runs the forward and backward tasks of a device that
-	// has them on several streams (a device hosting several stages) one
-	// at a time, the highest priority first, then the earliest ready;
-	// its reductions and steps run beside them as they come.
+	// The executor runs the forward and backward tasks of a device whose
+	// tasks differ in priority, or that the plan lists as Exclusive, one
+	// at a time, the highest priority first, then the earliest ready; its
+	// reductions and steps run beside them as they come.
 	Priority int `json:"priority,omitempty"`
 }
 
@@ -156,6 +156,13 @@ type Plan struct {
 	// it simulated that fit, fastest first, each lighter than every faster
 	// one. Informational: nothing executes them.
 	Alternatives []Alternative `json:"alternatives,omitempty"`
+	// Exclusive are devices that run their forward and backward tasks
+	// one at a time whatever streams they are on, in Task.Priority's
+	// order, as the simulator runs every device: a device hosting several
+	// pipeline stages, whose memory bound counts one task's transients.
+	// Elsewhere a device's streams may run side by side (BLAD's operator
+	// overlap) unless their tasks differ in priority.
+	Exclusive []DeviceID `json:"exclusive,omitempty"`
 }
 
 // Alternative is one plan a scheduler weighed (Plan.Alternatives).
@@ -298,6 +305,11 @@ func (p *Plan) Validate(w *Workload) error {
 	}
 	if p.Reuse != nil {
 		p.validateReuse(w, fail)
+	}
+	for _, d := range p.Exclusive {
+		if _, ok := known[d]; !ok {
+			fail("exclusive device %q is not one of the workload's devices", d)
+		}
 	}
 	// Tasks: well-formed, acyclic.
 	n := len(p.Tasks)

@@ -53,6 +53,7 @@ func TestPlanValidate(t *testing.T) {
 		{"foreign node", func(p *Plan) { p.Units[1].Targets = []int32{3, 4, 5, 99} }, "not in the batch"},
 		{"weights", func(p *Plan) { p.Units[0].LossWeight = 0.7 }, "sum to"},
 		{"unknown device", func(p *Plan) { p.Tasks[2].Device = "gpu:7" }, "unknown device"},
+		{"unknown exclusive device", func(p *Plan) { p.Exclusive = []DeviceID{"gpu:7"} }, `exclusive device "gpu:7"`},
 		{"cycle", func(p *Plan) { p.Tasks[0].Deps = []int{1} }, "cycle"},
 		{"stream deadlock", func(p *Plan) { p.Tasks[3].Deps = []int{4} }, "cycle"},
 		{"op twice", func(p *Plan) { p.Tasks[3].OpLo = 1 }, "want once"},

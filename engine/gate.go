@@ -73,26 +73,31 @@ func (g *deviceGate) release() {
 	close(w.ch) // still busy: now w's
 }
 
-// deviceGates returns a gate for every local device whose forward and
-// backward tasks in plan run on several streams (a device hosting
-// several stages); those tasks take it around their run, so the device
-// computes one at a time, as the simulator and the memory estimates
-// have it (side by side their transients add up), in priority order.
-// Reductions and steps do not: a reduction waits inside its run for its
-// device's own backward tasks, which a gate it held would keep out.
+// deviceGates returns a gate for every local device the plan lists as
+// Exclusive (a device hosting several stages, whose memory bound counts
+// one task's transients) or whose forward and backward tasks differ in
+// priority; those tasks take it around their run, so the device computes
+// one at a time, in priority order, as the simulator has it. Elsewhere a
+// device's streams run side by side (BLAD's operator overlap).
+// Reductions and steps never take it: a reduction waits inside its run
+// for its device's own backward tasks, which a gate it held would keep
+// out.
 func deviceGates(plan *core.Plan, local func(i int) bool) map[core.DeviceID]*deviceGate {
-	first := map[core.DeviceID]int{} // a stream of the device's forward and backward tasks
 	gates := map[core.DeviceID]*deviceGate{}
+	for _, d := range plan.Exclusive {
+		gates[d] = &deviceGate{}
+	}
+	first := map[core.DeviceID]int{} // a priority of the device's forward and backward tasks
 	for i, t := range plan.Tasks {
 		if !gated(t) || !local(i) {
 			continue
 		}
-		s, ok := first[t.Device]
+		p, ok := first[t.Device]
 		if !ok {
-			first[t.Device] = t.Stream
+			first[t.Device] = t.Priority
 			continue
 		}
-		if s != t.Stream && gates[t.Device] == nil {
+		if p != t.Priority && gates[t.Device] == nil {
 			gates[t.Device] = &deviceGate{}
 		}
 	}

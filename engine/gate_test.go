@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/gnnkit/gnnkit/core"
 )
 
 // TestDeviceGate: while a task holds the gate, the waiting ones take it
@@ -64,5 +66,40 @@ func TestDeviceGate(t *testing.T) {
 	defer g.mu.Unlock()
 	if g.busy || len(g.waiting) > 0 {
 		t.Errorf("after the last release: busy %v, %d waiting", g.busy, len(g.waiting))
+	}
+}
+
+// TestDeviceGates: a device gets a gate when the plan lists it as
+// Exclusive (a device hosting several stages) or its forward and
+// backward tasks differ in priority; two streams of one device with
+// neither (BLAD's operator overlap) run side by side, and reductions and
+// steps never count.
+func TestDeviceGates(t *testing.T) {
+	two := func(p0, p1 int) []core.Task {
+		return []core.Task{
+			{ID: 0, Kind: core.TaskForward, Device: "cpu:0", Stream: 0, Priority: p0},
+			{ID: 1, Kind: core.TaskForward, Device: "cpu:0", Stream: 1, Priority: p1},
+			{ID: 2, Kind: core.TaskForward, Device: "cpu:1", Stream: 0},
+			{ID: 3, Kind: core.TaskStep, Device: "cpu:1", Stream: 1, Priority: 4},
+		}
+	}
+	local := func(int) bool { return true }
+	for _, c := range []struct {
+		name string
+		plan core.Plan
+		want []core.DeviceID
+	}{
+		{"two streams, no priorities (overlap)", core.Plan{Tasks: two(0, 0)}, nil},
+		{"differing priorities", core.Plan{Tasks: two(-1, 0)}, []core.DeviceID{"cpu:0"}},
+		{"exclusive", core.Plan{Tasks: two(0, 0), Exclusive: []core.DeviceID{"cpu:0"}}, []core.DeviceID{"cpu:0"}},
+	} {
+		var got []core.DeviceID
+		for d := range deviceGates(&c.plan, local) {
+			got = append(got, d)
+		}
+		slices.Sort(got)
+		if !slices.Equal(got, c.want) {
+			t.Errorf("%s: gates on %v, want %v", c.name, got, c.want)
+		}
 	}
 }

@@ -277,6 +277,11 @@ func (t *Trainer) slicePlan(rs *remoteState, plan *core.Plan) error {
 		}
 		s.Tasks = append(s.Tasks, nt)
 	}
+	for _, d := range plan.Exclusive {
+		if mine(d) {
+			s.Exclusive = append(s.Exclusive, d)
+		}
+	}
 	rs.plan, rs.slice, rs.units, rs.tasks = plan, s, units, tasks
 	return nil
 }
@@ -686,7 +691,7 @@ func (t *Trainer) slicePlanHere(s *core.Plan, b *Batch) (*core.Plan, error) {
 		return nil, fmt.Errorf("engine: a slice with activation reuse: %w", core.ErrUnsupported)
 	}
 	home := t.defaultHome()
-	p := &core.Plan{Scheduler: s.Scheduler, Home: home, Units: s.Units, Tasks: slices.Clone(s.Tasks)}
+	p := &core.Plan{Scheduler: s.Scheduler, Home: home, Units: s.Units, Tasks: slices.Clone(s.Tasks), Exclusive: s.Exclusive}
 	stream := 0
 	bwd := map[core.DeviceID][]int{}
 	var devs []core.DeviceID

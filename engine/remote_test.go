@@ -311,13 +311,14 @@ func TestRemoteDeviceClash(t *testing.T) {
 }
 
 // TestRemoteKeepsPriority: a worker's slice keeps its tasks' priorities
-// (core.Task.Priority), which order a device hosting several stages
-// there as here.
+// (core.Task.Priority) and its devices among the plan's Exclusive ones,
+// which order a device hosting several stages there as here.
 func TestRemoteKeepsPriority(t *testing.T) {
 	f := schedtest.NewFixture(120, 3, 16, 4, 3)
 	host, _, all, w := remoteSetup(t, "gcn", f)
 	hb := host.FullBatch(batch(90))
 	plan := schedule(t, host, hb, pick(all, "cpu:2", "cpu:3"), schedtest.Stages{K: 2, Assign: schedtest.Halves})
+	plan.Exclusive = []core.DeviceID{"cpu:0", "cpu:3"}
 	want := map[core.TaskKind][]int{}
 	for i := range plan.Tasks {
 		if k := plan.Tasks[i].Kind; k == core.TaskForward || k == core.TaskBackward {
@@ -336,5 +337,8 @@ func TestRemoteKeepsPriority(t *testing.T) {
 		if !slices.Equal(got[k], want[k]) {
 			t.Errorf("%s priorities on the worker %v, want %v", k, got[k], want[k])
 		}
+	}
+	if !slices.Equal(w.plan.Exclusive, []core.DeviceID{"cpu:3"}) {
+		t.Errorf("the worker's exclusive devices %v, want [cpu:3] (cpu:0 is the host's)", w.plan.Exclusive)
 	}
 }

@@ -290,6 +290,15 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 	units := microUnits(w, m)
 	m = len(units)
 	p := &core.Plan{Scheduler: name, Home: part.Devices[part.StageOf[len(w.Ops)-1]][0], Metrics: map[string]float64{}, Units: units}
+	// A device hosting several stages computes one task at a time, as
+	// the estimate's memory bound has it (core.Plan.Exclusive).
+	for _, devs := range part.Devices {
+		for _, d := range devs {
+			if hosted[d] > 1 && !slices.Contains(p.Exclusive, d) {
+				p.Exclusive = append(p.Exclusive, d)
+			}
+		}
+	}
 	stages := part.Stages()
 	preds, succs := part.StageDAG(w)
 	k := InFlight(succs)

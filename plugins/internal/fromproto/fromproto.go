@@ -123,6 +123,9 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 	for _, a := range m.GetAlternatives() {
 		p.Alternatives = append(p.Alternatives, core.Alternative{Description: a.GetDescription(), IterationMs: a.GetIterationMs(), PeakBytes: a.GetPeakBytes(), Chosen: a.GetChosen()})
 	}
+	for _, d := range m.GetExclusive() {
+		p.Exclusive = append(p.Exclusive, core.DeviceID(d))
+	}
 	var err error
 	if len(m.GetUnits()) > 0 {
 		p.Units = make([]core.Unit, len(m.GetUnits()))

@@ -91,6 +91,9 @@ func Plan(p *core.Plan) *pb.Plan {
 	for _, a := range p.Alternatives {
 		out.Alternatives = append(out.Alternatives, &pb.Alternative{Description: a.Description, IterationMs: a.IterationMs, PeakBytes: a.PeakBytes, Chosen: a.Chosen})
 	}
+	for _, d := range p.Exclusive {
+		out.Exclusive = append(out.Exclusive, string(d))
+	}
 	for i, t := range p.Tasks {
 		out.Tasks[i] = &pb.Task{
 			Id:       int64(t.ID),

@@ -1119,7 +1119,10 @@ type Plan struct {
 	Owners map[string]string `protobuf:"bytes,9,rep,name=owners,proto3" json:"owners,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	// The trade-offs the scheduler weighed (core.Plan.Alternatives):
 	// informational, fastest first.
-	Alternatives  []*Alternative `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	Alternatives []*Alternative `protobuf:"bytes,10,rep,name=alternatives,proto3" json:"alternatives,omitempty"`
+	// Devices running their forward and backward tasks one at a time
+	// (core.Plan.Exclusive).
+	Exclusive     []string `protobuf:"bytes,11,rep,name=exclusive,proto3" json:"exclusive,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1220,6 +1223,13 @@ func (x *Plan) GetOwners() map[string]string {
 func (x *Plan) GetAlternatives() []*Alternative {
 	if x != nil {
 		return x.Alternatives
+	}
+	return nil
+}
+
+func (x *Plan) GetExclusive() []string {
+	if x != nil {
+		return x.Exclusive
 	}
 	return nil
 }
@@ -1993,7 +2003,7 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x0ekernel_variant\x18\b \x01(\tR\rkernelVariant\x12\x16\n" +
 	"\x06gflops\x18\t \x01(\x01R\x06gflops\x12\x19\n" +
 	"\bmem_gbps\x18\n" +
-	" \x01(\x01R\amemGbps\"\xba\x05\n" +
+	" \x01(\x01R\amemGbps\"\xd8\x05\n" +
 	"\x04Plan\x12\x1c\n" +
 	"\tscheduler\x18\x01 \x01(\tR\tscheduler\x12\x12\n" +
 	"\x04home\x18\x02 \x01(\tR\x04home\x12/\n" +
@@ -2006,7 +2016,8 @@ const file_scheduler_proto_rawDesc = "" +
 	"stepOwners\x12=\n" +
 	"\x06owners\x18\t \x03(\v2%.gnnkit.scheduler.v1.Plan.OwnersEntryR\x06owners\x12D\n" +
 	"\falternatives\x18\n" +
-	" \x03(\v2 .gnnkit.scheduler.v1.AlternativeR\falternatives\x1a>\n" +
+	" \x03(\v2 .gnnkit.scheduler.v1.AlternativeR\falternatives\x12\x1c\n" +
+	"\texclusive\x18\v \x03(\tR\texclusive\x1a>\n" +
 	"\x10MemEstimateEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01\x1a:\n" +
