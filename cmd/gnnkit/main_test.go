@@ -301,14 +301,14 @@ func TestPlanSharedTrunk(t *testing.T) {
 	// The trunk goes first on its devices here (sink first simulates
 	// faster), and the stage DAG's heading says so; sinkfirst=off keeps
 	// the earliest ready first.
-	if !strings.Contains(out, "sink first (chosen)") || !strings.Contains(out, "the stage nearer the sink first when both are ready") {
+	if !strings.Contains(out, "sink first (chosen)") || !strings.Contains(out, "each on its own stream, one task at a time, the stage nearer the sink first when both are ready") {
 		t.Errorf("shared-trunk plan output, sink first:\n%s", out)
 	}
 	out, err = run(t, append(args, "--sched-opt", "sinkfirst=off")...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if strings.Contains(out, "sink first") {
+	if strings.Contains(out, "sink first") || !strings.Contains(out, "each on its own stream, one task at a time") {
 		t.Errorf("sinkfirst=off plan output:\n%s", out)
 	}
 	out, err = run(t, append(args, "--sched-opt", "shared=off")...)

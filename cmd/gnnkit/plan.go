@@ -827,6 +827,9 @@ func printStageDAG(row func(k, v string), r planReport, w *core.Workload) {
 	for _, n := range hosts {
 		if n > 1 {
 			head += "; some devices run several stages, each on its own stream"
+			if r.Plan != nil && len(r.Plan.Exclusive) > 0 {
+				head += ", one task at a time"
+			}
 			if r.Plan != nil && slices.ContainsFunc(r.Plan.Tasks, func(t core.Task) bool { return t.Priority != 0 }) {
 				head += ", the stage nearer the sink first when both are ready"
 			}
