@@ -23,6 +23,19 @@ func TestDemandFirst(t *testing.T) {
 	w, cl, prof, _, _ := unoWithMemory(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 4, 1521789653)
 	demand := *cl
 	demand.DemandFirst = true
+	// both simulates p with the transfers shared evenly and demanded first.
+	both := func(p *core.Plan) (even, first *sim.Result) {
+		t.Helper()
+		even, err := sim.Simulate(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		first, err = sim.Simulate(p, w, prof, &demand)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return even, first
+	}
 	for _, s := range []*Scheduler{
 		{Graph: true, Kind: OneFOneB, Cluster: cl, Profile: prof},
 		{Kind: OneFOneB, Cluster: cl, Profile: prof},
@@ -32,14 +45,7 @@ func TestDemandFirst(t *testing.T) {
 			t.Fatal(err)
 		}
 		if s.Graph {
-			chosen, err := sim.Simulate(p, w, prof, cl)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, err := sim.Simulate(p, w, prof, &demand)
-			if err != nil {
-				t.Fatal(err)
-			}
+			chosen, first := both(p)
 			if first.Iteration != chosen.Iteration {
 				t.Errorf("%s as chosen: %v demanded first, %v shared evenly", s.Name(), first.Iteration, chosen.Iteration)
 			}
@@ -56,14 +62,7 @@ func TestDemandFirst(t *testing.T) {
 			}
 			p = &q
 		}
-		even, err := sim.Simulate(p, w, prof, cl)
-		if err != nil {
-			t.Fatal(err)
-		}
-		first, err := sim.Simulate(p, w, prof, &demand)
-		if err != nil {
-			t.Fatal(err)
-		}
+		even, first := both(p)
 		if first.BytesMoved != even.BytesMoved {
 			t.Errorf("%s: %d bytes moved demanded first, %d shared evenly", s.Name(), first.BytesMoved, even.BytesMoved)
 		}

@@ -1326,7 +1326,7 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 // other branches sooner; on 32 (m = 16), beside branch stages that feed
 // the rest of their branch, it is 2% slower.
 func (s *Scheduler) weighSinkFirst(w *core.Workload, cm *sim.CostModel, cd *candidate) error {
-	if s.NoSinkFirst || cd.plan == nil || !sharesDevices(cd.part) {
+	if s.NoSinkFirst || cd.plan == nil || sharedDevices(cd.part) == nil {
 		return nil
 	}
 	v := *cd
@@ -1344,20 +1344,6 @@ func (s *Scheduler) weighSinkFirst(w *core.Workload, cm *sim.CostModel, cd *cand
 		*cd = v
 	}
 	return nil
-}
-
-// sharesDevices reports whether a device of p hosts several stages.
-func sharesDevices(p Partition) bool {
-	seen := map[core.DeviceID]bool{}
-	for _, devs := range p.Devices {
-		for _, d := range devs {
-			if seen[d] {
-				return true
-			}
-			seen[d] = true
-		}
-	}
-	return false
 }
 
 // isSplit reports whether cd is a plan with stages of whole branches
