@@ -553,6 +553,23 @@ func (p *Plan) preds() [][]int {
 	return pr
 }
 
+// Deadlock reports whether the plan's tasks can run to the end: nil, or
+// an error naming tasks on a cycle of dependencies and stream order
+// (which would deadlock), or a dependency on no task. It is the part of
+// Validate a scheduler needs to choose between task orders it built
+// itself, without Validate's checks of coverage, shapes and reductions.
+func (p *Plan) Deadlock() error {
+	for i, t := range p.Tasks {
+		for _, d := range t.Deps {
+			if d < 0 || d >= len(p.Tasks) {
+				return planErr("task %d depends on task %d; the plan has tasks 0 to %d", i, d, len(p.Tasks)-1)
+			}
+		}
+	}
+	_, err := p.topo()
+	return err
+}
+
 // topo returns a topological order of the tasks (dependencies plus stream
 // order) or an error naming the tasks on a cycle, which would deadlock.
 func (p *Plan) topo() ([]int, error) {

@@ -296,3 +296,35 @@ func TestValidateHugePlanBounded(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadlock: Plan.Deadlock finds a cycle through dependencies and
+// stream order, and a dependency on no task, and passes a plan that runs.
+func TestDeadlock(t *testing.T) {
+	d0, d1 := DeviceID("cpu:0"), DeviceID("cpu:1")
+	fwd := func(id int, d DeviceID, deps ...int) Task {
+		return Task{ID: id, Kind: TaskForward, Unit: id, Device: d, OpLo: 0, OpHi: 1, Deps: deps}
+	}
+	for _, tc := range []struct {
+		name  string
+		tasks []Task
+		want  string // "" for none
+	}{
+		{"chain", []Task{fwd(0, d0), fwd(1, d1, 0), fwd(2, d1, 1)}, ""},
+		{"two streams", []Task{fwd(0, d0, 1), fwd(1, d1)}, ""},
+		{"dependency cycle", []Task{fwd(0, d0, 1), fwd(1, d1, 0)}, "cycle"},
+		// Task 1 waits for task 2, which its stream runs after it.
+		{"stream order", []Task{fwd(0, d0), fwd(1, d1, 2), fwd(2, d1, 0)}, "cycle"},
+		{"dependency on no task", []Task{fwd(0, d0, 3)}, "depends on task 3"},
+		{"negative dependency", []Task{fwd(0, d0, -1)}, "depends on task -1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := (&Plan{Tasks: tc.tasks}).Deadlock()
+			switch {
+			case tc.want == "" && err != nil:
+				t.Errorf("got %v, want none", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("got %v, want an error naming %q", err, tc.want)
+			}
+		})
+	}
+}

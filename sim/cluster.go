@@ -443,7 +443,7 @@ func MeasureHostCores(ctx context.Context, devs []core.Device) (float64, error) 
 		together = append(together, res...)
 	}
 	k := float64(len(devs)) * float64(stats.Median(alone)) / float64(stats.Median(together))
-	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
+	return min(float64(len(devs)), max(0.5, k)), nil
 }
 
 // MeasureLink times moving tensors from a to b the way the CPU executor

@@ -37,6 +37,42 @@ type CostModel struct {
 	// fields caches subgraph units' sizes and op outputs, shared by
 	// clones.
 	fields *fieldCache
+	// opReads: what each model op reads (reads), shared by clones.
+	opReads *opReads
+}
+
+// opReads is core.Model.InputsRead by op, for unitInputs: feat[o], op o
+// reads a model input (the features); weights[o], the indices of the
+// graphs with edge weights whose weights it reads; weighted, the model's
+// graphs with edge weights (Model.WeightedGraphs).
+type opReads struct {
+	once     sync.Once
+	feat     []bool
+	weights  [][]int
+	weighted int
+}
+
+// reads is cm's opReads, computed on first use (the model has as many
+// ops as the workload: unitInputs checks).
+func (cm *CostModel) reads() *opReads {
+	r := cm.opReads
+	r.once.Do(func() {
+		m := cm.w.Model
+		r.feat, r.weights = make([]bool, len(m.Ops)), make([][]int, len(m.Ops))
+		r.weighted = m.WeightedGraphs()
+		for o := range m.Ops {
+			feat, ws := m.InputsRead([]int{o})
+			r.feat[o] = feat
+			for _, name := range ws {
+				for g, gr := range m.Graphs {
+					if gr.Name+".w" == name {
+						r.weights[o] = append(r.weights[o], g)
+					}
+				}
+			}
+		}
+	})
+	return r
 }
 
 // fieldCache holds what UnitSize and UnitOuts learn of a subgraph unit's
@@ -145,8 +181,9 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 			return nil, err
 		}
 	}
-	cm := &CostModel{w: w, c: c, prof: map[core.DeviceID]*devProf{}, fields: &fieldCache{m: map[uint64][]*unitField{}}}
+	cm := &CostModel{w: w, c: c, prof: map[core.DeviceID]*devProf{}, fields: &fieldCache{m: map[uint64][]*unitField{}}, opReads: &opReads{}}
 	roofs := map[DeviceModel]*Profile{}
+	shares := map[*Profile]*costShare{}
 	for _, d := range devs {
 		m, ok := c.Device(d)
 		if !ok {
@@ -173,7 +210,10 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 		} else if m.Speedup > 0 {
 			scale = 1 / m.Speedup
 		}
-		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[3]int64][]Cost{}, walk: pr.walksBackward()}
+		if shares[pr] == nil {
+			shares[pr] = newCostShare(len(w.Ops))
+		}
+		dp := &devProf{p: pr, scale: scale, model: m, idx: make([]int, len(w.Ops)), cache: map[[3]int64][]Cost{}, share: shares[pr], walk: pr.walksBackward()}
 		byName := map[string]int{}
 		for j, op := range pr.Ops {
 			byName[op.Name] = j
@@ -259,7 +299,8 @@ func newCostModel(w *core.Workload, prof *Profile, c *Cluster, devs []core.Devic
 }
 
 // Clone returns a cost model sharing cm's profiles with caches of its
-// own (for use on another goroutine).
+// own (for use on another goroutine); the op costs by unit size
+// (devProf.costs) stay shared, behind a lock.
 func (cm *CostModel) Clone() *CostModel {
 	c := *cm
 	c.prof = make(map[core.DeviceID]*devProf, len(cm.prof))

@@ -46,7 +46,7 @@ type portKey struct {
 func (s *sim) port(d core.DeviceID, name string, out bool, gbps float64) int {
 	k := portKey{d, name, out}
 	if i, ok := s.portIdx[k]; ok {
-		s.portCap[i] = math.Min(s.portCap[i], gbps)
+		s.portCap[i] = min(s.portCap[i], gbps)
 		return i
 	}
 	if s.portIdx == nil {
@@ -148,15 +148,15 @@ func (s *sim) fill(left []float64, users []int, fixed []bool, urgent bool, todo 
 		v := math.Inf(1)
 		for p, n := range users {
 			if n > 0 {
-				v = math.Min(v, share(p))
+				v = min(v, share(p))
 			}
 		}
 		for i, f := range s.flows {
 			if !fixed[i] && f.urgent == urgent && f.cap > 0 {
-				v = math.Min(v, f.cap)
+				v = min(v, f.cap)
 			}
 		}
-		v = math.Max(v, 0)
+		v = max(v, 0)
 		lim := v * (1 + 1e-12)
 		var bind []int
 		for i, f := range s.flows {
@@ -187,7 +187,7 @@ func (s *sim) rescheduleFlows(now time.Duration) {
 	next := math.Inf(1)
 	for _, f := range s.flows {
 		if f.rate > 0 {
-			next = math.Min(next, math.Max(0, f.rem)/f.rate)
+			next = min(next, max(0, f.rem)/f.rate)
 		} else if f.rem <= 0.5 {
 			// Drained, its end not yet handled, and now without
 			// bandwidth (a flow demanded at this instant took it): it

@@ -617,5 +617,5 @@ func MeasureConcurrency(ctx context.Context, tr *engine.Trainer, devs []core.Dev
 		}
 	}
 	k := float64(len(devs)) * float64(stats.Median(ta)) / float64(stats.Median(tt))
-	return math.Min(float64(len(devs)), math.Max(0.5, k)), nil
+	return min(float64(len(devs)), max(0.5, k)), nil
 }

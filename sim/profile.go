@@ -415,12 +415,12 @@ func interpAlong(pts []Point, x func(Point) float64, q float64) Cost {
 			// never above the first point.
 			f0 := fields(pts[0])
 			for k := range y {
-				y[k] = math.Min(math.Max(y[k], f0[k]*q/x0), f0[k])
+				y[k] = min(max(y[k], f0[k]*q/x0), f0[k])
 			}
 		}
 	}
 	for k := range y {
-		y[k] = math.Max(0, y[k])
+		y[k] = max(0, y[k])
 	}
 	return Cost{Fwd: time.Duration(math.Round(y[0])), Bwd: time.Duration(math.Round(y[1])),
 		Mem: int64(math.Round(y[2])), OutBytes: int64(math.Round(y[3])), Temp: int64(math.Round(y[4])),

@@ -60,7 +60,7 @@ func Roofline(w *core.Workload, d DeviceModel) (*Profile, error) {
 			t = float64(c.FLOPs) * frac / d.GFLOPS
 		}
 		if d.MemGBps > 0 {
-			t = math.Max(t, float64(c.BytesMoved)*frac/d.MemGBps)
+			t = max(t, float64(c.BytesMoved)*frac/d.MemGBps)
 		}
 		return time.Duration(math.Round(t))
 	}
@@ -163,7 +163,7 @@ func gemmRoof(op core.GEMMOp, dims core.Dims, c core.Cost, d DeviceModel) (fwd, 
 	if d.MemGBps > 0 {
 		mem = float64(c.BytesMoved) / d.MemGBps
 	}
-	tot := math.Max(t, mem)
+	tot := max(t, mem)
 	share := 1.0 / 3
 	if tf+tb > 0 {
 		share = tf / (tf + tb)

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gnnkit/gnnkit/core"
@@ -108,6 +109,9 @@ type devProf struct {
 	scale float64 // time factor (1/Speedup)
 	model *DeviceModel
 	cache map[[3]int64][]Cost
+	// share holds what costs computed for every device with the profile,
+	// in this cost model and its clones.
+	share *costShare
 	// walk: the profile has per-op backward gradients (Point.GradIn,
 	// GradOut), so backward tasks walk their ops (WalkBackward).
 	walk bool
@@ -123,13 +127,58 @@ func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
 	if c, ok := dp.cache[k]; ok {
 		return c
 	}
+	if c := dp.share.get(k); c != nil {
+		dp.cache[k] = c
+		return c
+	}
 	c := make([]Cost, len(dp.idx)+1)
 	for o, j := range dp.idx {
 		c[o] = dp.p.Ops[j].At(rows, edges)
 	}
 	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole) // the per-unit overhead last
 	dp.cache[k] = c
+	dp.share.put(k, c)
 	return c
+}
+
+// costShare keeps devProf.costs' answers for one profile across the
+// devices that use it and across a cost model's clones (a scheduler's
+// search simulates each candidate on a clone: without it every
+// simulation interpolated every op again). The slices are read-only.
+// It starts over past max entries, so it holds at most about
+// shareCosts costs.
+type costShare struct {
+	mu  sync.Mutex
+	m   map[[3]int64][]Cost
+	max int
+}
+
+// shareCosts bounds a costShare: 2^19 costs, 28 MiB.
+const shareCosts = 1 << 19
+
+func newCostShare(ops int) *costShare {
+	return &costShare{m: map[[3]int64][]Cost{}, max: max(8, shareCosts/(ops+1))}
+}
+
+func (sh *costShare) get(k [3]int64) []Cost {
+	if sh == nil {
+		return nil
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	return sh.m[k]
+}
+
+func (sh *costShare) put(k [3]int64, c []Cost) {
+	if sh == nil {
+		return
+	}
+	sh.mu.Lock()
+	defer sh.mu.Unlock()
+	if len(sh.m) >= sh.max {
+		clear(sh.m)
+	}
+	sh.m[k] = c
 }
 
 // unitCosts is costs for a unit whose ops output outs bytes and read
@@ -236,6 +285,9 @@ type sim struct {
 	prof map[core.DeviceID]*devProf
 	cm   *CostModel
 	nOps int
+	// ownMark[o] == ownStamp: op o is the task's becomeReady checks.
+	ownMark  []int32
+	ownStamp int32
 
 	consumers [][]int
 	needGrad  []bool
@@ -969,6 +1021,20 @@ func (s *sim) describe(i int) string {
 	return fmt.Sprintf("task %d (%s on %s stream %d)", i, t.Kind, t.Device, t.Stream)
 }
 
+// own marks ops (a task's) and returns their membership test, valid
+// until the next call.
+func (s *sim) own(ops []int) func(o int) bool {
+	if s.ownMark == nil {
+		s.ownMark = make([]int32, s.nOps)
+	}
+	s.ownStamp++
+	st := s.ownStamp
+	for _, o := range ops {
+		s.ownMark[o] = st
+	}
+	return func(o int) bool { return s.ownMark[o] == st }
+}
+
 // becomeReady is called when task i's predecessors are done: it checks
 // that the values the task reads exist and, with prefetching transfers,
 // waits for them to arrive.
@@ -978,13 +1044,10 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 	s.waitN[i]++ // until the values it reads are accounted for below
 	switch t.Kind {
 	case core.TaskForward:
-		own := map[int]bool{}
-		for _, o := range t.OpIndices() {
-			own[o] = true
-		}
+		own := s.own(t.OpIndices())
 		for _, o := range t.OpIndices() {
 			for _, q := range s.w.Ops[o].Deps {
-				if own[q] {
+				if own(q) {
 					continue
 				}
 				f := s.fwdOf[t.Unit][q]
@@ -1003,10 +1066,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 			}
 		}
 	case core.TaskBackward:
-		own := map[int]bool{}
-		for _, o := range t.OpIndices() {
-			own[o] = true
-		}
+		own := s.own(t.OpIndices())
 		for _, o := range t.OpIndices() {
 			if f := s.fwdOf[t.Unit][o]; f < 0 || !s.finished[f] {
 				s.err = fmt.Errorf("sim: %s runs op %d (%s) backward before its forward (task %d) has finished: the plan lacks a dependency",
@@ -1017,7 +1077,7 @@ func (s *sim) becomeReady(i int, now time.Duration) {
 				continue
 			}
 			for _, cons := range s.consumers[o] {
-				if own[cons] {
+				if own(cons) {
 					continue
 				}
 				b := s.bwdOf[t.Unit][cons]
@@ -1143,20 +1203,31 @@ func (s *sim) unitInputs(u int, d core.DeviceID, mem int64) int64 {
 	if m == nil || len(m.Ops) != s.nOps {
 		return mem
 	}
-	var ops []int
+	rd := s.cm.reads()
+	feat, weights := false, 0
+	var seen []bool // by graph
 	for o, dev := range s.opDev[u] {
-		if dev == d {
-			ops = append(ops, o)
+		if dev != d {
+			continue
+		}
+		feat = feat || rd.feat[o]
+		for _, g := range rd.weights[o] {
+			if seen == nil {
+				seen = make([]bool, len(m.Graphs))
+			}
+			if !seen[g] {
+				seen[g] = true
+				weights++
+			}
 		}
 	}
-	feat, weights := m.InputsRead(ops)
 	rows, edges := float64(s.rows[u]), float64(max(s.edges[u], 0))
 	fb := rows * float64(s.w.FeatureDim)
-	total := fb + edges*float64(m.WeightedGraphs())
+	total := fb + edges*float64(rd.weighted)
 	if total <= 0 {
 		return mem
 	}
-	part := edges * float64(len(weights))
+	part := edges * float64(weights)
 	if feat {
 		part += fb
 	}
@@ -1448,7 +1519,7 @@ type taskRun struct {
 func (s *sim) rates() map[int]float64 {
 	host := 1.0
 	if s.c.HostCores > 0 && len(s.active) > 0 {
-		host = math.Min(1, s.c.HostCores/float64(len(s.active)))
+		host = min(1, s.c.HostCores/float64(len(s.active)))
 	}
 	type dk struct {
 		d     core.DeviceID
@@ -1492,7 +1563,7 @@ func (s *sim) reschedule(now time.Duration) {
 	s.version++
 	r := s.rates()
 	for _, i := range s.active {
-		left := math.Max(0, s.runs[i].rem) / r[i]
+		left := max(0, s.runs[i].rem) / r[i]
 		s.push(event{t: now + time.Duration(math.Ceil(left)), kind: evDone, task: i, version: s.version})
 	}
 }

@@ -131,17 +131,17 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 			oc := ocs[o]
 			c.fwd[o] += secs(oc.Fwd) / float64(len(units))
 			c.bwd[o] += secs(oc.Bwd) / float64(len(units))
-			c.held[o] = math.Max(c.held[o], float64(oc.Mem))
-			c.temp[o] = math.Max(c.temp[o], float64(oc.Temp))
-			c.gIn[o] = math.Max(c.gIn[o], float64(oc.GradIn))
-			c.gOut[o] = math.Max(c.gOut[o], float64(oc.GradOut))
-			c.out[o] = math.Max(c.out[o], float64(oc.OutBytes))
+			c.held[o] = max(c.held[o], float64(oc.Mem))
+			c.temp[o] = max(c.temp[o], float64(oc.Temp))
+			c.gIn[o] = max(c.gIn[o], float64(oc.GradIn))
+			c.gOut[o] = max(c.gOut[o], float64(oc.GradOut))
+			c.out[o] = max(c.out[o], float64(oc.OutBytes))
 		}
 		sc := ocs[len(w.Ops)]
 		c.setInputShares(rows, edges)
 		c.setupF += secs(sc.Fwd) / float64(len(units))
 		c.setupB += secs(sc.Bwd) / float64(len(units))
-		c.setupMem = math.Max(c.setupMem, float64(sc.Mem))
+		c.setupMem = max(c.setupMem, float64(sc.Mem))
 	}
 	for o := range w.Ops {
 		c.walk = c.walk || c.gIn[o] > 0 || c.gOut[o] > 0
@@ -194,7 +194,7 @@ func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, 
 	c.resHome, c.resOther = float64(cm.Resident(true, false, cm.ParamBytes())), float64(cm.Resident(false, false, cm.ParamBytes()))
 	for _, op := range w.Ops {
 		for _, r := range op.Params {
-			c.maxParam = math.Max(c.maxParam, float64(r.Bytes))
+			c.maxParam = max(c.maxParam, float64(r.Bytes))
 		}
 	}
 	cl := cm.Cluster()
@@ -315,7 +315,7 @@ func (c *costs) stat(ops []int) stageStat {
 				if c.parSeen[p] != c.stamp {
 					c.parSeen[p] = c.stamp
 					s.pw += c.parBytes[p]
-					s.pmax = math.Max(s.pmax, c.parBytes[p])
+					s.pmax = max(s.pmax, c.parBytes[p])
 				}
 			}
 		}
@@ -469,7 +469,7 @@ func ownedBound(total, largest float64, d int) float64 {
 	if d <= 1 {
 		return total
 	}
-	return math.Min(total, total/float64(d)+(1-1/float64(d))*largest)
+	return min(total, total/float64(d)+(1-1/float64(d))*largest)
 }
 
 // residentOwned is sim.CostModel.ResidentOwned (to its rounding; the
@@ -536,7 +536,7 @@ func (c *costs) windows(part Partition, kind Kind, W []int, gradBytes []float64,
 		slices.SortFunc(ws, func(a, b retWin) int { return b.win - a.win })
 		out, left := ws[:0], ret
 		for _, w := range ws {
-			if b := math.Min(w.bytes, left); b > 0 {
+			if b := min(w.bytes, left); b > 0 {
 				out = append(out, retWin{w.win, b})
 				left -= b
 			}
@@ -597,7 +597,10 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 	// by bisection up to the cluster's devices (no plan uses more).
 	limit := max(len(c.devs), d)
 	fitsAt := func(d int) bool { return c.fits(s, OneFOneB, k+d, d) }
-	if !fitsAt(limit) {
+	if fitsAt(d) {
+		return d // the usual case: the fewest replicas that meet tau fit
+	}
+	if d++; d > limit || !fitsAt(limit) {
 		return math.MaxInt32 // not even the most replicas fit
 	}
 	lo, hi := d, limit

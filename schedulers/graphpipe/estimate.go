@@ -146,7 +146,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 							gradIn[sq] += x
 						}
 						l := secs(c.cm.Transfer(a, b, 0))
-						lat[sq], lat[so] = math.Max(lat[sq], l), math.Max(lat[so], l)
+						lat[sq], lat[so] = max(lat[sq], l), max(lat[so], l)
 					}
 				}
 			}
@@ -162,11 +162,11 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		x := xs[[2]int{s, q}]
 		if part.Chain {
 			for p := 0; p < q; p++ {
-				x = math.Max(x, xs[[2]int{p, q}])
+				x = max(x, xs[[2]int{p, q}])
 			}
 		}
 		if out[s] > 0 || in[q] > 0 {
-			x = math.Max(x, math.Max(out[s], in[q])+math.Max(lat[s], lat[q]))
+			x = max(x, max(out[s], in[q])+max(lat[s], lat[q]))
 		}
 		return x
 	}
@@ -175,7 +175,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	// portLoad is the busier direction of stage s's port per micro-batch:
 	// its activations and gradients out, or in.
 	portLoad := func(s int) float64 {
-		return math.Max(portOut[s]+gradOut[s], portIn[s]+gradIn[s])
+		return max(portOut[s]+gradOut[s], portIn[s]+gradIn[s])
 	}
 	f, b, t := make([]float64, S), make([]float64, S), make([]float64, S)
 	per := make([]float64, S)
@@ -197,8 +197,8 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		var df, db float64
 		for _, q := range succs[s] {
 			x := e(s, q)
-			df = math.Max(df, x+latF[q])
-			db = math.Max(db, eB(s, q)+latB[q])
+			df = max(df, x+latF[q])
+			db = max(db, eB(s, q)+latB[q])
 			// Micro-batch i goes from replica i mod d_s to replica i mod
 			// d_q, so a link between two replicas carries every
 			// lcm(d_s, d_q)-th micro-batch, one transfer at a time, each
@@ -206,34 +206,34 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			// bottleneck.
 			dd := lcm(len(part.Devices[s]), len(part.Devices[q]))
 			link := float64((c.m+dd-1)/dd-1) * x
-			steady = math.Max(steady, link)
-			linkSteady = math.Max(linkSteady, link)
-			comm = math.Max(comm, link)
+			steady = max(steady, link)
+			linkSteady = max(linkSteady, link)
+			comm = max(comm, link)
 		}
 		// A port carries a replica's activations out and in and their
 		// gradients back, per micro-batch (under GPipe a phase one way): a
 		// port busier than the stages is the bottleneck.
-		steady = math.Max(steady, (per[s]-1)*portLoad(s))
-		comm = math.Max(comm, (per[s]-1)*portLoad(s))
-		linkSteady = math.Max(linkSteady, (per[s]-1)*math.Max(portOut[s], portIn[s]))
+		steady = max(steady, (per[s]-1)*portLoad(s))
+		comm = max(comm, (per[s]-1)*portLoad(s))
+		linkSteady = max(linkSteady, (per[s]-1)*max(portOut[s], portIn[s]))
 		latF[s], latB[s] = f[s]+df, b[s]+db
-		steadyF = math.Max(steadyF, (per[s]-1)*f[s])
-		steadyB = math.Max(steadyB, (per[s]-1)*b[s])
-		steady = math.Max(steady, (per[s]-1)*t[s])
+		steadyF = max(steadyF, (per[s]-1)*f[s])
+		steadyB = max(steadyB, (per[s]-1)*b[s])
+		steady = max(steady, (per[s]-1)*t[s])
 	}
 	var L, LF, LB float64
 	warm := warmups(W, part.Devices)
 	for s := range st {
-		L = math.Max(L, latF[s]+latB[s])
-		LF = math.Max(LF, latF[s])
-		LB = math.Max(LB, latB[s])
+		L = max(L, latF[s]+latB[s])
+		LF = max(LF, latF[s])
+		LB = max(LB, latB[s])
 		// 1F1B: a replica holds at most its warm-up w in flight, and each
 		// micro-batch takes the round trip down the pipeline and back
 		// (transfers included) before its slot frees: its micro-batch
 		// i+w cannot start before micro-batch i is back.
 		if w := warm[s]; w > 0 && int(per[s]) > w {
 			groups := (int(per[s]) + w - 1) / w
-			steady = math.Max(steady, float64(groups-1)*(latF[s]+latB[s]))
+			steady = max(steady, float64(groups-1)*(latF[s]+latB[s]))
 		}
 	}
 	shared := sharedDevices(part)
@@ -244,8 +244,8 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	upB, upF := make([]float64, S), make([]float64, S)
 	for _, s := range order {
 		for _, q := range preds[s] {
-			upB[s] = math.Max(upB[s], eB(q, s)+b[q]+upB[q])
-			upF[s] = math.Max(upF[s], upF[q]+f[q]+e(q, s))
+			upB[s] = max(upB[s], eB(q, s)+b[q]+upB[q])
+			upF[s] = max(upF[s], upF[q]+f[q]+e(q, s))
 		}
 	}
 	p := prediction{pipe: L + steady, fits: true}
@@ -266,13 +266,13 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			// GPipe's order (Scheduler.build), so price that.
 			return c.estimate(part, GPipe)
 		}
-		p.pipe = math.Max(L+comm, tp)
+		p.pipe = max(L+comm, tp)
 		taskEnd, taskLast = tp, last
 	}
 	if kind == GPipe {
 		// All forwards, then all backwards: each phase is as slow as its
 		// busiest stage or link.
-		p.pipe = LF + math.Max(steadyF, linkSteady) + LB + math.Max(steadyB, linkSteady)
+		p.pipe = LF + max(steadyF, linkSteady) + LB + max(steadyB, linkSteady)
 	}
 	if kind == OneFOneB && len(shared) > 0 {
 		// A device hosting several stages (a shared trunk) runs all their
@@ -292,11 +292,11 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 				load += n * t[h.stage]
 				portO += n * (portOut[h.stage] + gradOut[h.stage])
 				portI += n * (portIn[h.stage] + gradIn[h.stage])
-				start = math.Min(start, upF[h.stage])
-				tail = math.Min(tail, upB[h.stage])
+				start = min(start, upF[h.stage])
+				tail = min(tail, upB[h.stage])
 			}
 			if load > 0 {
-				p.pipe = math.Max(p.pipe, start+math.Max(load, math.Max(portO, portI))+tail)
+				p.pipe = max(p.pipe, start+max(load, max(portO, portI))+tail)
 			}
 		}
 	}
@@ -308,7 +308,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		if c.m > 1 {
 			beat = steady / float64(c.m-1)
 			if kind == GPipe {
-				beat = math.Max(steadyB, linkSteady) / float64(c.m-1)
+				beat = max(steadyB, linkSteady) / float64(c.m-1)
 			}
 		}
 		// GPipe: the backward phase starts when the forwards are done; a
@@ -326,11 +326,11 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			for i := len(order) - 1; i >= 0; i-- {
 				s := order[i]
 				for _, q := range succs[s] {
-					rate[s] = math.Max(rate[s], rate[q])
+					rate[s] = max(rate[s], rate[q])
 				}
 			}
 		}
-		bStart := LF + math.Max(steadyF, linkSteady)
+		bStart := LF + max(steadyF, linkSteady)
 		lastB := func(s, r int) float64 {
 			if taskLast != nil {
 				// Where the pipeline's end is a port's, a link's or a
@@ -347,7 +347,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 			j := r + d*((c.m-1-r)/d) // replica r's last micro-batch
 			end := p.pipe - (LB - latB[s]) - float64(c.m-1-j)*beat
 			if kind == GPipe {
-				end = math.Min(end, bStart+latB[s]+float64(j/d)*rate[s]*float64(d))
+				end = min(end, bStart+latB[s]+float64(j/d)*rate[s]*float64(d))
 			}
 			return end
 		}
@@ -375,16 +375,16 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 				continue // a replica with no micro-batch runs nothing
 			}
 			reduced = true
-			clock = math.Max(clock, p.pipe-upB[s]) + secs(c.cm.Transfer(d, home, wb)) + secs(c.cm.ReduceSum(home, wb))
+			clock = max(clock, p.pipe-upB[s]) + secs(c.cm.Transfer(d, home, wb)) + secs(c.cm.ReduceSum(home, wb))
 			x := secs(c.cm.Transfer(home, d, wb))
 			if c.sync {
 				bcast += x
 			} else {
-				bcast = math.Max(bcast, x)
+				bcast = max(bcast, x)
 			}
 		}
 	}
-	clock = math.Max(clock, p.pipe) + secs(c.cm.Step(home)) + bcast
+	clock = max(clock, p.pipe) + secs(c.cm.Step(home)) + bcast
 	p.iter = clock
 	p.tail = clock - p.pipe
 	// Home adds each reduction in once its own backwards are done, a
@@ -397,7 +397,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 				flush += st[s].retAll()
 			}
 		}
-		p.peak = math.Max(p.peak, flush)
+		p.peak = max(p.peak, flush)
 		if c.memCap > 0 && flush > c.memCap {
 			p.fits = false
 		}
@@ -405,7 +405,7 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	for s := range st {
 		p.depth = max(p.depth, k[s])
 		pk := c.peak(st[s], kind, W[s], len(part.Devices[s]))
-		p.peak = math.Max(p.peak, pk)
+		p.peak = max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false
 		}
@@ -483,7 +483,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			trans[s] = 0
 			for _, b := range bs[1:] {
-				trans[s] = math.Max(trans[s], c.stat(b).trans)
+				trans[s] = max(trans[s], c.stat(b).trans)
 			}
 			after := 0.0
 			for i := len(bs) - 1; i >= 0; i-- {
@@ -532,7 +532,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			ends[s][r] = lastB(s, r)
 			hostedOn[i] = append(hostedOn[i], [2]int{s, r})
-			devEnd[i] = math.Max(devEnd[i], ends[s][r])
+			devEnd[i] = max(devEnd[i], ends[s][r])
 		}
 	}
 	// Each parameter's owner (by plan position) and the owner's last
@@ -550,7 +550,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			at := pos[d]
 			for _, p := range stageParams[s] {
 				if ownerAt[p] == at {
-					mine[p] = math.Max(mine[p], final(s, ends[s][r], p))
+					mine[p] = max(mine[p], final(s, ends[s][r], p))
 				}
 			}
 		}
@@ -590,7 +590,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 					stamp[p], endAt[p] = e, end
 					list = append(list, p)
 				} else {
-					endAt[p] = math.Max(endAt[p], end)
+					endAt[p] = max(endAt[p], end)
 				}
 			}
 		}
@@ -616,8 +616,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			x := &into[o][j]
 			x.nb += c.parBytes[p]
-			x.end = math.Max(x.end, endAt[p])
-			x.mine = math.Max(x.mine, mine[p])
+			x.end = max(x.end, endAt[p])
+			x.mine = max(x.mine, mine[p])
 		}
 	}
 	// With copy engines (!c.sync) every reduction is fetched as soon as
@@ -650,8 +650,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 					redIn[o] += t
 					bcastOut[o] += t
 					bcastIn[x.e] += t
-					redFromOut[x.e] = math.Min(redFromOut[x.e], x.end)
-					redFromIn[o] = math.Min(redFromIn[o], x.end)
+					redFromOut[x.e] = min(redFromOut[x.e], x.end)
+					redFromIn[o] = min(redFromIn[o], x.end)
 				}
 			}
 		}
@@ -661,10 +661,10 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// And a device's port carries its reductions and refreshes, out
 		// and in, from its first reduction on: the flush ends no sooner.
 		for i := range devs {
-			from := math.Min(redFromOut[i], redFromIn[i])
+			from := min(redFromOut[i], redFromIn[i])
 			if !math.IsInf(from, 1) {
-				busy := math.Max(redOut[i]+bcastOut[i], redIn[i]+bcastIn[i])
-				iter = math.Max(iter, from+busy+secs(c.cm.Transfer(devs[i], devs[i], 0)))
+				busy := max(redOut[i]+bcastOut[i], redIn[i]+bcastIn[i])
+				iter = max(iter, from+busy+secs(c.cm.Transfer(devs[i], devs[i], 0)))
 			}
 		}
 	}
@@ -691,7 +691,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		gap, nextAdd := 0.0, math.Inf(-1)
 		if len(hostedOn[o]) > 1 {
 			for _, h := range hostedOn[o] {
-				gap = math.Max(gap, st[h[0]].t()/2)
+				gap = max(gap, st[h[0]].t()/2)
 			}
 		}
 		for _, x := range into[o] {
@@ -703,20 +703,20 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				// backwards of them (engine's ownerReduce), and are
 				// added in; the copy is held from the transfer to the
 				// end of the add.
-				st := math.Max(clock, math.Max(x.end, x.mine))
+				st := max(clock, max(x.end, x.mine))
 				clock = st + secs(c.cm.Transfer(src, d, nb)) + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})
 			} else {
-				st := math.Max(x.end, linkFree[x.e])
+				st := max(x.end, linkFree[x.e])
 				got := st + secs(c.cm.Transfer(src, d, nb))
 				if ported {
 					l := secs(c.cm.Transfer(src, d, 0))
-					got = math.Max(got, math.Max(redFromOut[x.e]+redOut[x.e], redFromIn[o]+redIn[o])+l)
+					got = max(got, max(redFromOut[x.e]+redOut[x.e], redFromIn[o]+redIn[o])+l)
 				}
 				linkFree[x.e] = got
-				start := math.Max(math.Max(clock, got), x.mine)
+				start := max(max(clock, got), x.mine)
 				if gap > 0 && start < devEnd[o] {
-					if later := math.Max(start, nextAdd); later < devEnd[o] {
+					if later := max(start, nextAdd); later < devEnd[o] {
 						start = later
 					} else {
 						start = devEnd[o]
@@ -728,12 +728,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			t := secs(c.cm.Transfer(d, src, nb))
 			if ported {
-				t = math.Max(t, math.Max(bcastOut[o], bcastIn[x.e])+secs(c.cm.Transfer(d, src, 0)))
+				t = max(t, max(bcastOut[o], bcastIn[x.e])+secs(c.cm.Transfer(d, src, 0)))
 			}
 			if c.sync {
 				bcast += t
 			} else {
-				bcast = math.Max(bcast, t)
+				bcast = max(bcast, t)
 			}
 		}
 		// Sweep the spans' starts and ends (an end before a start at one
@@ -753,21 +753,21 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		for _, m := range marks {
 			sum += m.nb
 			if m.nb > 0 {
-				staged[o] = math.Max(staged[o], sum)
+				staged[o] = max(staged[o], sum)
 				if m.at < devEnd[o] {
-					stagedBusy[o] = math.Max(stagedBusy[o], sum)
+					stagedBusy[o] = max(stagedBusy[o], sum)
 				}
 			}
 		}
-		clock = math.Max(clock, devEnd[o]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
-		iter = math.Max(iter, clock+bcast)
+		clock = max(clock, devEnd[o]) + secs(c.cm.StepBytes(d, int64(ownedDev[d])))
+		iter = max(iter, clock+bcast)
 	}
 	for q := range stages {
 		var own, stg, busy float64
 		for _, d := range active[q] {
-			own = math.Max(own, ownedDev[d])
-			stg = math.Max(stg, staged[pos[d]])
-			busy = math.Max(busy, stagedBusy[pos[d]])
+			own = max(own, ownedDev[d])
+			stg = max(stg, staged[pos[d]])
+			busy = max(busy, stagedBusy[pos[d]])
 		}
 		r := c.residentOwned(st[q].pw, own)
 		pk := c.peakWith(r, st[q], kind, W[q], len(part.Devices[q]))
@@ -776,8 +776,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// that runs (with buckets, the last bucket's: the earlier ones'
 		// gradients arrive during it), and the earlier micro-batches'
 		// retained gradients; after it, beside all of those.
-		pk = math.Max(pk, math.Max(r+st[q].held+trans[q]+busy+st[q].retAll()-st[q].ret, r+stg+st[q].retAll()))
-		peak = math.Max(peak, pk)
+		pk = max(pk, max(r+st[q].held+trans[q]+busy+st[q].retAll()-st[q].ret, r+stg+st[q].retAll()))
+		peak = max(peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			fits = false
 		}
@@ -876,11 +876,11 @@ func (c *costs) sharedPeaks(p *prediction, part Partition, shared map[core.Devic
 			// backwards left for values of other stages wait to be
 			// fetched (counted for a stage on this device too: an
 			// overcount on the safe side).
-			trans = math.Max(trans, s.trans+ret-s.ret)
+			trans = max(trans, s.trans+ret-s.ret)
 		}
 		r := resident(d, used)
-		pk := math.Max(r+held+trans, math.Max(r+one+trans+staged[d].busy+kept-ret, r+staged[d].all+kept))
-		p.peak = math.Max(p.peak, pk)
+		pk := max(r+held+trans, max(r+one+trans+staged[d].busy+kept-ret, r+staged[d].all+kept))
+		p.peak = max(p.peak, pk)
 		if c.memCap > 0 && pk > c.memCap {
 			p.fits = false
 		}
@@ -1031,7 +1031,7 @@ func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []f
 	}
 	done := 0
 	release := func(t int, at float64) {
-		start[t] = math.Max(start[t], at)
+		start[t] = max(start[t], at)
 		if indeg[t]--; indeg[t] == 0 {
 			queue = append(queue, int32(t))
 		}
@@ -1046,7 +1046,7 @@ func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []f
 			dur = b[s]
 		}
 		fin := start[t] + dur
-		end = math.Max(end, fin)
+		end = max(end, fin)
 		if next[t] < 0 {
 			last[s][i%len(devs[s])] = fin
 		}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"testing"
 
@@ -133,4 +134,48 @@ func unoWithMemory(t *testing.T, cfg core.ModelConfig, samples, n int, memory in
 	w.Devices = cl.Infos()
 	cm, devs := costModelOf(t, w, prof, cl)
 	return w, cl, prof, cm, devs
+}
+
+// TestFitsMemo: the chain table's memory check remembered per row
+// (chainDP.fitsMemo) answers every stage, replica count and in-flight
+// count as costs.fits does, asked in any order, on devices where some
+// stages fit and some do not.
+func TestFitsMemo(t *testing.T) {
+	w, _, _, cm, devs := unoWithMemory(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16, 512<<20)
+	c := newCosts(cm, w, devs, 16, StepOwners)
+	D := len(devs)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for _, kind := range []Kind{OneFOneB, GPipe} {
+		x := newChainDP(c)
+		rows := x.rows()
+		fits := x.fitsMemo(rows, D, D, kind)
+		var yes, no int
+		for i := x.n - 1; i >= 0; i-- {
+			x.advance(rows, i)
+			var asks [][3]int
+			for j := i + 1; j <= x.n; j++ {
+				for d := 1; d <= D; d++ {
+					for W := d; W <= D; W++ {
+						asks = append(asks, [3]int{j, d, W})
+					}
+				}
+			}
+			rng.Shuffle(len(asks), func(a, b int) { asks[a], asks[b] = asks[b], asks[a] })
+			for _, a := range asks {
+				j, d, W := a[0], a[1], a[2]
+				want := c.fits(x.stat(rows, j), kind, W, d)
+				if got := fits(j, d, W); got != want {
+					t.Fatalf("%v: ops [%d, %d) on %d replicas with %d in flight: fits %v, want %v", kind, i, j, d, W, got, want)
+				}
+				if want {
+					yes++
+				} else {
+					no++
+				}
+			}
+		}
+		if yes == 0 || no == 0 {
+			t.Errorf("%v: %d stages fit, %d do not: want some of each", kind, yes, no)
+		}
+	}
 }

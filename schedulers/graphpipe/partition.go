@@ -130,7 +130,7 @@ func newChainDP(c *costs) *chainDP {
 		v := make([]float64, n)
 		for o := range n {
 			for _, q := range c.opPar[o] {
-				v[o] = math.Max(v[o], c.parBytes[q])
+				v[o] = max(v[o], c.parBytes[q])
 			}
 		}
 		x.pmax = sparseMax(v)
@@ -156,7 +156,7 @@ func sparseMax(v []float64) [][]float64 {
 	for w := 1; 2*w <= len(v); w *= 2 {
 		prev, next := t[len(t)-1], make([]float64, len(v)-2*w+1)
 		for o := range next {
-			next[o] = math.Max(prev[o], prev[o+w])
+			next[o] = max(prev[o], prev[o+w])
 		}
 		t = append(t, next)
 	}
@@ -166,7 +166,7 @@ func sparseMax(v []float64) [][]float64 {
 // tableMax is the maximum of the values [i, j) of sparse table t (i < j).
 func tableMax(t [][]float64, i, j int) float64 {
 	k := bits.Len(uint(j-i)) - 1
-	return math.Max(t[k][i], t[k][j-(1<<k)])
+	return max(t[k][i], t[k][j-(1<<k)])
 }
 
 // rangeMax is the maximum of temp[o] + live[o+1] over o in [i, j).
@@ -220,7 +220,7 @@ func (x *chainDP) stat(r *chainRows, j int) stageStat {
 		in: r.in[j], gin: r.gin[j], home: j == x.n, pw: x.ppre[j] - x.ppre[i], amort: x.apre[j] - x.apre[i]}
 	s.pmax = x.rangePmax(i, j)
 	if x.c.walk {
-		s.trans = math.Max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
+		s.trans = max(s.gin, x.rangeMax(i, j)-x.live[j]+s.gin)
 	}
 	s.inPart = 1
 	if x.featPre != nil {
@@ -291,6 +291,7 @@ func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]ch
 		return best
 	}
 	rows := x.rows()
+	fits := x.fitsMemo(rows, D, maxRep, kind)
 	for i := n - 1; i >= 0; i-- {
 		if x.ctx != nil && x.ctx.Err() != nil {
 			return best
@@ -332,11 +333,11 @@ func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]ch
 					default:
 						rate = (x.pre[j] - x.pre[i] + c.setupF + c.setupB) / float64(d)
 					}
-					v := chainCell{t: math.Max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d, rest: r}
+					v := chainCell{t: max(rest.t, rate), stages: rest.stages + 1, devs: rest.devs + d, j: j, d: d, rest: r}
 					if !(v.t < cur.t*(1-eps) || (v.t <= cur.t*(1+eps) && v.stages < cur.stages)) {
 						continue
 					}
-					if !c.fits(x.stat(rows, j), kind, rest.devs+d, d) {
+					if !fits(j, d, rest.devs+d) {
 						continue
 					}
 					cur = v
@@ -346,6 +347,52 @@ func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]ch
 		}
 	}
 	return best
+}
+
+// fitsMemo is c.fits for the stage [rows.i, j) on d replicas with W in
+// flight, remembered for the current row: the table asks it again and
+// again for one stage (every budget u, every rest), and since fitting
+// is monotone in W (more in flight hold more) the largest W known to
+// fit and the smallest known not to answer most. Without room for the
+// memo (more than 2^22 stages × replica counts), each call computes.
+func (x *chainDP) fitsMemo(rows *chainRows, D, maxRep int, kind Kind) func(j, d, W int) bool {
+	c := x.c
+	compute := func(j, d, W int) bool { return c.fits(x.stat(rows, j), kind, W, d) }
+	if c.memCap <= 0 {
+		return func(int, int, int) bool { return true }
+	}
+	stride := maxRep + 1
+	if (x.n+1)*stride > 1<<22 {
+		return compute
+	}
+	// row is rows.i+1 when fit and fail are the row's (0: none known).
+	type known struct{ row, fit, fail int32 }
+	memo := make([]known, (x.n+1)*stride)
+	return func(j, d, W int) bool {
+		e := &memo[j*stride+d]
+		if row := int32(rows.i + 1); e.row != row {
+			// First asked this row: try the most the table asks, all
+			// D devices' in flight, which usually fits too.
+			*e = known{row: row}
+			if W < D && compute(j, d, D) {
+				e.fit = int32(D)
+				return true
+			}
+		}
+		switch {
+		case e.fit > 0 && int32(W) <= e.fit:
+			return true
+		case e.fail > 0 && int32(W) >= e.fail:
+			return false
+		}
+		ok := compute(j, d, W)
+		if ok {
+			e.fit = max(e.fit, int32(W))
+		} else if e.fail == 0 || int32(W) < e.fail {
+			e.fail = int32(W)
+		}
+		return ok
+	}
 }
 
 // chainFrom reads the partition of best[0][u] off the table: the one
