@@ -75,6 +75,9 @@ type costs struct {
 	parBytes []float64
 	pbyte    []float64
 	parSeen  []int32 // stamps, as mark
+	// flush: ownerFlush's tables, kept for its next call (scratch, as
+	// mark: nil in a scratchCopy).
+	flush *flushScratch
 	// With owners, sim.CostModel.ResidentOwned's terms: the model's
 	// parameter bytes and optimizer-state bytes per parameter byte.
 	paramBytes, optPer float64
@@ -244,6 +247,7 @@ func (c *costs) scratchCopy() *costs {
 	cp.seen = make([]int32, len(c.seen))
 	cp.parSeen = make([]int32, len(c.parSeen))
 	cp.stamp = 0
+	cp.flush = nil
 	return &cp
 }
 

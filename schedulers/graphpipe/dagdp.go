@@ -230,8 +230,44 @@ type dp struct {
 	maxRep int // replicas per stage at most
 	tau    float64
 	sh     *dpShared
-	memo   [][]slot   // [tail][inner node*(kmax+1)+k]: solve
-	smemo  [][][]slot // [tail][node][j*(kmax+1)+k]: seriesWith
+	memo   [][]slot      // [tail][inner node*(kmax+1)+k]: solve
+	smemo  [][][]slot    // [tail][node][j*(kmax+1)+k]: seriesWith
+	free   [][]frontCell // parallel's tables, for the next call to take
+}
+
+// recycle gives p the memo tables (cleared) and parallel's free tables of
+// an earlier DP over the same tree and dpShared (graphSearch's steps of
+// the binary search): without it every step allocated them anew, a
+// third of the search's garbage on a 1,000-op DAG.
+func (p *dp) recycle(old *dp) {
+	for _, m := range old.memo {
+		clear(m)
+	}
+	for _, mm := range old.smemo {
+		for _, m := range mm {
+			clear(m)
+		}
+	}
+	p.memo, p.smemo, p.free = old.memo, old.smemo, old.free
+}
+
+// frontCell is one entry of parallel's table: ok, a plan was found.
+type frontCell struct {
+	ok   bool
+	plan stagePlan
+}
+
+// cells is a cleared table of n cells, taken from p.free where one is
+// large enough (parallel nests through solve, so its tables are taken
+// and given back last in, first out).
+func (p *dp) cells(n int) []frontCell {
+	if k := len(p.free) - 1; k >= 0 && cap(p.free[k]) >= n {
+		b := p.free[k][:n]
+		p.free = p.free[:k]
+		clear(b)
+		return b
+	}
+	return make([]frontCell, n)
 }
 
 type dpShared struct {
@@ -515,16 +551,15 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 		kf = k + 1
 	}
 	W := kf + p.D + 1 // entry counts above this use more than D devices
-	type cell struct {
-		ok   bool
-		plan stagePlan
-	}
+	type cell = frontCell
 	// front[i][h][w]: children [0, i), the tail held (h = 1) or not, entry
 	// count at most w: the fewest devices.
 	front := make([][2][]cell, C+1)
+	buf := p.cells(2 * (C + 1) * (W + 1))
+	defer func() { p.free = append(p.free, buf) }()
 	for i := range front {
-		front[i][0] = make([]cell, W+1)
-		front[i][1] = make([]cell, W+1)
+		front[i][0] = buf[2*i*(W+1) : (2*i+1)*(W+1)]
+		front[i][1] = buf[(2*i+1)*(W+1) : (2*i+2)*(W+1)]
 	}
 	for w := 0; w <= W; w++ {
 		front[0][0][w] = cell{true, noStages(0)}
@@ -656,9 +691,12 @@ func graphSearch(ctx context.Context, t *spTree, c *costs, D, maxRep int, sh *dp
 	for _, x := range c.time {
 		total += x
 	}
+	scratch := &dp{} // the tables one step hands the next
 	solve := func(tau float64) (stagePlan, bool) {
 		p := c.newDP(t, D, maxRep, tau, sh)
+		p.recycle(scratch)
 		v := p.solve(t.root, 0, 0)
+		scratch.memo, scratch.smemo, scratch.free = p.memo, p.smemo, p.free
 		if !v.ok() || v.devs > D {
 			return v, false
 		}

@@ -537,8 +537,8 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	}
 	// Each parameter's owner (by plan position) and the owner's last
 	// backward reading it.
-	ownerAt := make([]int, nP)
-	mine := make([]float64, nP)
+	sc := c.flushTables(nP, len(devs))
+	ownerAt, mine := sc.ownerAt, sc.mine
 	for p, d := range owner {
 		ownerAt[p] = -1
 		if d != "" {
@@ -558,29 +558,16 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	// The reductions: from each device into each other owner of what it
 	// reads, with the source's last backward over the parameters moved
 	// and the owner's.
-	type red struct {
-		e         int // source, by plan position
-		nb        float64
-		end, mine float64
-	}
-	into := make([][]red, len(devs)) // by the owner's plan position
+	type red = flushRed
+	into := sc.into // by the owner's plan position
 	// One reduction per owner and readiness (core.Plan.OwnerStepIn: a
 	// source's gradients final at different times travel apart):
 	// groups[o] are the current source's into owner o (its readiness,
 	// its index in into[o]), valid where groupsOf[o] is the source.
-	type group struct {
-		end float64
-		j   int
-	}
-	groups, groupsOf := make([][]group, len(devs)), make([]int, len(devs))
-	for o := range groupsOf {
-		groupsOf[o] = -1
-	}
-	stamp, endAt := make([]int, nP), make([]float64, nP)
-	for i := range stamp {
-		stamp[i] = -1
-	}
-	var list []int32
+	type group = flushGroup
+	groups, groupsOf := sc.groups, sc.groupsOf
+	stamp, endAt := sc.stamp, sc.endAt
+	list := sc.list
 	for e := range devs {
 		list = list[:0]
 		for _, h := range hostedOn[e] {
@@ -620,6 +607,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			x.mine = max(x.mine, mine[p])
 		}
 	}
+	sc.list = list
 	// With copy engines (!c.sync) every reduction is fetched as soon as
 	// its source is done with the gradients (engine.RunOptions.
 	// PrefetchReductions), each pair's one after another on its link, and
@@ -680,9 +668,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		// The plan adds them in by when their gradients are ready
 		// (core.Plan.OwnerStepIn), then in plan order.
 		slices.SortStableFunc(into[o], func(a, b red) int { return cmp.Compare(a.end, b.end) })
-		linkFree := map[int]float64{} // by source, into o
-		type span struct{ from, to, nb float64 }
-		var held []span
+		linkFree := sc.linkFree // by source, into o
+		for _, x := range into[o] {
+			linkFree[x.e] = 0
+		}
+		type span = flushSpan
+		held := sc.held[:0]
 		// A device hosting several stages runs one task at a time,
 		// the earliest ready first: until its last backward, an add
 		// waits for the task it runs, so one goes in per task (1F1B
@@ -738,8 +729,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		}
 		// Sweep the spans' starts and ends (an end before a start at one
 		// time: [from, to)); the held bytes at each start.
-		type mark struct{ at, nb float64 }
-		marks := make([]mark, 0, 2*len(held))
+		type mark = flushMark
+		sc.held = held
+		marks := sc.marks[:0]
 		for _, h := range held {
 			marks = append(marks, mark{h.from, h.nb}, mark{h.to, -h.nb})
 		}
@@ -749,6 +741,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 			}
 			return cmp.Compare(a.nb, b.nb) // ends (negative) first
 		})
+		sc.marks = marks
 		var sum float64
 		for _, m := range marks {
 			sum += m.nb
@@ -789,6 +782,74 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		}
 	}
 	return iter, peak, fits, ownedDev, stagedDev
+}
+
+// flushScratch holds ownerFlush's tables between calls on one costs
+// (which, as stat's marks, one goroutine uses at a time): by parameter,
+// the owner's plan position and last backward reading it, and a source's
+// readiness (stamped by source); by device, the reductions into it and
+// the current source's groups of them, and each source's link; and the
+// spans and marks of the staging sweep. Without it they were a third
+// of the estimate's time, in allocation and collection.
+type flushScratch struct {
+	ownerAt, stamp []int
+	mine, endAt    []float64
+	list           []int32
+	into           [][]flushRed
+	groups         [][]flushGroup
+	groupsOf       []int
+	linkFree       []float64
+	held           []flushSpan
+	marks          []flushMark
+}
+
+// flushRed is one reduction into an owner: from source e (by plan
+// position), nb bytes, ready at end, the owner's own last backward over
+// them done at mine.
+type flushRed struct {
+	e         int
+	nb        float64
+	end, mine float64
+}
+
+type flushGroup struct {
+	end float64
+	j   int
+}
+
+type flushSpan struct{ from, to, nb float64 }
+
+type flushMark struct{ at, nb float64 }
+
+// flushTables is c's flushScratch for nP parameters and nD devices,
+// reset: stamp and groupsOf −1, mine 0, every device's reductions none.
+func (c *costs) flushTables(nP, nD int) *flushScratch {
+	if c.flush == nil {
+		c.flush = &flushScratch{}
+	}
+	sc := c.flush
+	grow := func(n int) {
+		if cap(sc.ownerAt) < n {
+			sc.ownerAt, sc.stamp = make([]int, n), make([]int, n)
+			sc.mine, sc.endAt = make([]float64, n), make([]float64, n)
+		}
+	}
+	grow(nP)
+	sc.ownerAt, sc.stamp, sc.mine, sc.endAt = sc.ownerAt[:nP], sc.stamp[:nP], sc.mine[:nP], sc.endAt[:nP]
+	clear(sc.mine)
+	for i := range sc.stamp {
+		sc.stamp[i] = -1
+	}
+	for len(sc.into) < nD {
+		sc.into, sc.groups = append(sc.into, nil), append(sc.groups, nil)
+		sc.groupsOf, sc.linkFree = append(sc.groupsOf, 0), append(sc.linkFree, 0)
+	}
+	sc.into, sc.groups, sc.groupsOf, sc.linkFree = sc.into[:nD], sc.groups[:nD], sc.groupsOf[:nD], sc.linkFree[:nD]
+	for o := range nD {
+		sc.into[o], sc.groups[o], sc.groupsOf[o] = sc.into[o][:0], sc.groups[o][:0], -1
+	}
+	sc.list = sc.list[:0]
+	return sc
 }
 
 // staging is the most fetched-gradient bytes an owner holds before it
