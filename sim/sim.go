@@ -136,8 +136,8 @@ func (dp *devProf) costs(rows, edges int64, whole bool) []Cost {
 		c[o] = dp.p.Ops[j].At(rows, edges)
 	}
 	c[len(dp.idx)] = dp.p.SetupFor(rows, edges, whole) // the per-unit overhead last
+	c = dp.share.put(k, c)
 	dp.cache[k] = c
-	dp.share.put(k, c)
 	return c
 }
 
@@ -169,16 +169,22 @@ func (sh *costShare) get(k [3]int64) []Cost {
 	return sh.m[k]
 }
 
-func (sh *costShare) put(k [3]int64, c []Cost) {
+// put keeps c at k unless another caller's answer is there already
+// (two clones may compute one size at once), and returns the one kept.
+func (sh *costShare) put(k [3]int64, c []Cost) []Cost {
 	if sh == nil {
-		return
+		return c
 	}
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
+	if kept, ok := sh.m[k]; ok {
+		return kept
+	}
 	if len(sh.m) >= sh.max {
 		clear(sh.m)
 	}
 	sh.m[k] = c
+	return c
 }
 
 // unitCosts is costs for a unit whose ops output outs bytes and read
