@@ -374,9 +374,12 @@ func (x *chainDP) fitsMemo(rows *chainRows, D, maxRep int, kind Kind) func(j, d,
 			// First asked this row: try the most the table asks, all
 			// D devices' in flight, which usually fits too.
 			*e = known{row: row}
-			if W < D && compute(j, d, D) {
-				e.fit = int32(D)
-				return true
+			if W < D {
+				if compute(j, d, D) {
+					e.fit = int32(D)
+					return true
+				}
+				e.fail = int32(D)
 			}
 		}
 		switch {
