@@ -710,7 +710,7 @@ func (c *costs) amortized() *costs {
 	a.mark, a.seen = make([]int32, len(c.mark)), make([]int32, len(c.seen))
 	a.parSeen = make([]int32, len(c.parSeen))
 	a.stamp = 0
-	a.memo = nil // its own costs, whose estimates are not looked up in c's
+	a.memo = nil  // its own costs, whose estimates are not looked up in c's
 	a.flush = nil // ownerFlush's tables are c's: a copy estimating beside c would share them
 	return &a
 }
