@@ -48,14 +48,8 @@ import (
 // last the bound is 1% over.
 func TestRetainedGradientsAnyTiming(t *testing.T) {
 	f := schedtest.NewFixture(256, 3, 16, 4, 9)
-	model, err := core.BuildModel("dlrm", core.ModelConfig{InDim: f.FeatureDim, Hidden: 16, Classes: f.Classes, Branches: 4})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]int32, 128)
-	for i := range nodes {
-		nodes[i] = int32(i)
-	}
+	model := fixtureModel(t, f, "dlrm", core.ModelConfig{Hidden: 16, Branches: 4})
+	nodes := firstNodes(128)
 	for _, tc := range []struct {
 		name     string
 		replicas int // of the downstream stage; 0: on the upstream stage's device
@@ -167,14 +161,8 @@ func TestRetainedGradientsAnyTiming(t *testing.T) {
 // over, a micro-batch of branch 1's gradients).
 func TestRetainedGradientsPerProducer(t *testing.T) {
 	f := schedtest.NewFixture(256, 3, 16, 4, 9)
-	model, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]int32, 128)
-	for i := range nodes {
-		nodes[i] = int32(i)
-	}
+	model := fixtureModel(t, f, "uno", core.ModelConfig{Hidden: 64, Layers: 1, Branches: 2})
+	nodes := firstNodes(128)
 	tr, devs := fixtureTrainer(t, f, model, 3, 0)
 	bt, w, ids := fullWorkload(t, tr, devs, nodes)
 	const m = 8
@@ -287,16 +275,9 @@ func delayBehind(t *testing.T, p *core.Plan, w *core.Workload, part Partition, s
 //     bound", 1-2 of 30 iterations).
 func TestSharedDeviceOneAtATime(t *testing.T) {
 	f := schedtest.NewFixture(256, 3, 16, 4, 9)
-	nodes := make([]int32, 128)
-	for i := range nodes {
-		nodes[i] = int32(i)
-	}
+	nodes := firstNodes(128)
 	model := func(branches int) *core.Model {
-		m, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 1, Branches: branches})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return m
+		return fixtureModel(t, f, "uno", core.ModelConfig{Hidden: 64, Layers: 1, Branches: branches})
 	}
 	stageOf := func(w *core.Workload, trunk int) []int {
 		out := make([]int, len(w.Ops))
@@ -364,6 +345,26 @@ func TestSharedDeviceOneAtATime(t *testing.T) {
 			}
 		}
 	})
+}
+
+// fixtureModel is model name of cfg over f's features and classes.
+func fixtureModel(t *testing.T, f *schedtest.Fixture, name string, cfg core.ModelConfig) *core.Model {
+	t.Helper()
+	cfg.InDim, cfg.Classes = f.FeatureDim, f.Classes
+	m, err := core.BuildModel(name, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// firstNodes are nodes 0 to n−1 (a batch of the fixture's first nodes).
+func firstNodes(n int) []int32 {
+	nodes := make([]int32, n)
+	for i := range nodes {
+		nodes[i] = int32(i)
+	}
+	return nodes
 }
 
 // fixtureTrainer is a trainer of model over f on n one-thread CPU

@@ -19,14 +19,8 @@ import (
 // streams running side by side on the host).
 func TestSinkFirst(t *testing.T) {
 	f := schedtest.NewFixture(256, 3, 16, 4, 9)
-	model, err := core.BuildModel("uno", core.ModelConfig{InDim: f.FeatureDim, Hidden: 64, Classes: f.Classes, Layers: 2, Branches: 3})
-	if err != nil {
-		t.Fatal(err)
-	}
-	nodes := make([]int32, 256)
-	for i := range nodes {
-		nodes[i] = int32(i)
-	}
+	model := fixtureModel(t, f, "uno", core.ModelConfig{Hidden: 64, Layers: 2, Branches: 3})
+	nodes := firstNodes(256)
 	tr, devs := fixtureTrainer(t, f, model, 3, 0)
 	bt, w, _ := fullWorkload(t, tr, devs, nodes)
 	for _, sinkFirst := range []bool{false, true} {
