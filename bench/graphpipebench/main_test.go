@@ -38,6 +38,9 @@ func TestSimulatedSmoke(t *testing.T) {
 	if fixed[0].headroomM == 0 || capped[0].headroomM != 0 {
 		t.Errorf("bound at m: fixed %v, capped %v; want it in the fixed table only", fixed[0].headroomM, capped[0].headroomM)
 	}
+	if fixed[0].headroomGP != 0 || capped[0].headroomGP == 0 {
+		t.Errorf("bound at GraphPipe's m: fixed %v, capped %v; want it in the capped table only", fixed[0].headroomGP, capped[0].headroomGP)
+	}
 	for _, s := range append(fixed, capped...) {
 		t.Logf("held under the 1F1B chain's peak: %.2fx, %d vs %d bytes (%s)", s.iso, s.isoPeak, s.peak1F1B, s.isoWhat)
 		// GraphPipe plans over a space holding the chains; its simulated
@@ -50,6 +53,9 @@ func TestSimulatedSmoke(t *testing.T) {
 		}
 		if s.headroomM != 0 && (s.headroomM < s.vsAll*(1-1e-9) || s.headroomM > s.headroom*(1+1e-9)) {
 			t.Errorf("%+v: the bound at m is beaten or looser than the whole batch's", s)
+		}
+		if s.headroomGP != 0 && s.headroomGP < s.vsAll*(1-1e-9) {
+			t.Errorf("%+v: GraphPipe beats the bound at its own m", s)
 		}
 		if s.busy <= 0 || s.busy > 1 || s.peakGP <= 0 || s.peak1F1B <= 0 {
 			t.Errorf("%+v: busy share or peaks out of range", s)
@@ -106,6 +112,9 @@ func TestSimulatedMSearched(t *testing.T) {
 	s := fixed[0]
 	if s.headroomM != 0 || s.ms[0] == 0 || s.ms[1] == 0 {
 		t.Errorf("%+v: want no bound at a fixed m and every scheduler's m", s)
+	}
+	if s.headroomGP < s.vsAll*(1-1e-9) {
+		t.Errorf("%+v: GraphPipe beats the bound at its own m (%.3fx)", s, s.headroomGP)
 	}
 	t.Logf("GraphPipe %.2fx the best chain, bound %.2fx", s.vsAll, s.headroom)
 	// 3.74x with the steps; the op work alone would allow 5.65x.

@@ -125,9 +125,13 @@ type planReport struct {
 	PlannedOn string `json:"planned_on,omitempty"`
 	// Notes are warnings about the figures (e.g. a profile taken on
 	// another kind of device than the cluster's, at speedup 1).
-	Notes  []string    `json:"notes,omitempty"`
-	Sim    *sim.Result `json:"simulation,omitempty"`
-	Stages []planStage `json:"stages,omitempty"`
+	Notes []string    `json:"notes,omitempty"`
+	Sim   *sim.Result `json:"simulation,omitempty"`
+	// Bound is the compute bound at the plan's units (sim.PlanBound), with
+	// --simulate; NoBound says why there is none.
+	Bound   *boundReport `json:"compute_bound,omitempty"`
+	NoBound string       `json:"no_compute_bound,omitempty"`
+	Stages  []planStage  `json:"stages,omitempty"`
 	// StageDAG is the plan's stage DAG (core.Plan.StageGraph) when its
 	// units span devices and it has one.
 	StageDAG []core.Stage `json:"stage_dag,omitempty"`
@@ -139,6 +143,16 @@ type planReport struct {
 	// the parameters each device steps (bytes).
 	Owners []ownerReport `json:"owners,omitempty"`
 	Trace  string        `json:"trace,omitempty"`
+}
+
+// boundReport is the shortest iteration any plan running each op once on
+// each of the plan's units could reach on the cluster (sim.PlanBound),
+// and the simulated iteration over it.
+type boundReport struct {
+	Ns      time.Duration `json:"ns"`
+	Units   int           `json:"units"`
+	Devices int           `json:"devices"`
+	Ratio   float64       `json:"iteration_over_bound"`
 }
 
 type planStage struct {
@@ -511,6 +525,18 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 		rep.Sim = res
+		cm, err := sim.NewCostModel(w, prof, cl)
+		if err != nil {
+			return err
+		}
+		switch b, err := cm.PlanBound(plan); {
+		case err == nil && b > 0:
+			rep.Bound = &boundReport{Ns: b, Units: len(plan.Units), Devices: len(cl.Devices), Ratio: float64(res.Iteration) / float64(b)}
+		case errors.Is(err, sim.ErrNoBound):
+			rep.NoBound = strings.TrimPrefix(err.Error(), sim.ErrNoBound.Error()+": ")
+		case err != nil:
+			return err
+		}
 		if prof != nil && len(rep.Notes) == 0 {
 			rep.Notes = speedupNote(prof, cl)
 		}
@@ -781,6 +807,11 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row("simulated with", r.Profile)
 		row("iteration time", fmt.Sprintf("%.3f ms", float64(s.Iteration)/1e6))
 		row("bubble fraction", fmt.Sprintf("%.3f", s.Bubble))
+		if b := r.Bound; b != nil {
+			row("compute bound", fmt.Sprintf("%.3f ms: the iteration is %.3fx it (every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over the %d devices: no plan running these units simulates faster)", float64(b.Ns)/1e6, b.Ratio, units(b.Units), b.Devices))
+		} else if r.NoBound != "" {
+			row("compute bound", "none: "+r.NoBound)
+		}
 		row("bytes moved", core.FormatBytes(s.BytesMoved))
 		for _, d := range devs {
 			v := fmt.Sprintf("busy %.3f ms, comm %.3f ms, peak %s", float64(s.Busy[d])/1e6, float64(s.Comm[d])/1e6, core.FormatBytes(s.PeakMem[d]))

@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -415,5 +416,52 @@ func TestPlanOptimizer(t *testing.T) {
 	}
 	if _, err := run(t, append(args, "--optimizer", "rmsprop")...); err == nil || !strings.Contains(err.Error(), `unknown optimizer "rmsprop"`) {
 		t.Errorf("--optimizer rmsprop: %v", err)
+	}
+}
+
+// TestPlanComputeBound: --simulate gives the compute bound at the plan's
+// micro-batches (in the text and the JSON), no larger than the simulated
+// iteration; on a device overlapping its streams there is none, and the
+// reason is given.
+func TestPlanComputeBound(t *testing.T) {
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=8", "--simulate", "--preset", "pcie-a100", "--devices", "4"}
+	out, err := run(t, append(args, "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r planReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	if b := r.Bound; b == nil || b.Units != 8 || b.Devices != 4 || b.Ns <= 0 || b.Ns > r.Sim.Iteration ||
+		math.Abs(b.Ratio-float64(r.Sim.Iteration)/float64(b.Ns)) > 1e-9 || r.NoBound != "" {
+		t.Errorf("bound %+v (none: %q), simulated %v", r.Bound, r.NoBound, r.Sim.Iteration)
+	}
+	out, err = run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "compute bound") || !strings.Contains(out, "x it (every op of the 8 units") {
+		t.Errorf("no compute bound in the text:\n%s", out)
+	}
+	// The same cluster with a device that overlaps its streams.
+	file := filepath.Join(t.TempDir(), "c.json")
+	if _, err := run(t, append(args, "--write-cluster", file)...); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlap := strings.Replace(string(b), `"sms": 108`, `"sms": 108, "stream_overlap": 0.5`, 1)
+	if err := os.WriteFile(file, []byte(overlap), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err = run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=8", "--simulate", "--cluster", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "compute bound") || !strings.Contains(out, "none: device cuda:0 runs its streams' tasks side by side") {
+		t.Errorf("stream overlap: no reason given for the missing bound:\n%s", out)
 	}
 }

@@ -97,9 +97,10 @@ type costs struct {
 
 func secs(d time.Duration) float64 { return d.Seconds() }
 
-// microUnits are the m units BuildPlan makes: contiguous shares of the
-// batch, each computing its targets' receptive field.
-func microUnits(w *core.Workload, m int) []core.Unit {
+// MicroUnits are the m units BuildPlan makes: contiguous shares of the
+// batch, each computing its targets' receptive field (at most one per
+// target; an empty batch gets one unit).
+func MicroUnits(w *core.Workload, m int) []core.Unit {
 	m = max(1, min(m, len(w.Batch)))
 	if len(w.Batch) == 0 {
 		m = 1
@@ -120,7 +121,7 @@ func microUnits(w *core.Workload, m int) []core.Unit {
 // stepped under mode step.
 func newCosts(cm *sim.CostModel, w *core.Workload, devs []core.DeviceID, m int, step StepMode) *costs {
 	n := len(w.Ops)
-	units := microUnits(w, m)
+	units := MicroUnits(w, m)
 	c := &costs{cm: cm, w: w, devs: devs, m: len(units), last: n - 1, owners: step.owners(w), bucket: DefaultBucketBytes,
 		fwd: make([]float64, n), bwd: make([]float64, n), time: make([]float64, n),
 		held: make([]float64, n), temp: make([]float64, n), out: make([]float64, n), wbyte: make([]float64, n),

@@ -235,7 +235,7 @@ func TestWarmupCap(t *testing.T) {
 }
 
 // TestUnitSizes: the sizes a profile needs are the largest unit of each
-// micro-batch count the scheduler may plan, the units microUnits makes.
+// micro-batch count the scheduler may plan, the units MicroUnits makes.
 func TestUnitSizes(t *testing.T) {
 	for _, c := range []struct {
 		samples, m int
@@ -254,7 +254,7 @@ func TestUnitSizes(t *testing.T) {
 		if !slices.Equal(got, c.want) {
 			t.Errorf("UnitSizes(%d) with m=%d = %v, want %v", c.samples, c.m, got, c.want)
 		}
-		// Every unit microUnits makes at each count is no larger than the
+		// Every unit MicroUnits makes at each count is no larger than the
 		// count's size.
 		w := &core.Workload{Batch: make([]int32, c.samples)}
 		ms := mLadder(c.samples)
@@ -266,7 +266,7 @@ func TestUnitSizes(t *testing.T) {
 				break
 			}
 			largest := 0
-			for _, u := range microUnits(w, m) {
+			for _, u := range MicroUnits(w, m) {
 				largest = max(largest, len(u.Targets))
 			}
 			if !slices.Contains(got, largest) {

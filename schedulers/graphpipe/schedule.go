@@ -287,7 +287,7 @@ func BuildPlanOpts(w *core.Workload, part Partition, m int, kind Kind, opts Plan
 			hosted[d]++
 		}
 	}
-	units := microUnits(w, m)
+	units := MicroUnits(w, m)
 	m = len(units)
 	p := &core.Plan{Scheduler: name, Home: part.Devices[part.StageOf[len(w.Ops)-1]][0], Metrics: map[string]float64{}, Units: units}
 	// A device hosting several stages computes one task at a time, as
