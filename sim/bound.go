@@ -25,21 +25,70 @@ var ErrNoBound = errors.New("sim: no compute bound")
 // add to it. A cluster with a device that overlaps its streams
 // (DeviceModel.StreamOverlap) gets an error wrapping ErrNoBound.
 func (cm *CostModel) WorkBound(units []core.Unit, steps bool) (time.Duration, error) {
+	b, err := cm.bound(units, steps, false)
+	return b.Work, err
+}
+
+// Bound is PlanBound's answer: no plan running each op once per unit on
+// the cluster has a shorter iteration than Time.
+type Bound struct {
+	// Work is WorkBound: the units' work and the steps spread evenly
+	// over the devices (or the largest step).
+	Work time.Duration
+	// Path is the longest path of ops in any one unit, forward and then
+	// backward, at the cheapest device's cost: along a path of the op
+	// DAG each forward waits for the one before it and each backward for
+	// the one after it (0 when the workload's ops are not listed in
+	// topological order).
+	Path time.Duration
+}
+
+// Time is the bound: the larger of Work and Path.
+func (b Bound) Time() time.Duration { return max(b.Work, b.Path) }
+
+// bound is WorkBound, and with paths the longest path of ops too.
+func (cm *CostModel) bound(units []core.Unit, steps, paths bool) (Bound, error) {
 	devs := cm.c.Devices
 	if len(devs) == 0 {
-		return 0, fmt.Errorf("%w: the cluster has no devices", ErrNoBound)
+		return Bound{}, fmt.Errorf("%w: the cluster has no devices", ErrNoBound)
 	}
 	for _, d := range devs {
 		if d.StreamOverlap > 0 {
-			return 0, fmt.Errorf("%w: device %s runs its streams' tasks side by side (stream_overlap), so its busy time can exceed the iteration", ErrNoBound, d.ID)
+			return Bound{}, fmt.Errorf("%w: device %s runs its streams' tasks side by side (stream_overlap), so its busy time can exceed the iteration", ErrNoBound, d.ID)
+		}
+	}
+	// Devices of one profile and speed price every op alike: one of each
+	// (a preset's thousand devices are one).
+	type kind struct {
+		p     *Profile
+		scale float64
+	}
+	seen := map[kind]bool{}
+	var reps []core.DeviceID
+	for _, d := range devs {
+		dp := cm.dev(d.ID)
+		if k := (kind{dp.p, dp.scale}); !seen[k] {
+			seen[k] = true
+			reps = append(reps, d.ID)
 		}
 	}
 	n := len(cm.w.Ops)
-	var work time.Duration
+	var work, path time.Duration
 	best := make([]time.Duration, n)
+	var long []time.Duration // the longest path ending at each op
+	if paths {
+		long = make([]time.Duration, n)
+		for o, op := range cm.w.Ops {
+			for _, d := range op.Deps {
+				if d < 0 || d >= o {
+					long = nil // not in topological order: no path bound
+				}
+			}
+		}
+	}
 	for _, u := range units {
-		for i, d := range devs {
-			cs := cm.UnitOps(d.ID, u) // the unit's setup last
+		for i, d := range reps {
+			cs := cm.UnitOps(d, u) // the unit's setup last
 			for o := range n {
 				if c := cs[o].Fwd + cs[o].Bwd; i == 0 || c < best[o] {
 					best[o] = c
@@ -49,16 +98,24 @@ func (cm *CostModel) WorkBound(units []core.Unit, steps bool) (time.Duration, er
 		for _, c := range best {
 			work += c
 		}
+		for o := range long {
+			var before time.Duration
+			for _, d := range cm.w.Ops[o].Deps {
+				before = max(before, long[d])
+			}
+			long[o] = before + best[o]
+			path = max(path, long[o])
+		}
 	}
 	var stepSum, maxStep time.Duration
 	if steps {
-		seen := map[string]bool{}
+		stepped := map[string]bool{}
 		for _, op := range cm.w.Ops {
 			for _, p := range op.Params {
-				if seen[p.Name] {
+				if stepped[p.Name] {
 					continue
 				}
-				seen[p.Name] = true
+				stepped[p.Name] = true
 				var st time.Duration
 				for i, d := range devs {
 					if s := cm.StepBytes(d.ID, p.Bytes); i == 0 || s < st {
@@ -70,19 +127,20 @@ func (cm *CostModel) WorkBound(units []core.Unit, steps bool) (time.Duration, er
 			}
 		}
 	}
-	return max((work+stepSum)/time.Duration(len(devs)), maxStep), nil
+	return Bound{Work: max((work+stepSum)/time.Duration(len(devs)), maxStep), Path: path}, nil
 }
 
-// PlanBound is WorkBound at plan p's units, with the steps if p steps
-// (has a TaskStep): the shortest iteration any plan running each op once
-// on each of those units could reach on cm's cluster. A plan whose
+// PlanBound bounds the iteration of every plan running each op once on
+// each of plan p's units on cm's cluster: WorkBound at those units, with
+// the steps if p steps (has a TaskStep), and any unit's longest path of
+// ops. A plan whose
 // forward tasks do not run every op exactly once per unit (trimmed or
 // reused layers, dynamic-graph groups) gets an error wrapping
 // ErrNoBound, saying which.
-func (cm *CostModel) PlanBound(p *core.Plan) (time.Duration, error) {
+func (cm *CostModel) PlanBound(p *core.Plan) (Bound, error) {
 	n := len(cm.w.Ops)
 	if len(p.Units) == 0 {
-		return 0, fmt.Errorf("%w: the plan has no units", ErrNoBound)
+		return Bound{}, fmt.Errorf("%w: the plan has no units", ErrNoBound)
 	}
 	idx := make(map[int]int, len(p.Units))
 	for i, u := range p.Units {
@@ -100,11 +158,11 @@ func (cm *CostModel) PlanBound(p *core.Plan) (time.Duration, error) {
 		case core.TaskForward:
 			i, ok := idx[t.Unit]
 			if !ok {
-				return 0, fmt.Errorf("%w: task %d runs unit %d, which the plan does not list", ErrNoBound, t.ID, t.Unit)
+				return Bound{}, fmt.Errorf("%w: task %d runs unit %d, which the plan does not list", ErrNoBound, t.ID, t.Unit)
 			}
 			for _, o := range t.OpIndices() {
 				if o < 0 || o >= n {
-					return 0, fmt.Errorf("%w: task %d runs op %d; the workload has %d", ErrNoBound, t.ID, o, n)
+					return Bound{}, fmt.Errorf("%w: task %d runs op %d; the workload has %d", ErrNoBound, t.ID, o, n)
 				}
 				count[i][o]++
 			}
@@ -113,9 +171,9 @@ func (cm *CostModel) PlanBound(p *core.Plan) (time.Duration, error) {
 	for i, c := range count {
 		for o, k := range c {
 			if k != 1 {
-				return 0, fmt.Errorf("%w: unit %d runs op %d (%s) %d times, not once", ErrNoBound, p.Units[i].ID, o, cm.w.Ops[o].Name, k)
+				return Bound{}, fmt.Errorf("%w: unit %d runs op %d (%s) %d times, not once", ErrNoBound, p.Units[i].ID, o, cm.w.Ops[o].Name, k)
 			}
 		}
 	}
-	return cm.WorkBound(p.Units, steps)
+	return cm.bound(p.Units, steps, true)
 }

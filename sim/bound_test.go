@@ -15,7 +15,9 @@ import (
 
 // TestWorkBoundByHand: three ops at 2 + 3 ms each, four micro-batches,
 // three devices and no parameters: the bound is 4 × 15 / 3 = 20 ms, and
-// both pipeline orders simulate no faster.
+// both pipeline orders simulate no faster. With one micro-batch the work
+// spread is 5 ms, but the unit's path of ops is 15 ms, which the
+// pipeline (free links) takes exactly.
 func TestWorkBoundByHand(t *testing.T) {
 	w := chain(3, devIDs(3)...)
 	prof := flat(w, 2*time.Millisecond, 3*time.Millisecond, 0, 0)
@@ -25,12 +27,13 @@ func TestWorkBoundByHand(t *testing.T) {
 	}
 	for _, oneF1B := range []bool{false, true} {
 		p := pipeline(w, 4, oneF1B)
-		b, err := cm.PlanBound(p)
+		pb, err := cm.PlanBound(p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if b != 20*time.Millisecond {
-			t.Errorf("1F1B %v: bound %v, want 20ms", oneF1B, b)
+		b := pb.Time()
+		if pb.Work != 20*time.Millisecond || pb.Path != 15*time.Millisecond {
+			t.Errorf("1F1B %v: bound %+v, want work 20ms, path 15ms", oneF1B, pb)
 		}
 		res, err := sim.Simulate(p, w, prof, free(3))
 		if err != nil {
@@ -39,6 +42,22 @@ func TestWorkBoundByHand(t *testing.T) {
 		if res.Iteration < b {
 			t.Errorf("1F1B %v: simulated %v beats the bound %v", oneF1B, res.Iteration, b)
 		}
+	}
+	one := pipeline(w, 1, true)
+	work, err := cm.WorkBound(one.Units, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pb, err := cm.PlanBound(one)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := sim.Simulate(one, w, prof, free(3))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if work != 5*time.Millisecond || pb.Work != work || pb.Time() != 15*time.Millisecond || res.Iteration != pb.Time() {
+		t.Errorf("one micro-batch: work bound %v (want 5ms), plan bound %+v (want 15ms), simulated %v (want the plan bound)", work, pb, res.Iteration)
 	}
 }
 
@@ -92,10 +111,11 @@ func TestPlanBoundHolds(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
-				b, err := cm.PlanBound(p)
+				pb, err := cm.PlanBound(p)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)
 				}
+				b := pb.Time()
 				res, err := sim.Simulate(p, w, nil, cl)
 				if err != nil {
 					t.Fatalf("%s: %v", name, err)

@@ -149,7 +149,12 @@ type planReport struct {
 // each of the plan's units could reach on the cluster (sim.PlanBound),
 // and the simulated iteration over it.
 type boundReport struct {
-	Ns      time.Duration `json:"ns"`
+	Ns time.Duration `json:"ns"`
+	// WorkNs is the units' work and the optimizer steps spread evenly
+	// over the devices; PathNs one unit's longest path of ops, forward
+	// and back. Ns is the larger.
+	WorkNs  time.Duration `json:"work_ns"`
+	PathNs  time.Duration `json:"path_ns"`
 	Units   int           `json:"units"`
 	Devices int           `json:"devices"`
 	Ratio   float64       `json:"iteration_over_bound"`
@@ -530,8 +535,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 		switch b, err := cm.PlanBound(plan); {
-		case err == nil && b > 0:
-			rep.Bound = &boundReport{Ns: b, Units: len(plan.Units), Devices: len(cl.Devices), Ratio: float64(res.Iteration) / float64(b)}
+		case err == nil && b.Time() > 0:
+			rep.Bound = &boundReport{Ns: b.Time(), WorkNs: b.Work, PathNs: b.Path, Units: len(plan.Units), Devices: len(cl.Devices), Ratio: float64(res.Iteration) / float64(b.Time())}
 		case errors.Is(err, sim.ErrNoBound):
 			rep.NoBound = strings.TrimPrefix(err.Error(), sim.ErrNoBound.Error()+": ")
 		case err != nil:
@@ -808,7 +813,11 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row("iteration time", fmt.Sprintf("%.3f ms", float64(s.Iteration)/1e6))
 		row("bubble fraction", fmt.Sprintf("%.3f", s.Bubble))
 		if b := r.Bound; b != nil {
-			row("compute bound", fmt.Sprintf("%.3f ms: the iteration is %.3fx it (every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over the %d devices: no plan running these units simulates faster)", float64(b.Ns)/1e6, b.Ratio, units(b.Units), b.Devices))
+			why := fmt.Sprintf("every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over the %d devices", units(b.Units), b.Devices)
+			if b.PathNs > b.WorkNs {
+				why = fmt.Sprintf("one unit's longest path of ops, forward and back, at their cheapest devices' cost; more than the work spread evenly over the %d devices (%.3f ms), so more devices cannot make these units faster; more, smaller micro-batches might", b.Devices, float64(b.WorkNs)/1e6)
+			}
+			row("compute bound", fmt.Sprintf("%.3f ms: the iteration is %.3fx it (%s; no plan running these units simulates faster)", float64(b.Ns)/1e6, b.Ratio, why))
 		} else if r.NoBound != "" {
 			row("compute bound", "none: "+r.NoBound)
 		}

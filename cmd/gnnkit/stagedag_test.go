@@ -434,6 +434,7 @@ func TestPlanComputeBound(t *testing.T) {
 		t.Fatalf("%v: %q", err, out)
 	}
 	if b := r.Bound; b == nil || b.Units != 8 || b.Devices != 4 || b.Ns <= 0 || b.Ns > r.Sim.Iteration ||
+		b.WorkNs <= 0 || b.PathNs <= 0 || b.Ns != max(b.WorkNs, b.PathNs) ||
 		math.Abs(b.Ratio-float64(r.Sim.Iteration)/float64(b.Ns)) > 1e-9 || r.NoBound != "" {
 		t.Errorf("bound %+v (none: %q), simulated %v", r.Bound, r.NoBound, r.Sim.Iteration)
 	}
@@ -443,6 +444,15 @@ func TestPlanComputeBound(t *testing.T) {
 	}
 	if !strings.Contains(out, "compute bound") || !strings.Contains(out, "x it (every op of the 8 units") {
 		t.Errorf("no compute bound in the text:\n%s", out)
+	}
+	// One micro-batch on 16 devices: its path of ops binds, and the line
+	// says so.
+	out, err = run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=1", "--simulate", "--preset", "pcie-a100", "--devices", "16")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "one unit's longest path of ops") || !strings.Contains(out, "more devices cannot make these units faster") {
+		t.Errorf("m = 1 on 16 devices: the path bound is not said:\n%s", out)
 	}
 	// The same cluster with a device that overlaps its streams.
 	file := filepath.Join(t.TempDir(), "c.json")
