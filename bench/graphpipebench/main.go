@@ -551,7 +551,7 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			if err != nil {
 				return nil, err
 			}
-			// The compute bound (CostModel.WorkBound): no plan's
+			// The compute bound (sim.WorkBound): no plan's
 			// iteration is shorter. Every plan here steps each parameter
 			// whole on one device (its owner), so the steps count too: all
 			// of them spread evenly, and the largest on its own.
@@ -559,14 +559,14 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			if err != nil {
 				return nil, err
 			}
-			bound, err := cm.WorkBound(graphpipe.MicroUnits(w, 1), true)
+			bound, err := sim.WorkBound(w, prof, cl, graphpipe.MicroUnits(w, 1), true)
 			if err != nil {
 				return nil, err
 			}
 			// At a fixed m, every plan runs each op on the same m
 			// micro-batches (BuildPlan's contiguous shares).
 			boundAt := func(m int) (time.Duration, error) {
-				return cm.WorkBound(graphpipe.MicroUnits(w, m), true)
+				return sim.WorkBound(w, prof, cl, graphpipe.MicroUnits(w, m), true)
 			}
 			var boundM time.Duration
 			if m > 0 {

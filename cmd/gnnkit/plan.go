@@ -157,7 +157,10 @@ type boundReport struct {
 	PathNs  time.Duration `json:"path_ns"`
 	Units   int           `json:"units"`
 	Devices int           `json:"devices"`
-	Ratio   float64       `json:"iteration_over_bound"`
+	// SpreadOver is what the work is spread over: the devices, or the
+	// host cores they share if fewer (a cluster's host_cores).
+	SpreadOver float64 `json:"spread_over"`
+	Ratio      float64 `json:"iteration_over_bound"`
 }
 
 type planStage struct {
@@ -530,13 +533,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return err
 		}
 		rep.Sim = res
-		cm, err := sim.NewCostModel(w, prof, cl)
-		if err != nil {
-			return err
-		}
-		switch b, err := cm.PlanBound(plan); {
+		switch b, err := sim.PlanBound(plan, w, prof, cl); {
 		case err == nil && b.Time() > 0:
-			rep.Bound = &boundReport{Ns: b.Time(), WorkNs: b.Work, PathNs: b.Path, Units: len(plan.Units), Devices: len(cl.Devices), Ratio: float64(res.Iteration) / float64(b.Time())}
+			rep.Bound = &boundReport{Ns: b.Time(), WorkNs: b.Work, PathNs: b.Path, Units: len(plan.Units), Devices: len(cl.Devices), SpreadOver: b.Devices, Ratio: float64(res.Iteration) / float64(b.Time())}
 		case errors.Is(err, sim.ErrNoBound):
 			rep.NoBound = strings.TrimPrefix(err.Error(), sim.ErrNoBound.Error()+": ")
 		case err != nil:
@@ -813,9 +812,13 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row("iteration time", fmt.Sprintf("%.3f ms", float64(s.Iteration)/1e6))
 		row("bubble fraction", fmt.Sprintf("%.3f", s.Bubble))
 		if b := r.Bound; b != nil {
-			why := fmt.Sprintf("every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over the %d devices", units(b.Units), b.Devices)
+			over := fmt.Sprintf("the %d devices", b.Devices)
+			if b.SpreadOver < float64(b.Devices) {
+				over = fmt.Sprintf("the %g host cores the %d devices share", b.SpreadOver, b.Devices)
+			}
+			why := fmt.Sprintf("every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over %s", units(b.Units), over)
 			if b.PathNs > b.WorkNs {
-				why = fmt.Sprintf("one unit's longest path of ops, forward and back, at their cheapest devices' cost; more than the work spread evenly over the %d devices (%.3f ms), so more devices cannot make these units faster; more, smaller micro-batches might", b.Devices, float64(b.WorkNs)/1e6)
+				why = fmt.Sprintf("one unit's longest path of ops, forward and back, at their cheapest devices' cost; more than the work spread evenly over %s (%.3f ms), so more devices cannot make these units faster; more, smaller micro-batches might", over, float64(b.WorkNs)/1e6)
 			}
 			row("compute bound", fmt.Sprintf("%.3f ms: the iteration is %.3fx it (%s; no plan running these units simulates faster)", float64(b.Ns)/1e6, b.Ratio, why))
 		} else if r.NoBound != "" {
