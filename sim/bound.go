@@ -100,14 +100,14 @@ func PlanBound(p *core.Plan, w *core.Workload, prof *Profile, c *Cluster) (Bound
 			count[t.Unit][o]++
 		}
 	}
-	for _, c := range []struct {
+	for _, dir := range []struct {
 		what  string
 		count [][]int32
 	}{{"forward", fwd}, {"backward", bwd}} {
-		for u, ops := range c.count {
+		for u, ops := range dir.count {
 			for o, k := range ops {
 				if k != 1 {
-					return Bound{}, fmt.Errorf("%w: unit %d runs op %d (%s) %s %d times, not once", ErrNoBound, u, o, w.Ops[o].Name, c.what, k)
+					return Bound{}, fmt.Errorf("%w: unit %d runs op %d (%s) %s %d times, not once", ErrNoBound, u, o, w.Ops[o].Name, dir.what, k)
 				}
 			}
 		}
@@ -164,13 +164,13 @@ func bound(w *core.Workload, prof *Profile, c *Cluster, units []core.Unit, steps
 		for i, d := range reps {
 			cs := cm.UnitOps(d, u) // the unit's setup last
 			for o := range n {
-				if c := cs[o].Fwd + cs[o].Bwd; i == 0 || c < best[o] {
-					best[o] = c
+				if t := cs[o].Fwd + cs[o].Bwd; i == 0 || t < best[o] {
+					best[o] = t
 				}
 			}
 		}
-		for _, c := range best {
-			work += c
+		for _, t := range best {
+			work += t
 		}
 		for o := range long {
 			var before time.Duration
