@@ -119,10 +119,14 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 				continue // no chain plan fits: no ratio
 			}
 			got = append(got, plotter.XY{X: float64(s.devices), Y: s.vsAll})
-			// At a fixed m, the bound at that m's micro-batches.
+			// At a fixed m, the bound at that m's micro-batches; with m
+			// searched, at the m GraphPipe chose.
 			b := s.headroom
-			if s.headroomM > 0 {
+			switch {
+			case s.headroomM > 0:
 				b, boundName = s.headroomM, "compute bound at this m"
+			case s.headroomGP > 0:
+				b, boundName = s.headroomGP, "compute bound at GraphPipe's m"
 			}
 			bound = append(bound, plotter.XY{X: float64(s.devices), Y: b})
 			hi = max(hi, s.vsAll)
