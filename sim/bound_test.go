@@ -212,3 +212,46 @@ func TestPlanBoundSteps(t *testing.T) {
 	measured.Step = time.Millisecond
 	check("a measured step without a parameter count", &measured, 0)
 }
+
+// TestPhases: one micro-batch of a fork-join DAG (a source, three
+// branches, a join, a head), each op 1 ms forward and 2 ms backward, on
+// two devices run by one. The source, the join and the head are cuts
+// (every path crosses them): 3 × 3 ms one after another; the branches'
+// forwards take at least 3/2 ms and their backwards 6/2 ms. 13.5 ms, more
+// than the longest path (12 ms) and the work spread evenly (9 ms); on
+// one device the whole 18 ms.
+func TestPhases(t *testing.T) {
+	w := &core.Workload{ModelName: "forkjoin", Dims: core.Dims{Nodes: 1}, Batch: []int32{0}}
+	deps := [][]int{nil, {0}, {0}, {0}, {1, 2, 3}, {4}}
+	for o, d := range deps {
+		w.Ops = append(w.Ops, core.OpInfo{Index: o, Name: fmt.Sprintf("op%d", o), Kind: core.KindDense, Deps: d})
+	}
+	prof := flat(w, time.Millisecond, 2*time.Millisecond, 0, 0)
+	for _, c := range []struct {
+		devices    int
+		work, want time.Duration
+	}{{2, 9 * time.Millisecond, 13500 * time.Microsecond}, {1, 18 * time.Millisecond, 18 * time.Millisecond}} {
+		cl := free(c.devices)
+		w.Devices = nil
+		for _, d := range cl.Devices {
+			w.Devices = append(w.Devices, core.DeviceInfo{ID: d.ID})
+		}
+		p := &core.Plan{Scheduler: "by hand", Home: "cpu:0", Units: []core.Unit{{ID: 0, Targets: []int32{0}, LossWeight: 1}},
+			Tasks: []core.Task{
+				{ID: 0, Kind: core.TaskForward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: len(deps)},
+				{ID: 1, Kind: core.TaskBackward, Unit: 0, Device: "cpu:0", OpLo: 0, OpHi: len(deps), Deps: []int{0}},
+				{ID: 2, Kind: core.TaskStep, Unit: -1, Device: "cpu:0", Deps: []int{1}},
+			}}
+		b, err := sim.PlanBound(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := sim.Simulate(p, w, prof, cl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if b.Work != c.work || b.Time() != c.want || res.Iteration < b.Time() {
+			t.Errorf("%d devices: bound %+v (want work %v, bound %v), simulated %v", c.devices, b, c.work, c.want, res.Iteration)
+		}
+	}
+}

@@ -817,7 +817,10 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 				over = fmt.Sprintf("the %g host cores the %d devices share", b.SpreadOver, b.Devices)
 			}
 			why := fmt.Sprintf("every op of the %s at its cheapest device's cost, and every optimizer step, spread evenly over %s", units(b.Units), over)
-			if b.PathNs > b.WorkNs {
+			switch {
+			case b.PathNs > b.WorkNs && b.Units == 1:
+				why = fmt.Sprintf("the unit's ops in dependency order: those every path crosses one after another, the others between them spread evenly over %s, forward and backward apart; more than its work spread evenly (%.3f ms); more, smaller micro-batches might overlap them", over, float64(b.WorkNs)/1e6)
+			case b.PathNs > b.WorkNs:
 				why = fmt.Sprintf("one unit's longest path of ops, forward and back, at their cheapest devices' cost; more than the work spread evenly over %s (%.3f ms), so more devices cannot make these units faster; more, smaller micro-batches might", over, float64(b.WorkNs)/1e6)
 			}
 			row("compute bound", fmt.Sprintf("%.3f ms: the iteration is %.3fx it (%s; no plan running these units simulates faster)", float64(b.Ns)/1e6, b.Ratio, why))

@@ -445,14 +445,19 @@ func TestPlanComputeBound(t *testing.T) {
 	if !strings.Contains(out, "compute bound") || !strings.Contains(out, "x it (every op of the 8 units") {
 		t.Errorf("no compute bound in the text:\n%s", out)
 	}
-	// One micro-batch on 16 devices: its path of ops binds, and the line
-	// says so.
-	out, err = run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=1", "--simulate", "--preset", "pcie-a100", "--devices", "16")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(out, "one unit's longest path of ops") || !strings.Contains(out, "more devices cannot make these units faster") {
-		t.Errorf("m = 1 on 16 devices: the path bound is not said:\n%s", out)
+	// Two micro-batches on 16 devices: their path of ops binds, and the
+	// line says so; one micro-batch: its phases.
+	for _, c := range []struct{ m, want string }{
+		{"2", "one unit's longest path of ops"},
+		{"1", "the unit's ops in dependency order"},
+	} {
+		out, err = run(t, "plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m="+c.m, "--simulate", "--preset", "pcie-a100", "--devices", "16")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out, c.want) {
+			t.Errorf("m = %s on 16 devices: the bound does not say %q:\n%s", c.m, c.want, out)
+		}
 	}
 	// The same cluster with a device that overlaps its streams.
 	file := filepath.Join(t.TempDir(), "c.json")
