@@ -244,19 +244,21 @@ func spreadOver(t time.Duration, spread float64) time.Duration {
 
 // maxPhaseOps bounds the ops phases reads (it keeps each op's ancestors,
 // n² bits).
-const maxPhaseOps = 1 << 14
+const maxPhaseOps = 1 << 12
 
 // phases bounds one unit's time from its ops' cheapest forward and
 // backward costs (ops in topological order): an op every path of the op
 // DAG crosses (a cut: every other op is its ancestor or descendant) runs
 // forward after all its ancestors' forwards and before all its
-// descendants', and backward the other way round, so the ops between
+// descendants', and backward the other way round (with one sink, every
+// backward after every forward), so the ops between
 // two consecutive cuts (a phase) run their forwards in a window of their
 // own, and their backwards in another. Each window takes at least its
 // work spread evenly over the devices, and its longest path; the cuts
 // run one after another. A fork-join model on one micro-batch: the
 // branches spread, the head after them (uno-8 on 4 A100s: 147.5 ms,
-// where the work spread evenly is 133.4 ms). 0 past maxPhaseOps ops.
+// where the work spread evenly is 133.4 ms). 0 past maxPhaseOps ops or
+// with several sinks.
 func phases(w *core.Workload, fwd, bwd []time.Duration, spread float64) time.Duration {
 	n := len(w.Ops)
 	if n == 0 || n > maxPhaseOps {
@@ -284,6 +286,18 @@ func phases(w *core.Workload, fwd, bwd []time.Duration, spread float64) time.Dur
 				nAnc[o]++
 			}
 		}
+	}
+	// One sink (every op an ancestor of the last): then every backward
+	// follows every forward. An op no other reads besides it (a second
+	// output) could run its backward among the forwards.
+	sinks := 0
+	for o := range n {
+		if nDesc[o] == 0 {
+			sinks++
+		}
+	}
+	if sinks != 1 {
+		return 0
 	}
 	// phase[o]: the cuts among o's ancestors (its phase, if o is no cut).
 	cut := make([]bool, n)
