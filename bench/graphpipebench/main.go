@@ -559,14 +559,14 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			if err != nil {
 				return nil, err
 			}
-			bound, err := sim.WorkBound(w, prof, cl, graphpipe.MicroUnits(w, 1), true)
-			if err != nil {
-				return nil, err
-			}
-			// At a fixed m, every plan runs each op on the same m
-			// micro-batches (BuildPlan's contiguous shares).
+			// At m micro-batches every plan runs each op on the same
+			// ones (BuildPlan's contiguous shares); one is the whole batch.
 			boundAt := func(m int) (time.Duration, error) {
 				return sim.WorkBound(w, prof, cl, graphpipe.MicroUnits(w, m), true)
+			}
+			bound, err := boundAt(1)
+			if err != nil {
+				return nil, err
 			}
 			var boundM time.Duration
 			if m > 0 {
