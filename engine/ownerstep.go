@@ -10,7 +10,7 @@ import (
 // Owner-stepped plans (core.Plan.StepOwners): each parameter is stepped on
 // its owner, which then sends the new value to the plan's other readers;
 // home's copy is brought up to date only when something needs it
-// (syncHome). See docs/design.md §3, "Owner-stepped optimizer".
+// (syncHome). See docs/design-log.md, "Owner-stepped optimizer".
 
 // usesRemote reports whether the plan puts work on a worker's device.
 func (t *Trainer) usesRemote(p *core.Plan) bool {

@@ -57,7 +57,7 @@ type Link struct {
 	// port each device reaches this link through (a PCIe x16 link, an
 	// NVLink set, a NIC): the asynchronous transfers a device sends at
 	// once through a port share it max-min fairly, as do those it
-	// receives, each also at most GBps (flow-level; design.md "Transfer
+	// receives, each also at most GBps (flow-level; design-log.md "Transfer
 	// model"). 0: no port, each ordered pair of devices has a link of
 	// its own with one transfer at a time (FIFO).
 	PortGBps float64 `json:"port_gbps,omitempty"`

@@ -8,7 +8,7 @@ import (
 	"github.com/gnnkit/gnnkit/core"
 )
 
-// Flow-level transfers (design.md "Transfer model"): an asynchronous
+// Flow-level transfers (design-log.md "Transfer model"): an asynchronous
 // transfer over a link with a port (Link.PortGBps) is a flow through the
 // sender's out-port and the receiver's in-port. At every start and end
 // of a flow the ports' bandwidth is shared max-min fairly among the

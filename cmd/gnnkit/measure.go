@@ -16,7 +16,7 @@ import (
 )
 
 // plannerCosts is what a pipeline scheduler plans with when measured on
-// this machine (design.md, Simulator: "Planning on measured costs").
+// this machine (design-log.md, "Planning on measured costs").
 type plannerCosts struct {
 	prof    *sim.Profile
 	cluster *sim.Cluster // nil: keep the scheduler's

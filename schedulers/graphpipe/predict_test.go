@@ -84,7 +84,7 @@ func (b benchConfig) workloadPorts(t *testing.T, ports bool) (*core.Workload, *s
 // already fill, a contention the estimate does not model; before
 // taskPipe 11.2% and 6.9% for GraphPipe, whose uno-8 on 32 devices
 // the old closed form put late by the round trip its replicas' forwards
-// hide; see design.md "Transfer model"); the simulated time a plan
+// hide; see design-log.md, "Transfer model"); the simulated time a plan
 // reports is the simulator's; the predicted largest device's memory is
 // at most 10% under the simulated (at most 9.1%, under, on the chains'
 // data parallelism: uno-8 on 4 devices) and at most 25% over it (the

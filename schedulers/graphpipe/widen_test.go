@@ -146,7 +146,7 @@ func TestWidenedNeverSlower(t *testing.T) {
 // it (71.13 ms instead of 61.93). Now the held search does at least as
 // well (the trunk on the branch stages' first replicas: 57.55 ms), and
 // the estimate of its plan's peak stays within 10% of the simulated
-// (7.4% under for that plan: design.md §3, "Shared trunk").
+// (7.4% under for that plan: design-log.md, "Shared trunk").
 func TestSharedOwnerAdds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("a search on 16 devices: skipped with -short")
