@@ -171,8 +171,15 @@ type Alternative struct {
 	// m 16, warm-up 5").
 	Description string  `json:"description"`
 	IterationMs float64 `json:"iteration_ms"`
-	PeakBytes   int64   `json:"peak_bytes"`
-	Chosen      bool    `json:"chosen,omitempty"`
+	// PeakBytes is the largest device's simulated peak.
+	PeakBytes int64 `json:"peak_bytes"`
+	// NeedBytes, when the scheduler says, is the memory per device a
+	// search must allow to keep this plan: the larger of PeakBytes and
+	// the peak its own fit check counts (GraphPipe's estimate, which
+	// takes every timing's worst case and can exceed the one timing
+	// simulated). Under a smaller --device-mem the plan is ruled out.
+	NeedBytes int64 `json:"need_bytes,omitempty"`
+	Chosen    bool  `json:"chosen,omitempty"`
 }
 
 // Reuse describes activation reuse across the subgraph units of a
@@ -250,8 +257,8 @@ func (p *Plan) Validate(w *Workload) error {
 		}
 	}
 	for i, a := range p.Alternatives {
-		if math.IsNaN(a.IterationMs) || math.IsInf(a.IterationMs, 0) || a.IterationMs < 0 || a.PeakBytes < 0 {
-			fail("alternative %d (%q): iteration %v ms, peak %d bytes; want finite, non-negative figures", i, a.Description, a.IterationMs, a.PeakBytes)
+		if math.IsNaN(a.IterationMs) || math.IsInf(a.IterationMs, 0) || a.IterationMs < 0 || a.PeakBytes < 0 || a.NeedBytes < 0 {
+			fail("alternative %d (%q): iteration %v ms, peak %d bytes, need %d bytes; want finite, non-negative figures", i, a.Description, a.IterationMs, a.PeakBytes, a.NeedBytes)
 		}
 	}
 	p.validateMemEstimate(known, fail)

@@ -736,7 +736,14 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 		row("  planned on", r.PlannedOn)
 	}
 	if alts := p.Alternatives; len(alts) > 1 {
-		row("alternatives", "the chosen plan, then the search's other simulated plans that fit, each lighter than every faster one")
+		head := "the chosen plan, then the search's other simulated plans that fit, each lighter than every faster one"
+		for _, a := range alts {
+			if needsMore(a) {
+				head += "; needs: the --device-mem a search must allow to keep it, where its estimate's worst case is above the simulated peak"
+				break
+			}
+		}
+		row("alternatives", head)
 		shown := map[string]int{} // rows whose peaks print alike get their bytes
 		for _, a := range alts {
 			shown[core.FormatBytes(a.PeakBytes)]++
@@ -745,6 +752,9 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 			d := a.Description
 			if a.Chosen {
 				d += " (chosen)"
+			}
+			if needsMore(a) {
+				d += ", needs " + core.FormatBytes(core.RoundUpShownBytes(a.NeedBytes))
 			}
 			pk := core.FormatBytes(a.PeakBytes)
 			if shown[pk] > 1 {
@@ -1124,4 +1134,11 @@ func writeProfile(path string, prof *sim.Profile) error {
 // scheduler: both would give the op costs.
 func errBothCosts(file string) error {
 	return fmt.Errorf("--measure and --sched-opt profile=%s both give the op costs; drop one", file)
+}
+
+// needsMore reports whether alternative a needs more memory to be kept
+// by a search than its simulated peak shows (core.Alternative.NeedBytes),
+// by more than the rounding of the figures printed.
+func needsMore(a core.Alternative) bool {
+	return a.NeedBytes > a.PeakBytes && core.FormatBytes(core.RoundUpShownBytes(a.NeedBytes)) != core.FormatBytes(core.RoundUpShownBytes(a.PeakBytes))
 }

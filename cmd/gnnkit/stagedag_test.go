@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -478,5 +479,49 @@ func TestPlanComputeBound(t *testing.T) {
 	}
 	if !strings.Contains(out, "compute bound") || !strings.Contains(out, "none: device cuda:0 runs its streams' tasks side by side") {
 		t.Errorf("stream overlap: no reason given for the missing bound:\n%s", out)
+	}
+}
+
+// TestPlanAlternativesNeed: where the estimate's worst case is above a
+// plan's simulated peak (the trunk shared with branch stages), the
+// alternatives say what the plan needs; that figure, passed back as
+// --device-mem, gets a plan as fast (the same, or one as fast by
+// another route), and the simulated peak, under it, rules the plan out.
+func TestPlanAlternativesNeed(t *testing.T) {
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=16", "--simulate", "--preset", "pcie-a100", "--devices", "8"}
+	chosen := func(extra ...string) core.Alternative {
+		t.Helper()
+		out, err := run(t, append(append(args, "--json"), extra...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r planReport
+		if err := json.Unmarshal([]byte(out), &r); err != nil {
+			t.Fatalf("%v: %q", err, out)
+		}
+		if alts := r.Plan.Alternatives; len(alts) > 0 && alts[0].Chosen {
+			return alts[0]
+		}
+		t.Fatalf("%v: alternatives %+v", extra, r.Plan.Alternatives)
+		return core.Alternative{}
+	}
+	c := chosen()
+	if !needsMore(c) {
+		t.Fatalf("the chosen plan needs %d B, its simulated peak is %d B: want a case where the need shows", c.NeedBytes, c.PeakBytes)
+	}
+	need := core.FormatBytes(core.RoundUpShownBytes(c.NeedBytes))
+	out, err := run(t, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "(chosen), needs "+need) || !strings.Contains(out, "needs: the --device-mem a search must allow") {
+		t.Errorf("the text does not say the chosen plan needs %s:\n%s", need, out)
+	}
+	if k := chosen("--device-mem", need); k.IterationMs > c.IterationMs*(1+1e-9) || k.NeedBytes > core.RoundUpShownBytes(c.NeedBytes) {
+		t.Errorf("--device-mem %s (what %q needs, at %.4f ms): kept %q at %.4f ms, needing %d B", need, c.Description, c.IterationMs, k.Description, k.IterationMs, k.NeedBytes)
+	}
+	peak := strconv.FormatInt(c.PeakBytes, 10)
+	if k := chosen("--device-mem", peak); k.NeedBytes > c.PeakBytes || k.IterationMs == c.IterationMs {
+		t.Errorf("--device-mem %s B (the simulated peak of %q, under what it needs): kept %q at %.4f ms, needing %d B", peak, c.Description, k.Description, k.IterationMs, k.NeedBytes)
 	}
 }

@@ -304,12 +304,51 @@ func TestAlternatives(t *testing.T) {
 	if last := alts[len(alts)-1]; last.PeakBytes > alts[0].PeakBytes*9/10 {
 		t.Errorf("the lightest alternative holds %s, the chosen %s: want one at least 10%% lighter", core.FormatBytes(last.PeakBytes), core.FormatBytes(alts[0].PeakBytes))
 	}
+	for i, a := range alts {
+		if a.NeedBytes < a.PeakBytes {
+			t.Errorf("alternative %d needs %d B, under its simulated peak %d B", i, a.NeedBytes, a.PeakBytes)
+		}
+	}
+	// What the chosen plan needs is what its estimate counts (every
+	// timing's worst case: above the simulated peak for this plan, whose
+	// trunk shares devices with branch stages). Held at exactly that,
+	// the search keeps a plan as fast (it, or one as fast by another
+	// route); a byte under, the plan it keeps needs no more than the cap.
+	need := alts[0].NeedBytes
+	if pred := p.Metrics["predicted_peak_bytes"]; float64(need) != math.Max(math.Ceil(pred), float64(alts[0].PeakBytes)) || need <= alts[0].PeakBytes {
+		t.Errorf("the chosen plan needs %d B, simulates at a %d B peak, predicted %.0f B: want the prediction, above the peak", need, alts[0].PeakBytes, pred)
+	}
+	capped := func(mem int64) *core.Plan {
+		t.Helper()
+		ccl := *cl
+		ccl.Devices = slices.Clone(cl.Devices)
+		for i := range ccl.Devices {
+			ccl.Devices[i].MemBytes = mem
+		}
+		cw := *w
+		cw.Devices = ccl.Infos()
+		q, err := (&Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: &ccl, Profile: prof}).Schedule(t.Context(), &cw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return q
+	}
+	if q := capped(need); q.Metrics["simulated_iteration_ms"] > p.Metrics["simulated_iteration_ms"]*(1+1e-9) {
+		t.Errorf("held at its need, %d B, the search kept %q at %.4f ms, not %q at %.4f ms", need, q.Alternatives[0].Description, q.Metrics["simulated_iteration_ms"], alts[0].Description, p.Metrics["simulated_iteration_ms"])
+	}
+	if q := capped(need - 1); len(q.Alternatives) == 0 || q.Alternatives[0].NeedBytes > need-1 {
+		t.Errorf("held at %d B, the search kept a plan that needs more: %+v", need-1, q.Alternatives)
+	}
 	if err := p.Validate(w); err != nil {
 		t.Fatal(err)
 	}
 	p.Alternatives[0].IterationMs = math.NaN()
 	if err := p.Validate(w); err == nil || !strings.Contains(err.Error(), "alternative 0") {
 		t.Errorf("a NaN alternative: %v", err)
+	}
+	p.Alternatives[0].IterationMs, p.Alternatives[1].NeedBytes = 1, -1
+	if err := p.Validate(w); err == nil || !strings.Contains(err.Error(), "alternative 1") {
+		t.Errorf("an alternative needing -1 bytes: %v", err)
 	}
 }
 
@@ -327,7 +366,8 @@ func TestParetoFront(t *testing.T) {
 		for i := range devs {
 			p.Tasks = append(p.Tasks, core.Task{Device: core.DeviceID(fmt.Sprintf("cuda:%d", i))})
 		}
-		return &candidate{from: "dag", m: 4, plan: p, res: res}
+		// The estimate's peak: 50 MiB over the simulated one.
+		return &candidate{from: "dag", m: 4, plan: p, res: res, pred: prediction{peak: float64((mib+50)<<20) - 0.5}}
 	}
 	best := cand(10, 500, 3, false)
 	sims := []*candidate{
@@ -348,7 +388,7 @@ func TestParetoFront(t *testing.T) {
 		t.Fatalf("front %+v, want %d entries", got, len(want))
 	}
 	for i, w := range want {
-		if got[i].IterationMs != w.ms || got[i].PeakBytes != w.mib<<20 || got[i].Chosen != w.chosen {
+		if got[i].IterationMs != w.ms || got[i].PeakBytes != w.mib<<20 || got[i].NeedBytes != (w.mib+50)<<20 || got[i].Chosen != w.chosen {
 			t.Errorf("entry %d: %+v, want %v ms, %d MiB, chosen %v", i, got[i], w.ms, w.mib, w.chosen)
 		}
 	}

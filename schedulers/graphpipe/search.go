@@ -1459,7 +1459,12 @@ func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
 		return peakOf(rest[i].res) < peakOf(rest[j].res)
 	})
 	alt := func(cd *candidate) core.Alternative {
-		return core.Alternative{Description: describe(cd), IterationMs: float64(cd.res.Iteration) / 1e6, PeakBytes: peakOf(cd.res), Chosen: cd == best}
+		// A search keeps a plan only if both the estimate (the pools'
+		// fit check, every timing's worst case) and the simulation (one
+		// timing) fit it, so it needs the larger of the two peaks.
+		pk := peakOf(cd.res)
+		return core.Alternative{Description: describe(cd), IterationMs: float64(cd.res.Iteration) / 1e6, PeakBytes: pk,
+			NeedBytes: max(pk, int64(math.Ceil(cd.pred.peak))), Chosen: cd == best}
 	}
 	out := []core.Alternative{alt(best)}
 	lightest := peakOf(best.res)

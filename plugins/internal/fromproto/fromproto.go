@@ -121,7 +121,7 @@ func Plan(m *pb.Plan) (*core.Plan, error) {
 		p.Owners[name] = core.DeviceID(d)
 	}
 	for _, a := range m.GetAlternatives() {
-		p.Alternatives = append(p.Alternatives, core.Alternative{Description: a.GetDescription(), IterationMs: a.GetIterationMs(), PeakBytes: a.GetPeakBytes(), Chosen: a.GetChosen()})
+		p.Alternatives = append(p.Alternatives, core.Alternative{Description: a.GetDescription(), IterationMs: a.GetIterationMs(), PeakBytes: a.GetPeakBytes(), NeedBytes: a.GetNeedBytes(), Chosen: a.GetChosen()})
 	}
 	for _, d := range m.GetExclusive() {
 		p.Exclusive = append(p.Exclusive, core.DeviceID(d))

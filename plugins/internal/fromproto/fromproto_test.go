@@ -44,7 +44,7 @@ func plan() *core.Plan {
 		},
 		MemEstimate: map[core.DeviceID]int64{"cpu:0": 1 << 20}, Metrics: map[string]float64{"micro_batches": 2},
 		StepOwners: true, Owners: map[string]core.DeviceID{"w0": "cpu:0", "w1": "cpu:1"}, Exclusive: []core.DeviceID{"cpu:1"},
-		Alternatives: []core.Alternative{{Description: "dag, 2 stages", IterationMs: 1.5, PeakBytes: 1 << 20, Chosen: true}, {Description: "chain", IterationMs: 2, PeakBytes: 1 << 19}}}
+		Alternatives: []core.Alternative{{Description: "dag, 2 stages", IterationMs: 1.5, PeakBytes: 1 << 20, NeedBytes: 3 << 19, Chosen: true}, {Description: "chain", IterationMs: 2, PeakBytes: 1 << 19}}}
 }
 
 // roundTrip marshals m to bytes and back, as the wire does.

@@ -89,7 +89,7 @@ func Plan(p *core.Plan) *pb.Plan {
 		out.Units[i] = &pb.Unit{Id: int64(u.ID), Targets: u.Targets, LossWeight: u.LossWeight, Subgraph: u.Subgraph}
 	}
 	for _, a := range p.Alternatives {
-		out.Alternatives = append(out.Alternatives, &pb.Alternative{Description: a.Description, IterationMs: a.IterationMs, PeakBytes: a.PeakBytes, Chosen: a.Chosen})
+		out.Alternatives = append(out.Alternatives, &pb.Alternative{Description: a.Description, IterationMs: a.IterationMs, PeakBytes: a.PeakBytes, NeedBytes: a.NeedBytes, Chosen: a.Chosen})
 	}
 	for _, d := range p.Exclusive {
 		out.Exclusive = append(out.Exclusive, string(d))

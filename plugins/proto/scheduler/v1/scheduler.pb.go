@@ -1236,11 +1236,14 @@ func (x *Plan) GetExclusive() []string {
 
 // Alternative is core.Alternative: one plan a scheduler weighed.
 type Alternative struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Description   string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
-	IterationMs   float64                `protobuf:"fixed64,2,opt,name=iteration_ms,json=iterationMs,proto3" json:"iteration_ms,omitempty"`
-	PeakBytes     int64                  `protobuf:"varint,3,opt,name=peak_bytes,json=peakBytes,proto3" json:"peak_bytes,omitempty"`
-	Chosen        bool                   `protobuf:"varint,4,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Description string                 `protobuf:"bytes,1,opt,name=description,proto3" json:"description,omitempty"`
+	IterationMs float64                `protobuf:"fixed64,2,opt,name=iteration_ms,json=iterationMs,proto3" json:"iteration_ms,omitempty"`
+	PeakBytes   int64                  `protobuf:"varint,3,opt,name=peak_bytes,json=peakBytes,proto3" json:"peak_bytes,omitempty"`
+	Chosen      bool                   `protobuf:"varint,4,opt,name=chosen,proto3" json:"chosen,omitempty"`
+	// The memory per device a search must allow to keep this plan
+	// (core.Alternative.NeedBytes); 0: not said.
+	NeedBytes     int64 `protobuf:"varint,5,opt,name=need_bytes,json=needBytes,proto3" json:"need_bytes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1301,6 +1304,13 @@ func (x *Alternative) GetChosen() bool {
 		return x.Chosen
 	}
 	return false
+}
+
+func (x *Alternative) GetNeedBytes() int64 {
+	if x != nil {
+		return x.NeedBytes
+	}
+	return 0
 }
 
 // Reuse is core.Reuse: compute each shared activation once per iteration.
@@ -2026,13 +2036,15 @@ const file_scheduler_proto_rawDesc = "" +
 	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01\x1a9\n" +
 	"\vOwnersEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x89\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xa8\x01\n" +
 	"\vAlternative\x12 \n" +
 	"\vdescription\x18\x01 \x01(\tR\vdescription\x12!\n" +
 	"\fiteration_ms\x18\x02 \x01(\x01R\viterationMs\x12\x1d\n" +
 	"\n" +
 	"peak_bytes\x18\x03 \x01(\x03R\tpeakBytes\x12\x16\n" +
-	"\x06chosen\x18\x04 \x01(\bR\x06chosen\"n\n" +
+	"\x06chosen\x18\x04 \x01(\bR\x06chosen\x12\x1d\n" +
+	"\n" +
+	"need_bytes\x18\x05 \x01(\x03R\tneedBytes\"n\n" +
 	"\x05Reuse\x12\x1a\n" +
 	"\bboundary\x18\x01 \x01(\tR\bboundary\x125\n" +
 	"\x06chunks\x18\x02 \x03(\v2\x1d.gnnkit.scheduler.v1.NodeListR\x06chunks\x12\x12\n" +
