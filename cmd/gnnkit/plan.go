@@ -29,13 +29,13 @@ import (
 )
 
 type planFlags struct {
-	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend, cpuprofile, optimizer string
-	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                                       int
-	fanout                                                                                                                                     []int
-	schedOpts                                                                                                                                  []string
-	speedup                                                                                                                                    float64
-	seed                                                                                                                                       uint64
-	simulate, measure, asJSON                                                                                                                  bool
+	model, dataSpec, scheduler, preset, trace, profile, featNorm, dot, deviceMem, cluster, writeCluster, measureBackend, cpuprofile, optimizer, memSweep, sweepPlot string
+	devices, hidden, heads, layers, batchSize, reps, branches, tableRows                                                                                            int
+	fanout                                                                                                                                                          []int
+	schedOpts                                                                                                                                                       []string
+	speedup                                                                                                                                                         float64
+	seed                                                                                                                                                            uint64
+	simulate, measure, asJSON                                                                                                                                       bool
 }
 
 func newPlanCmd() *cobra.Command {
@@ -66,10 +66,17 @@ alike.
 
 Presets: cpu (logical CPU devices of this machine), pcie-a100, nvlink-h100.
 For another machine, write a preset with --write-cluster FILE, edit its
-speeds, memory and links, and plan with --cluster FILE.`,
+speeds, memory and links, and plan with --cluster FILE.
+
+--mem-sweep LO:HI[:N] plans at N memory caps per device from LO to HI
+instead (a search each), simulates every plan, and prints the fastest plan
+at each cap and, where a smaller cap's search found a faster one, that
+plan and its cap (the search is not monotone in the cap); --sweep-plot
+FILE draws it.`,
 		Example: `  gnnkit plan --scheduler sequential --devices 1 --simulate
   gnnkit plan --scheduler graphpipe --model gcn --devices 16 --preset nvlink-h100 --simulate --trace plan.json
-  gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json`,
+  gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json
+  gnnkit plan --scheduler graphpipe --model uno --devices 8 --preset pcie-a100 --mem-sweep 4MiB:16MiB --sweep-plot sweep.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withCPUProfile(f.cpuprofile, func() error { return runPlan(cmd, f) })
@@ -105,6 +112,8 @@ speeds, memory and links, and plan with --cluster FILE.`,
 	fl.StringVar(&f.deviceMem, "device-mem", "", "memory of every simulated device, e.g. 2GiB (default: the preset's; cpu: no cap): plan under a tighter cap, or see the smallest memory a model fits in")
 	fl.StringVar(&f.dot, "dot", "", "write the plan's stage DAG for Graphviz to FILE (render with: dot -Tsvg FILE > stages.svg)")
 	fl.BoolVar(&f.asJSON, "json", false, "print one JSON object (plan summary and simulation)")
+	fl.StringVar(&f.memSweep, "mem-sweep", "", "LO:HI[:N]: plan and simulate at N memory caps per device (default 8) spaced geometrically from LO to HI, e.g. 200MiB:1GiB, and print the fastest plan at each cap (a search each)")
+	fl.StringVar(&f.sweepPlot, "sweep-plot", "", "with --mem-sweep, draw the simulated iteration against the cap as a PNG to FILE")
 	return cmd
 }
 
@@ -227,10 +236,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if !f.measure {
 		written = "" // read, not written
 	}
-	if err := checkOutputs([2]string{"trace", f.trace}, [2]string{"dot", f.dot}, [2]string{"write-cluster", f.writeCluster}, [2]string{"profile", written}, [2]string{"cpuprofile", f.cpuprofile}); err != nil {
+	if err := checkOutputs([2]string{"trace", f.trace}, [2]string{"dot", f.dot}, [2]string{"write-cluster", f.writeCluster}, [2]string{"profile", written}, [2]string{"cpuprofile", f.cpuprofile}, [2]string{"sweep-plot", f.sweepPlot}); err != nil {
 		return err
 	}
 	fl := cmd.Flags()
+	if err := checkSweepFlags(f); err != nil {
+		return err
+	}
 	if f.batchSize < 0 {
 		return fmt.Errorf("--batch-size must not be negative, got %d", f.batchSize)
 	}
@@ -442,6 +454,29 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		}
 		planned.use(gp)
 	}
+	if f.memSweep != "" {
+		rep := sweepReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), SchedOpts: userOpts, Cluster: cl.Name}
+		var prof *sim.Profile
+		switch {
+		case planned != nil:
+			prof = planned.prof
+			rep.Profile = measuredOn(prof) + " before planning"
+			if f.profile != "" {
+				if err := writeProfile(f.profile, prof); err != nil {
+					return err
+				}
+				rep.Profile += ", written to " + f.profile
+			}
+		case f.profile != "":
+			if prof, err = readProfileFile(f.profile); err != nil {
+				return err
+			}
+			rep.Profile = f.profile
+		default:
+			rep.Profile = "roofline model of " + cl.Devices[0].Name
+		}
+		return runMemSweep(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f, sched, w, cl, prof, rep)
+	}
 	t0 := time.Now()
 	endBar := piperBar(sched, !f.asJSON)
 	plan, err := sched.Schedule(ctx, w)
@@ -513,16 +548,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 				rep.Profile += ", written to " + f.profile
 			}
 		case f.profile != "":
-			fh, err := os.Open(f.profile)
-			if errors.Is(err, fs.ErrNotExist) {
-				return fmt.Errorf("--profile %s does not exist (add --measure to measure and write it)", f.profile)
-			} else if err != nil {
+			if prof, err = readProfileFile(f.profile); err != nil {
 				return err
-			}
-			prof, err = sim.ReadProfile(fh)
-			fh.Close()
-			if err != nil {
-				return fmt.Errorf("--profile %s: %w", f.profile, err)
 			}
 			rep.Profile = f.profile
 		default:
@@ -1141,4 +1168,50 @@ func errBothCosts(file string) error {
 // by more than the rounding of the figures printed.
 func needsMore(a core.Alternative) bool {
 	return a.NeedBytes > a.PeakBytes && core.FormatBytes(core.RoundUpShownBytes(a.NeedBytes)) != core.FormatBytes(core.RoundUpShownBytes(a.PeakBytes))
+}
+
+// readProfileFile reads --profile's file.
+func readProfileFile(path string) (*sim.Profile, error) {
+	fh, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("--profile %s does not exist (add --measure to measure and write it)", path)
+	} else if err != nil {
+		return nil, err
+	}
+	defer fh.Close()
+	prof, err := sim.ReadProfile(fh)
+	if err != nil {
+		return nil, fmt.Errorf("--profile %s: %w", path, err)
+	}
+	return prof, nil
+}
+
+// checkSweepFlags refuses what does not go with --mem-sweep (or
+// --sweep-plot without it), before any work.
+func checkSweepFlags(f *planFlags) error {
+	if f.memSweep == "" {
+		if f.sweepPlot != "" {
+			return fmt.Errorf("--sweep-plot needs --mem-sweep")
+		}
+		return nil
+	}
+	if _, err := parseMemSweep(f.memSweep); err != nil {
+		return err
+	}
+	for _, c := range []struct {
+		name string
+		set  bool
+		why  string
+	}{
+		{"device-mem", f.deviceMem != "", "the sweep sets every device's memory to each cap in turn"},
+		{"trace", f.trace != "", "one trace per cap is not written; plan at one cap with --device-mem for its trace"},
+		{"dot", f.dot != "", "plan at one cap with --device-mem for its stage DAG"},
+		{"write-cluster", f.writeCluster != "", "the cluster's memory changes with every cap"},
+		{"measure", f.measure && !pipelineScheduler(f.scheduler), "only graphpipe, 1f1b and gpipe plan on measured costs, taken once; for " + f.scheduler + " measure a profile first (--measure --profile FILE) and sweep with --profile FILE"},
+	} {
+		if c.set {
+			return errSweepFlag(c.name, c.why)
+		}
+	}
+	return nil
 }
