@@ -233,6 +233,11 @@ type dp struct {
 	memo   [][]slot      // [tail][inner node*(kmax+1)+k]: solve
 	smemo  [][][]slot    // [tail][node][j*(kmax+1)+k]: seriesWith
 	free   [][]frontCell // parallel's tables, for the next call to take
+	// leastWarmup checks a stage's memory with one micro-batch in flight
+	// per replica, as a 1F1B warm-up capped at 1 keeps, whatever is in
+	// flight downstream (chainDP.leastWarmup's counterpart: the no-fit
+	// fallback's, cappedDAG).
+	leastWarmup bool
 }
 
 // recycle gives p the memo tables (cleared) and parallel's free tables of
@@ -421,6 +426,14 @@ func (p *dp) stat(n *spNode, l, j, tl int) stageStat { return p.run(n, l, j, tl)
 // in flight downstream.
 func (p *dp) base(n *spNode, l, j, tl, k int) stagePlan {
 	st := p.stat(n, l, j, tl)
+	if p.leastWarmup {
+		// Its memory does not depend on what is in flight downstream.
+		d := p.c.minReplicas(st, p.tau, 0)
+		if d > p.maxRep {
+			return infeasible
+		}
+		return stagePlan{inflight: k + d, devs: d, slack: unlimited, pend: pendStage{n, l, j, tl}}
+	}
 	d := p.c.minReplicas(st, p.tau, k)
 	if d > p.maxRep {
 		return infeasible
@@ -640,7 +653,8 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 }
 
 // minMemory binary-searches the smallest per-device memory under which
-// some partition exists (stage times unconstrained).
+// some partition exists (stage times unconstrained), with its full
+// warm-up or a capped one (cappedDAG).
 func minMemory(ctx context.Context, root *spNode, c *costs, D, maxRep int) int64 {
 	t := newSPTree(root, c)
 	return bisectMemory(ctx, c, func() bool {
@@ -648,8 +662,34 @@ func minMemory(ctx context.Context, root *spNode, c *costs, D, maxRep int) int64
 		v := p.solve(t.root, 0, 0)
 		// The DP's answer, as the search accepts it: its estimate fits
 		// (which also counts gradients held across skip edges).
-		return v.ok() && v.devs <= D && c.estimate(partitionOf(len(c.w.Ops), p.mat(v), c.devs), OneFOneB).fits
+		if v.ok() && v.devs <= D && c.estimate(partitionOf(len(c.w.Ops), p.mat(v), c.devs), OneFOneB).fits {
+			return true
+		}
+		return cappedDAG(t, c, D, maxRep) != nil
 	})
+}
+
+// cappedDAG is the DAG DP's answer (stage times unconstrained) with each
+// stage's memory checked at one micro-batch in flight per replica
+// (dp.leastWarmup), at the largest warm-up cap under which it fits c.memCap
+// by the estimate (fittingWarmup); nil if there is none, or if it fits
+// with its full warm-up (the DP's own check finds that).
+func cappedDAG(t *spTree, c *costs, D, maxRep int) *Partition {
+	p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
+	p.leastWarmup = true
+	v := p.solve(t.root, 0, 0)
+	if !v.ok() || v.devs > D {
+		return nil
+	}
+	part := partitionOf(len(c.w.Ops), p.mat(v), c.devs)
+	if c.estimate(part, OneFOneB).fits {
+		return nil
+	}
+	cd := fittingWarmup(c.w, c, &candidate{part: part, kind: OneFOneB, m: c.m})
+	if cd == nil {
+		return nil
+	}
+	return &cd.part
 }
 
 // bisectMemory returns (to 0.1%) the smallest c.memCap under which fits
@@ -768,7 +808,8 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 
 // minChainMemory binary-searches the smallest per-device memory under
 // which some chain partition fits with kind's micro-batches in flight
-// (GPipe: all of them).
+// (GPipe: all of them; 1F1B: its warm-up, or a capped one:
+// cappedChains).
 func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int64 {
 	x := newChainDP(c)
 	x.ctx = ctx
@@ -781,8 +822,41 @@ func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int
 				}
 			}
 		}
-		return false
+		return kind == OneFOneB && len(cappedChains(ctx, c, D, maxRep, true)) > 0
 	})
+}
+
+// cappedChains are the 1F1B chains that fit c.memCap by the estimate only
+// with a capped warm-up: the chain DP's answers with each stage's memory
+// checked at one micro-batch in flight per replica (chainDP.leastWarmup),
+// each at the largest warm-up cap under which it fits (fittingWarmup).
+// The DP's own check counts the full warm-up, so where nothing fits it,
+// these can: uno-4 (the benchmark's) on 32 A100s under 200 MiB, where the
+// full warm-up needs 256 MiB and a chain capped at warm-up 1 needs 180.
+// first stops at the first one found.
+func cappedChains(ctx context.Context, c *costs, D, maxRep int, first bool) []Partition {
+	x := newChainDP(c)
+	x.ctx, x.leastWarmup = ctx, true
+	best := x.table(D, maxRep, OneFOneB)
+	var out []Partition
+	seen := map[string]bool{}
+	for u := 1; u <= D; u++ {
+		for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
+			if pr := c.estimate(part, OneFOneB); pr.fits {
+				continue // the DP's own check finds it
+			}
+			cd := fittingWarmup(c.w, c, &candidate{part: part, kind: OneFOneB, m: c.m})
+			if cd == nil || seen[signature(cd.part, OneFOneB)] {
+				continue
+			}
+			seen[signature(cd.part, OneFOneB)] = true
+			out = append(out, cd.part)
+			if first {
+				return out
+			}
+		}
+	}
+	return out
 }
 
 // frugalPartitions are the partitions the no-fit bisection finds (with
@@ -816,6 +890,13 @@ func frugalPartitions(ctx context.Context, w *core.Workload, c *costs, D, maxRep
 					}
 				}
 			}
+			if kind == OneFOneB {
+				// And the chains that fit only with a capped warm-up, at
+				// the devices' memory (the least memory may have been
+				// theirs).
+				c.memCap = saved
+				chain = append(chain, cappedChains(ctx, c, D, maxRep, false)...)
+			}
 		}
 	}
 	if wantDAG {
@@ -829,6 +910,10 @@ func frugalPartitions(ctx context.Context, w *core.Workload, c *costs, D, maxRep
 				if part := partitionOf(len(c.w.Ops), p.mat(v), c.devs); fits(part, OneFOneB) {
 					dag = append(dag, part)
 				}
+			}
+			c.memCap = saved
+			if part := cappedDAG(t, c, D, maxRep); part != nil {
+				dag = append(dag, *part)
 			}
 		}
 	}

@@ -1,6 +1,7 @@
 package graphpipe
 
 import (
+	"errors"
 	"math"
 	"slices"
 	"strconv"
@@ -410,6 +411,46 @@ func TestEstimateSendsNeededGradients(t *testing.T) {
 		}
 		if r == [2]int{0, 1} && want.gin != 0 {
 			t.Errorf("a stage of the input dropout alone receives %v gradient bytes, want 0", want.gin)
+		}
+	}
+}
+
+// TestLeastMemoryCappedWarmup: the benchmark's uno-4 on 32 A100s at
+// m = 16. Both DPs check memory with the full warm-up in flight, so under
+// 200 MiB they answered nothing and the 1F1B chain was refused, naming
+// 256.3 MiB, though a chain with its warm-up capped at 1 needs 180 MiB
+// (the search planned it under 216.6 MiB). Now the no-fit path also asks
+// the DPs with one micro-batch in flight per replica: under 200 MiB both
+// schedulers plan, their plans fit in the simulation, and under 100 MiB
+// the figure they name is under 200 MiB and, passed back, plans.
+func TestLeastMemoryCappedWarmup(t *testing.T) {
+	if testing.Short() {
+		t.Skip("searches on 32 devices: skipped with -short")
+	}
+	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 32)
+	plan := func(graph bool, mem int64) (*core.Plan, error) {
+		for i := range cl.Devices {
+			cl.Devices[i].MemBytes = mem
+		}
+		w.Devices = cl.Infos()
+		return (&Scheduler{Graph: graph, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof}).Schedule(t.Context(), w)
+	}
+	for _, graph := range []bool{false, true} {
+		p, err := plan(graph, 200<<20)
+		if err != nil {
+			t.Fatalf("graph %v, 200 MiB: %v", graph, err)
+		}
+		res, err := sim.Simulate(p, w, prof, cl)
+		if err != nil || len(res.OverCap) > 0 || p.Alternatives[0].NeedBytes > 200<<20 {
+			t.Errorf("graph %v, 200 MiB: %v, over %v, needs %d B", graph, err, res.OverCap, p.Alternatives[0].NeedBytes)
+		}
+		_, err = plan(graph, 100<<20)
+		nf, ok := errors.AsType[*NoFitError](err)
+		if !ok || nf.Need >= 200<<20 {
+			t.Fatalf("graph %v, 100 MiB: %v, want a figure under 200 MiB", graph, err)
+		}
+		if _, err := plan(graph, nf.Need); err != nil {
+			t.Errorf("graph %v: at the figure, %s: %v", graph, core.FormatBytes(nf.Need), err)
 		}
 	}
 }

@@ -149,6 +149,6 @@ func ExampleNoFitError() {
 	fmt.Printf("%s: no fit on %d devices of %s; needs about %s\n", nf.Scheduler, nf.Devices, core.FormatBytes(nf.DeviceMem), core.FormatBytes(core.RoundUpShownBytes(nf.Need)))
 	fmt.Println("planned at that memory:", plan(nf.Need) == nil)
 	// Output:
-	// graphpipe: no fit on 4 devices of 8.0 MiB; needs about 30.1 MiB
+	// graphpipe: no fit on 4 devices of 8.0 MiB; needs about 27.6 MiB
 	// planned at that memory: true
 }

@@ -66,7 +66,13 @@ type chainDP struct {
 	c *costs
 	// ctx, when set, stops tableFrom between rows once it is done (the
 	// table is then partial; the search discards it on ctx.Err()).
-	ctx                         context.Context
+	ctx context.Context
+	// leastWarmup checks a stage's memory with one micro-batch in flight
+	// per replica, as a 1F1B warm-up capped at 1 keeps (Partition.
+	// WarmupCap), instead of the devices downstream: the table then holds
+	// the chains that fit only with a capped warm-up, whose candidates
+	// fittingWarmup makes (the no-fit fallback, frugalPartitions).
+	leastWarmup                 bool
 	n                           int
 	pre, fpre, bpre, hpre, tpre []float64
 	apre                        []float64 // prefix sums of costs.step under costs.amortize
@@ -337,7 +343,11 @@ func (x *chainDP) tableFrom(D, maxRep int, kind Kind, seed [][]chainCell) [][]ch
 					if !(v.t < cur.t*(1-eps) || (v.t <= cur.t*(1+eps) && v.stages < cur.stages)) {
 						continue
 					}
-					if !fits(j, d, rest.devs+d) {
+					W := rest.devs + d
+					if x.leastWarmup && kind == OneFOneB {
+						W = d
+					}
+					if !fits(j, d, W) {
 						continue
 					}
 					cur = v
