@@ -151,15 +151,13 @@ func sweepMemory(ctx context.Context, sched core.Scheduler, w *core.Workload, cl
 			return nil, ctx.Err()
 		}
 		var res *sim.Result
-		if err == nil {
-			res, err = sim.Simulate(plan, w, prof, cl)
-		}
 		if err != nil {
 			row.Error = core.ScheduleError(sched.Name(), err).Error()
-			row.short = row.Error
 			if nf, ok := errors.AsType[*graphpipe.NoFitError](err); ok && nf.Need > 0 {
 				row.short = "no plan fits; from about " + core.FormatBytes(core.RoundUpShownBytes(nf.Need)) + " one does"
 			}
+		} else if res, err = sim.Simulate(plan, w, prof, cl); err != nil {
+			row.Error = "simulating the plan: " + err.Error()
 		} else {
 			row.IterationMs = float64(res.Iteration) / 1e6
 			for _, v := range res.PeakMem {

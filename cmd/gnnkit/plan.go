@@ -76,7 +76,7 @@ FILE draws it.`,
 		Example: `  gnnkit plan --scheduler sequential --devices 1 --simulate
   gnnkit plan --scheduler graphpipe --model gcn --devices 16 --preset nvlink-h100 --simulate --trace plan.json
   gnnkit plan --scheduler cherry --preset cpu --devices 1 --simulate --measure --profile gcn-cora.json
-  gnnkit plan --scheduler graphpipe --model uno --devices 8 --preset pcie-a100 --mem-sweep 4MiB:16MiB --sweep-plot sweep.png`,
+  gnnkit plan --scheduler graphpipe --model uno --devices 8 --preset pcie-a100 --mem-sweep 256KiB:2MiB --sweep-plot sweep.png`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return withCPUProfile(f.cpuprofile, func() error { return runPlan(cmd, f) })
