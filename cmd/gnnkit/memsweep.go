@@ -83,6 +83,8 @@ func (sw memSweep) caps() []int64 {
 		}
 		if i == sw.n-1 {
 			c = sw.hi
+		} else if c >= sw.hi {
+			continue // rounded up to HI or past it: HI comes last
 		}
 		if c > out[len(out)-1] {
 			out = append(out, c)
@@ -237,14 +239,14 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	fmt.Fprintln(tw, "cap\titeration\tpeak\tneeds\tfaster at a smaller cap\tplan")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", core.FormatBytes(r.CapBytes), smallerCap(r), cmp.Or(r.short, r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", capText(r.CapBytes), smallerCap(r), cmp.Or(r.short, r.Error))
 			continue
 		}
 		plan := r.Plan
 		if r.OverCap {
 			plan += " (over the cap in the simulation)"
 		}
-		fmt.Fprintf(tw, "%s\t%.4g ms\t%s\t%s\t%s\t%s\n", core.FormatBytes(r.CapBytes), r.IterationMs, core.FormatBytes(r.PeakBytes),
+		fmt.Fprintf(tw, "%s\t%.4g ms\t%s\t%s\t%s\t%s\n", capText(r.CapBytes), r.IterationMs, core.FormatBytes(r.PeakBytes),
 			core.FormatBytes(core.RoundUpShownBytes(r.NeedBytes)), smallerCap(r), plan)
 	}
 	if err := tw.Flush(); err != nil {
@@ -256,6 +258,16 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	return nil
 }
 
+// capText prints a cap as --device-mem reads it back: its size, and its
+// bytes where the size as printed would read back as another (LO and HI
+// as given; the caps between are rounded to what prints).
+func capText(c int64) string {
+	if back, err := core.ParseBytes(core.FormatBytes(c)); err == nil && back == c {
+		return core.FormatBytes(c)
+	}
+	return fmt.Sprintf("%s (%d B)", core.FormatBytes(c), c)
+}
+
 // smallerCap says, for a row whose search found a slower plan (or none)
 // where a smaller cap's search found a faster one, that plan's time and
 // cap: the search is not monotone in the cap, and that cap reaches it.
@@ -263,7 +275,7 @@ func smallerCap(r sweepRow) string {
 	if r.BestCapBytes == 0 || r.BestCapBytes == r.CapBytes || r.Error == "" && !r.OverCap && r.BestIterationMs >= r.IterationMs {
 		return "-"
 	}
-	return fmt.Sprintf("%.4g ms at %s", r.BestIterationMs, core.FormatBytes(r.BestCapBytes))
+	return fmt.Sprintf("%.4g ms at %s", r.BestIterationMs, capText(r.BestCapBytes))
 }
 
 // sweepPlot draws each cap's plan and the fastest at any cap up to it

@@ -50,7 +50,7 @@ func TestParseMemSweep(t *testing.T) {
 // from LO to HI, ascending, at most N, each as the table prints it read
 // back (but LO and HI, as given).
 func FuzzParseMemSweep(f *testing.F) {
-	for _, s := range []string{"200MiB:1GiB", "1KiB:2KiB:2", "1:3:64", "1GiB", "::", "1e3:1e9:7"} {
+	for _, s := range []string{"200MiB:1GiB", "1KiB:2KiB:2", "1:3:64", "1GiB", "::", "1e3:1e9:7", "1MiB:1.05MiB:3", "1GiB:1.0001GiB:5"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -85,6 +85,14 @@ func TestMemSweepCaps(t *testing.T) {
 		if r := float64(c) / float64(cs[i]); r < 1.07 || r > 1.10 {
 			t.Errorf("cap %d / cap %d = %.3f, want about 1.083", i+1, i, r)
 		}
+	}
+	// Caps between that round up to HI or past it are dropped: HI is
+	// last (the fuzzer's "1MiB:1.05MiB:3" swept 1.0 and 1.1 MiB).
+	if cs := (memSweep{lo: 1 << 20, hi: 1101005, n: 3}).caps(); len(cs) != 2 || cs[1] != 1101005 {
+		t.Errorf("caps of 1MiB:1.05MiB:3 = %v, want 1 MiB and 1.05 MiB", cs)
+	}
+	if got := capText(300000); got != "293.0 KiB (300000 B)" {
+		t.Errorf("capText(300000) = %q", got)
 	}
 	// A range of fewer whole bytes than caps asked for.
 	if cs := (memSweep{lo: 10, hi: 12, n: 8}).caps(); len(cs) != 3 || cs[0] != 10 || cs[2] != 12 {

@@ -485,7 +485,7 @@ func TestPlanComputeBound(t *testing.T) {
 // TestPlanAlternativesNeed: where the estimate's worst case is above a
 // plan's simulated peak (the trunk shared with branch stages), the
 // alternatives say what the plan needs; that figure, passed back as
-// --device-mem, gets a plan as fast (the same, or one as fast by
+// --device-mem, here gets a plan as fast (the same, or one as fast by
 // another route), and the simulated peak, under it, rules the plan out.
 func TestPlanAlternativesNeed(t *testing.T) {
 	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--hidden", "256", "--sched-opt", "m=16", "--simulate", "--preset", "pcie-a100", "--devices", "8"}

@@ -657,24 +657,26 @@ func (p *dp) parallel(n *spNode, k, tl int) stagePlan {
 // warm-up or a capped one (cappedDAG).
 func minMemory(ctx context.Context, root *spNode, c *costs, D, maxRep int) int64 {
 	t := newSPTree(root, c)
-	return bisectMemory(ctx, c, func() bool {
+	full := bisectMemory(ctx, c, func() bool {
 		p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
 		v := p.solve(t.root, 0, 0)
 		// The DP's answer, as the search accepts it: its estimate fits
 		// (which also counts gradients held across skip edges).
-		if v.ok() && v.devs <= D && c.estimate(partitionOf(len(c.w.Ops), p.mat(v), c.devs), OneFOneB).fits {
-			return true
-		}
-		return cappedDAG(t, c, D, maxRep) != nil
+		return v.ok() && v.devs <= D && c.estimate(partitionOf(len(c.w.Ops), p.mat(v), c.devs), OneFOneB).fits
 	})
+	// Capped warm-ups need no more: bisect below the full warm-up's
+	// figure (a few probes, not a second search from one byte).
+	return min(full, bisectBelow(ctx, c, full, func() bool { return cappedDAG(t, c, D, maxRep, true) != nil }))
 }
 
 // cappedDAG is the DAG DP's answer (stage times unconstrained) with each
 // stage's memory checked at one micro-batch in flight per replica
 // (dp.leastWarmup), at the largest warm-up cap under which it fits c.memCap
 // by the estimate (fittingWarmup); nil if there is none, or if it fits
-// with its full warm-up (the DP's own check finds that).
-func cappedDAG(t *spTree, c *costs, D, maxRep int) *Partition {
+// with its full warm-up (the DP's own check finds that) unless probe (the
+// figure's bisection, which counts that too, so that its answer does
+// not fall as the memory grows).
+func cappedDAG(t *spTree, c *costs, D, maxRep int, probe bool) *Partition {
 	p := c.newDP(t, D, maxRep, math.Inf(1), newShared(c))
 	p.leastWarmup = true
 	v := p.solve(t.root, 0, 0)
@@ -683,6 +685,9 @@ func cappedDAG(t *spTree, c *costs, D, maxRep int) *Partition {
 	}
 	part := partitionOf(len(c.w.Ops), p.mat(v), c.devs)
 	if c.estimate(part, OneFOneB).fits {
+		if probe {
+			return &part
+		}
 		return nil
 	}
 	cd := fittingWarmup(c.w, c, &candidate{part: part, kind: OneFOneB, m: c.m})
@@ -717,6 +722,38 @@ func bisectMemory(ctx context.Context, c *costs, fits func() bool) int64 {
 		}
 	}
 	return int64(hi)
+}
+
+// bisectBelow is bisectMemory for a fits that holds at hi (or hi is
+// math.MaxInt64: none does): it steps down from hi, halving while fits
+// holds, then bisects to 0.1%. A second figure below a first one costs
+// a few probes instead of a search from one byte up.
+func bisectBelow(ctx context.Context, c *costs, hi int64, fits func() bool) int64 {
+	if hi >= maxDeviceMemory || hi <= 1 {
+		return hi
+	}
+	saved := c.memCap
+	defer func() { c.memCap = saved }()
+	ok := func(cap float64) bool {
+		c.memCap = cap
+		return fits()
+	}
+	h := float64(hi)
+	lo := h / 2
+	for ok(lo) {
+		if h = lo; lo < 1 || ctx.Err() != nil {
+			return int64(h)
+		}
+		lo /= 2
+	}
+	for it := 0; it < 50 && h-lo > h*1e-3 && ctx.Err() == nil; it++ {
+		if mid := (lo + h) / 2; ok(mid) {
+			h = mid
+		} else {
+			lo = mid
+		}
+	}
+	return int64(h)
 }
 
 // graphSearch is GraphPipe's partitioner at one replication cap: a binary
@@ -813,7 +850,7 @@ func partitionOf(n int, sp stagePlan, devs []core.DeviceID) Partition {
 func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int64 {
 	x := newChainDP(c)
 	x.ctx = ctx
-	return bisectMemory(ctx, c, func() bool {
+	full := bisectMemory(ctx, c, func() bool {
 		best := x.table(D, maxRep, kind)
 		for u := 1; u <= D; u++ {
 			for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
@@ -822,8 +859,14 @@ func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int
 				}
 			}
 		}
-		return kind == OneFOneB && len(cappedChains(ctx, c, D, maxRep, true)) > 0
+		return false
 	})
+	if kind != OneFOneB {
+		return full
+	}
+	// Capped warm-ups need no more: bisect below the full warm-up's
+	// figure (a few probes, not a second search from one byte).
+	return min(full, bisectBelow(ctx, c, full, func() bool { return len(cappedChains(ctx, c, D, maxRep, true)) > 0 }))
 }
 
 // cappedChains are the 1F1B chains that fit c.memCap by the estimate only
@@ -833,8 +876,10 @@ func minChainMemory(ctx context.Context, c *costs, D, maxRep int, kind Kind) int
 // The DP's own check counts the full warm-up, so where nothing fits it,
 // these can: uno-4 (the benchmark's) on 32 A100s under 200 MiB, where the
 // full warm-up needs 256 MiB and a chain capped at warm-up 1 needs 180.
-// first stops at the first one found.
-func cappedChains(ctx context.Context, c *costs, D, maxRep int, first bool) []Partition {
+// probe (the figure's bisection) stops at the first one found, and
+// counts an answer that fits with its full warm-up too, so that what it
+// reports does not fall as the memory grows.
+func cappedChains(ctx context.Context, c *costs, D, maxRep int, probe bool) []Partition {
 	x := newChainDP(c)
 	x.ctx, x.leastWarmup = ctx, true
 	best := x.table(D, maxRep, OneFOneB)
@@ -843,6 +888,9 @@ func cappedChains(ctx context.Context, c *costs, D, maxRep int, first bool) []Pa
 	for u := 1; u <= D; u++ {
 		for _, part := range chainReadOuts(best, len(c.w.Ops), u, c.devs) {
 			if pr := c.estimate(part, OneFOneB); pr.fits {
+				if probe {
+					return []Partition{part}
+				}
 				continue // the DP's own check finds it
 			}
 			cd := fittingWarmup(c.w, c, &candidate{part: part, kind: OneFOneB, m: c.m})
@@ -851,7 +899,7 @@ func cappedChains(ctx context.Context, c *costs, D, maxRep int, first bool) []Pa
 			}
 			seen[signature(cd.part, OneFOneB)] = true
 			out = append(out, cd.part)
-			if first {
+			if probe {
 				return out
 			}
 		}
@@ -912,7 +960,7 @@ func frugalPartitions(ctx context.Context, w *core.Workload, c *costs, D, maxRep
 				}
 			}
 			c.memCap = saved
-			if part := cappedDAG(t, c, D, maxRep); part != nil {
+			if part := cappedDAG(t, c, D, maxRep, false); part != nil {
 				dag = append(dag, *part)
 			}
 		}

@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/sim"
@@ -363,6 +365,9 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	run := *s
 	run.memo = &searchMemo{}
 	p, err := run.search(ctx, w, cm, devs)
+	if nf, ok := errors.AsType[*NoFitError](err); ok && nf.Need > 0 {
+		return nil, s.checkFigure(ctx, w, cl, devs, err, nf)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -410,3 +415,67 @@ func onOff(v string) (on, ok bool) {
 	}
 	return false, false
 }
+
+// checkFigure plans again with every device held to the memory nf names
+// (rounded up as its message shows it), and where that search finds no
+// plan either, names what it says instead: the figure is bisected with
+// the estimate, which can be a little under the simulation, so a plan
+// that fits by it may not fit the simulator (overCap). At most three
+// rounds. It returns err (which wraps nf) with the figure the last
+// round found in its text and in the NoFitError it wraps.
+func (s *Scheduler) checkFigure(ctx context.Context, w *core.Workload, cl *sim.Cluster, devs []core.DeviceID, err error, nf *NoFitError) error {
+	shown := func(n int64) string { return core.FormatBytes(core.RoundUpShownBytes(n)) }
+	first := shown(nf.Need)
+	cur := nf
+	for range 3 {
+		need := core.RoundUpShownBytes(cur.Need)
+		ccl := *cl
+		ccl.Devices = slices.Clone(cl.Devices)
+		for i := range ccl.Devices {
+			ccl.Devices[i].MemBytes = need
+		}
+		cw := *w
+		cw.Devices = slices.Clone(w.Devices)
+		for i := range cw.Devices {
+			cw.Devices[i].MemCap = need
+		}
+		cm, cerr := sim.NewCostModel(&cw, s.Profile, &ccl)
+		if cerr != nil {
+			return err
+		}
+		run := *s
+		run.memo = &searchMemo{}
+		_, rerr := run.search(ctx, &cw, cm, devs)
+		next, ok := errors.AsType[*NoFitError](rerr)
+		if rerr == nil || ctx.Err() != nil || !ok || next.Need <= cur.Need {
+			break
+		}
+		cur = next
+	}
+	if cur == nf {
+		return err
+	}
+	fix := func(text string) string {
+		text = strings.Replace(text, "about "+first, "about "+shown(cur.Need)+", checked by planning at it: at "+first+" the simulator puts every plan over a device's memory", 1)
+		if cur.M != nf.M {
+			text = strings.Replace(text, fmt.Sprintf(" at m = %d ", nf.M), fmt.Sprintf(" at m = %d ", cur.M), 1)
+		}
+		return text
+	}
+	out := *nf
+	out.Need, out.M, out.msg = cur.Need, cur.M, fix(nf.Error())
+	if err == error(nf) {
+		return &out
+	}
+	return &figureError{msg: fix(err.Error()), nf: &out}
+}
+
+// figureError is a search's no-fit error (one that wraps a *NoFitError
+// with more to say) with the figure checkFigure corrected.
+type figureError struct {
+	msg string
+	nf  *NoFitError
+}
+
+func (e *figureError) Error() string { return e.msg }
+func (e *figureError) Unwrap() error { return e.nf }

@@ -1154,6 +1154,12 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best == nil {
 		return nil, fmt.Errorf("%s: the simulator rejected every candidate plan", s.Name())
 	}
+	if best.res != nil && len(best.res.OverCap) > 0 {
+		// Every plan that fits by the estimate runs over a device's
+		// memory in the simulation (the estimate can be a little under
+		// it): none fits. The least any of them needs, by both.
+		return nil, overCap(sims, len(devs), costsAt[best.m].memCap, s.Name())
+	}
 	p := best.plan
 	p.Metrics["candidates"] = float64(total)
 	if s.MicroBatches > len(w.Batch) {
@@ -1603,4 +1609,20 @@ func (s *Scheduler) build(w *core.Workload, cd *candidate) (*core.Plan, error) {
 		}
 	}
 	return p, nil
+}
+
+// overCap is the no-fit error of a search whose every simulated plan runs
+// over a device's memory in the simulation though the estimate fitted
+// them: Need is the least any of them needs by both (NeedBytes'
+// figure), at its micro-batch count.
+func overCap(sims []*candidate, D int, memCap float64, name string) error {
+	e := &NoFitError{Scheduler: name, Devices: D, DeviceMem: int64(memCap)}
+	for _, cd := range sims {
+		if n := max(peakOf(cd.res), int64(math.Ceil(cd.pred.peak))); e.Need == 0 || n < e.Need {
+			e.Need, e.M = n, cd.m
+		}
+	}
+	e.msg = fmt.Sprintf("%s: %v: every plan the search found for %d devices of %s runs over a device's memory in the simulation (the estimate, a little under it, had them fit); the lightest needs about %s at m = %d (raise the devices' memory or add devices)",
+		name, ErrNoFit, D, core.FormatBytes(e.DeviceMem), core.FormatBytes(core.RoundUpShownBytes(e.Need)), e.M)
+	return e
 }
