@@ -416,9 +416,10 @@ func onOff(v string) (on, ok bool) {
 	return false, false
 }
 
-// checkFigure plans again with every device held to the memory nf names
-// (rounded up as its message shows it), and where that search finds no
-// plan either, names what it says instead: the figure is bisected with
+// checkFigure plans again, at the micro-batch count nf names, with every
+// device held to the memory nf names (rounded up as its message shows
+// it), and where that search finds no plan either, names what it says
+// instead: the figure is bisected with
 // the estimate, which can be a little under the simulation, so a plan
 // that fits by it may not fit the simulator (overCap). At most three
 // rounds. It returns err (which wraps nf) with the figure the last
@@ -445,6 +446,9 @@ func (s *Scheduler) checkFigure(ctx context.Context, w *core.Workload, cl *sim.C
 		}
 		run := *s
 		run.memo = &searchMemo{}
+		if cur.M > 0 {
+			run.MicroBatches = cur.M // the count the figure is at: one count, not a walk
+		}
 		_, rerr := run.search(ctx, &cw, cm, devs)
 		next, ok := errors.AsType[*NoFitError](rerr)
 		if rerr == nil || ctx.Err() != nil || !ok || next.Need <= cur.Need {
