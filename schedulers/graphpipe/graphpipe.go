@@ -460,7 +460,7 @@ func (s *Scheduler) checkFigure(ctx context.Context, w *core.Workload, cl *sim.C
 		return err
 	}
 	fix := func(text string) string {
-		text = strings.Replace(text, "about "+first, "about "+shown(cur.Need)+", checked by planning at it: at "+first+" the simulator puts every plan over a device's memory", 1)
+		text = strings.Replace(text, "about "+first, "about "+shown(cur.Need)+", checked by planning at it: at "+first+" no plan fit", 1)
 		if cur.M != nf.M {
 			text = strings.Replace(text, fmt.Sprintf(" at m = %d ", nf.M), fmt.Sprintf(" at m = %d ", cur.M), 1)
 		}
