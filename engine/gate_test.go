@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -36,8 +37,11 @@ func TestDeviceGate(t *testing.T) {
 	errs := make(chan error, 1)
 	// Queued one by one, so the order they wait in is known: tasks 1-5
 	// with priorities -1, 0, -1, 2, 0; task 6 (priority 9) gives up.
+	var done sync.WaitGroup // each task has released the gate
 	for i, p := range []int{-1, 0, -1, 2, 0} {
+		done.Add(1)
 		go func() {
+			defer done.Done()
 			if err := g.acquire(context.Background(), p); err != nil {
 				t.Error(err)
 				return
@@ -62,6 +66,8 @@ func TestDeviceGate(t *testing.T) {
 	if want := []int{4, 2, 5, 1, 3}; !slices.Equal(got, want) {
 		t.Errorf("took the gate in the order %v, want %v", got, want)
 	}
+	// The last task sends its number before it releases the gate.
+	done.Wait()
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.busy || len(g.waiting) > 0 {
