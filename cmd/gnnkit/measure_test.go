@@ -20,7 +20,9 @@ import (
 // the measured iteration with the predicted one); --measure=false plans
 // on the roofline; --measure where nothing plans with costs is refused. With GNNKIT_TIMING=1 the measured-cost
 // prediction must also be within 35% of the measured iteration (the
-// timing-free default only guards against gross error, 3x).
+// timing-free default only guards against gross error, 3x); with
+// GNNKIT_DEFER_TIMED set the ratio is not checked (make test checks it
+// alone, after the other packages' tests).
 func TestTrainMeasure(t *testing.T) {
 	args := []string{"--model", "gcn", "--scheduler", "graphpipe", "--devices", "cpu:0,cpu:1", "--epochs", "20"}
 	r := trainJSON(t, args...)
@@ -37,7 +39,12 @@ func TestTrainMeasure(t *testing.T) {
 		bound = 1.35
 	}
 	t.Logf("measured costs: iteration %.3f ms measured, %.3f ms predicted (ratio %.2f)", r.IterationMsMedian, pred, ratio)
-	if ratio > bound || ratio < 1/bound {
+	if os.Getenv("GNNKIT_DEFER_TIMED") != "" {
+		// Beside other packages' test binaries on two cores the measured
+		// iteration can come out 3x the profile's (a CI run: 14.4 ms
+		// against 4.4 predicted); make test runs this check again alone.
+		t.Log("the ratio is not checked: GNNKIT_DEFER_TIMED is set; make test runs it after the other packages' tests, alone")
+	} else if ratio > bound || ratio < 1/bound {
 		t.Errorf("predicted %.3f ms for a measured %.3f ms (ratio %.2f, bound %.2fx)", pred, r.IterationMsMedian, ratio, bound)
 	}
 
