@@ -204,10 +204,9 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	if err != nil {
 		return err
 	}
-	caps := sw.caps()
 	var bar *progressbar.ProgressBar
 	if !f.asJSON {
-		bar = progressbar.NewOptions(len(caps), progressbar.OptionSetWriter(errOut),
+		bar = progressbar.NewOptions(len(sw.caps()), progressbar.OptionSetWriter(errOut),
 			progressbar.OptionSetDescription("memory sweep: searches"), progressbar.OptionShowCount(), progressbar.OptionSetWidth(24),
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}
@@ -234,7 +233,7 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 		return json.NewEncoder(out).Encode(rep)
 	}
 	fmt.Fprintf(out, "memory sweep: %s on %s (%s), %s / %s, %d caps from %s to %s, a search each (%s)\n",
-		rep.Scheduler, rep.Cluster, rep.Profile, rep.Model, rep.Data, len(rows), core.FormatBytes(caps[0]), core.FormatBytes(caps[len(caps)-1]), time.Since(t0).Round(time.Millisecond))
+		rep.Scheduler, rep.Cluster, rep.Profile, rep.Model, rep.Data, len(rows), core.FormatBytes(rows[0].CapBytes), core.FormatBytes(rows[len(rows)-1].CapBytes), time.Since(t0).Round(time.Millisecond))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "cap\titeration\tpeak\tneeds\tfaster at a smaller cap\tplan")
 	for _, r := range rows {
@@ -322,11 +321,6 @@ func sweepPlot(path string, rep sweepReport) error {
 		return fmt.Errorf("--sweep-plot %s: %w", path, err)
 	}
 	return nil
-}
-
-// errSweepFlag says a flag does not go with --mem-sweep.
-func errSweepFlag(name, why string) error {
-	return fmt.Errorf("--%s does not go with --mem-sweep: %s", name, why)
 }
 
 // count is "1 unit", "2 units".

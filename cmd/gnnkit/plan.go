@@ -456,25 +456,17 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	}
 	if f.memSweep != "" {
 		rep := sweepReport{Model: f.model, Data: ds.Name, Scheduler: sched.Name(), SchedOpts: userOpts, Cluster: cl.Name}
-		var prof *sim.Profile
-		switch {
-		case planned != nil:
-			prof = planned.prof
-			rep.Profile = measuredOn(prof) + " before planning"
-			if f.profile != "" {
-				if err := writeProfile(f.profile, prof); err != nil {
-					return err
-				}
-				rep.Profile += ", written to " + f.profile
-			}
-		case f.profile != "":
-			if prof, err = readProfileFile(f.profile); err != nil {
+		prof, text, err := givenProfile(f, planned, cl)
+		if err != nil {
+			return err
+		}
+		if planned != nil && f.profile != "" {
+			if err := writeProfile(f.profile, prof); err != nil {
 				return err
 			}
-			rep.Profile = f.profile
-		default:
-			rep.Profile = "roofline model of " + cl.Devices[0].Name
+			text += ", written to " + f.profile
 		}
+		rep.Profile = text
 		return runMemSweep(ctx, cmd.OutOrStdout(), cmd.ErrOrStderr(), f, sched, w, cl, prof, rep)
 	}
 	t0 := time.Now()
@@ -522,11 +514,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 
 	if f.simulate {
 		var prof *sim.Profile
-		switch {
-		case planned != nil:
-			prof = planned.prof
-			rep.Profile = measuredOn(prof) + " before planning (the planner priced ops with it too)"
-		case f.measure:
+		if planned == nil && f.measure {
 			// The trainer that built the workload profiles on the cpu;
 			// another backend's device gets a trainer of its own.
 			mtr := tr
@@ -547,13 +535,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 				}
 				rep.Profile += ", written to " + f.profile
 			}
-		case f.profile != "":
-			if prof, err = readProfileFile(f.profile); err != nil {
+		} else {
+			if prof, rep.Profile, err = givenProfile(f, planned, cl); err != nil {
 				return err
 			}
-			rep.Profile = f.profile
-		default:
-			rep.Profile = "roofline model of " + cl.Devices[0].Name
+			if planned != nil {
+				rep.Profile += " (the planner priced ops with it too)"
+			}
 		}
 		res, err := sim.Simulate(plan, w, prof, cl)
 		if err != nil {
@@ -1170,6 +1158,20 @@ func needsMore(a core.Alternative) bool {
 	return a.NeedBytes > a.PeakBytes && core.FormatBytes(core.RoundUpShownBytes(a.NeedBytes)) != core.FormatBytes(core.RoundUpShownBytes(a.PeakBytes))
 }
 
+// givenProfile is the profile a plan is simulated with unless it is
+// measured after planning: the costs the planner measured, --profile's
+// file, or nil (the roofline), and how the report names it.
+func givenProfile(f *planFlags, planned *plannerCosts, cl *sim.Cluster) (*sim.Profile, string, error) {
+	switch {
+	case planned != nil:
+		return planned.prof, measuredOn(planned.prof) + " before planning", nil
+	case f.profile != "":
+		prof, err := readProfileFile(f.profile)
+		return prof, f.profile, err
+	}
+	return nil, "roofline model of " + cl.Devices[0].Name, nil
+}
+
 // readProfileFile reads --profile's file.
 func readProfileFile(path string) (*sim.Profile, error) {
 	fh, err := os.Open(path)
@@ -1210,7 +1212,7 @@ func checkSweepFlags(f *planFlags) error {
 		{"measure", f.measure && !pipelineScheduler(f.scheduler), "only graphpipe, 1f1b and gpipe plan on measured costs, taken once; for " + f.scheduler + " measure a profile first (--measure --profile FILE) and sweep with --profile FILE"},
 	} {
 		if c.set {
-			return errSweepFlag(c.name, c.why)
+			return fmt.Errorf("--%s does not go with --mem-sweep: %s", c.name, c.why)
 		}
 	}
 	return nil

@@ -701,12 +701,8 @@ func cappedDAG(t *spTree, c *costs, D, maxRep int, probe bool) *Partition {
 // reports true, restoring c.memCap after; math.MaxInt64 when none up to
 // maxDeviceMemory does.
 func bisectMemory(ctx context.Context, c *costs, fits func() bool) int64 {
-	saved := c.memCap
-	defer func() { c.memCap = saved }()
-	ok := func(cap float64) bool {
-		c.memCap = cap
-		return fits()
-	}
+	ok, restore := capProbe(c, fits)
+	defer restore()
 	lo, hi := 1.0, 1.0
 	for ; !ok(hi); hi *= 2 {
 		if hi >= maxDeviceMemory || ctx.Err() != nil {
@@ -714,14 +710,7 @@ func bisectMemory(ctx context.Context, c *costs, fits func() bool) int64 {
 		}
 		lo = hi
 	}
-	for it := 0; it < 50 && hi-lo > hi*1e-3 && ctx.Err() == nil; it++ {
-		if mid := (lo + hi) / 2; ok(mid) {
-			hi = mid
-		} else {
-			lo = mid
-		}
-	}
-	return int64(hi)
+	return narrow(ctx, ok, lo, hi)
 }
 
 // bisectBelow is bisectMemory for a fits that holds at hi (or hi is
@@ -732,12 +721,8 @@ func bisectBelow(ctx context.Context, c *costs, hi int64, fits func() bool) int6
 	if hi >= maxDeviceMemory || hi <= 1 {
 		return hi
 	}
-	saved := c.memCap
-	defer func() { c.memCap = saved }()
-	ok := func(cap float64) bool {
-		c.memCap = cap
-		return fits()
-	}
+	ok, restore := capProbe(c, fits)
+	defer restore()
 	h := float64(hi)
 	lo := h / 2
 	for ok(lo) {
@@ -746,14 +731,30 @@ func bisectBelow(ctx context.Context, c *costs, hi int64, fits func() bool) int6
 		}
 		lo /= 2
 	}
-	for it := 0; it < 50 && h-lo > h*1e-3 && ctx.Err() == nil; it++ {
-		if mid := (lo + h) / 2; ok(mid) {
-			h = mid
+	return narrow(ctx, ok, lo, h)
+}
+
+// capProbe is fits asked with c.memCap set to its argument; restore puts
+// c.memCap back.
+func capProbe(c *costs, fits func() bool) (ok func(float64) bool, restore func()) {
+	saved := c.memCap
+	return func(cap float64) bool {
+		c.memCap = cap
+		return fits()
+	}, func() { c.memCap = saved }
+}
+
+// narrow bisects between lo, where ok fails, and hi, where it holds, to
+// 0.1% of hi (at most 50 steps, or until ctx is done), and returns hi.
+func narrow(ctx context.Context, ok func(float64) bool, lo, hi float64) int64 {
+	for it := 0; it < 50 && hi-lo > hi*1e-3 && ctx.Err() == nil; it++ {
+		if mid := (lo + hi) / 2; ok(mid) {
+			hi = mid
 		} else {
 			lo = mid
 		}
 	}
-	return int64(h)
+	return int64(hi)
 }
 
 // graphSearch is GraphPipe's partitioner at one replication cap: a binary
