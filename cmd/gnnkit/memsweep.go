@@ -1,13 +1,11 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +19,7 @@ import (
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/internal/atomicfile"
+	"github.com/gnnkit/gnnkit/internal/memsweep"
 	"github.com/gnnkit/gnnkit/schedulers/graphpipe"
 	"github.com/gnnkit/gnnkit/sim"
 )
@@ -69,52 +68,8 @@ func parseMemSweep(s string) (memSweep, error) {
 	return sw, nil
 }
 
-// caps are n caps spaced geometrically from lo to hi, both included,
-// ascending and distinct (fewer than n where the range holds fewer). The
-// ones between are rounded to what the table prints, as --device-mem
-// reads it back, so that a cap the table names gives the same search.
-func (sw memSweep) caps() []int64 {
-	out := []int64{sw.lo}
-	r := float64(sw.hi) / float64(sw.lo)
-	for i := 1; i < sw.n; i++ {
-		c := int64(math.Round(float64(sw.lo) * math.Pow(r, float64(i)/float64(sw.n-1))))
-		if back, err := core.ParseBytes(core.FormatBytes(core.RoundUpShownBytes(c))); err == nil && back > 0 {
-			c = back
-		}
-		if i == sw.n-1 {
-			c = sw.hi
-		} else if c >= sw.hi {
-			continue // rounded up to HI or past it: HI comes last
-		}
-		if c > out[len(out)-1] {
-			out = append(out, c)
-		}
-	}
-	return out
-}
-
-// sweepRow is one cap's result.
-type sweepRow struct {
-	CapBytes int64 `json:"cap_bytes"`
-	// The plan at this cap (absent where Error says why there is none).
-	IterationMs float64 `json:"iteration_ms,omitempty"`
-	PeakBytes   int64   `json:"peak_bytes,omitempty"`
-	// NeedBytes: what a search must allow to keep the plan
-	// (core.Alternative.NeedBytes where the scheduler says, else the
-	// simulated peak).
-	NeedBytes int64  `json:"need_bytes,omitempty"`
-	Plan      string `json:"plan,omitempty"`
-	// OverCap: the simulator found a device of the plan over the cap.
-	OverCap bool   `json:"over_cap,omitempty"`
-	Error   string `json:"error,omitempty"`
-	// short is Error as the table gives it.
-	short string
-	// The fastest plan found at any cap up to this one, and the cap
-	// that found it: where it is not this row's own, the cap to pass
-	// as --device-mem for it.
-	BestCapBytes    int64   `json:"best_cap_bytes,omitempty"`
-	BestIterationMs float64 `json:"best_iteration_ms,omitempty"`
-}
+// caps are the sweep's caps (memsweep.Caps).
+func (sw memSweep) caps() []int64 { return memsweep.Caps(sw.lo, sw.hi, sw.n) }
 
 // sweepReport is --mem-sweep's --json.
 type sweepReport struct {
@@ -124,77 +79,8 @@ type sweepReport struct {
 	SchedOpts map[string]string `json:"sched_opts,omitempty"`
 	Cluster   string            `json:"cluster"`
 	Profile   string            `json:"profile"`
-	Rows      []sweepRow        `json:"sweep"`
+	Rows      []memsweep.Row    `json:"sweep"`
 	Plot      string            `json:"plot,omitempty"`
-}
-
-// sweepMemory plans with sched at every cap of sw on cluster cl (every
-// device held to the cap, as --device-mem holds it; w.Devices follows),
-// simulates each plan with prof (nil: the roofline), and fills in each
-// row's fastest plan at any cap up to it. A cap where the scheduler
-// finds no plan is a row with its error; a cancelled context ends the
-// sweep with its error. progress, if set, hears each cap done.
-func sweepMemory(ctx context.Context, sched core.Scheduler, w *core.Workload, cl *sim.Cluster, prof *sim.Profile, sw memSweep, progress func()) ([]sweepRow, error) {
-	var rows []sweepRow
-	for _, c := range sw.caps() {
-		for i := range cl.Devices {
-			cl.Devices[i].MemBytes = c
-		}
-		w.Devices = cl.Infos()
-		row := sweepRow{CapBytes: c}
-		plan, err := sched.Schedule(ctx, w)
-		if err == nil {
-			err = plan.Validate(w)
-			if err != nil {
-				err = fmt.Errorf("scheduler %s returned a bad plan: %w", sched.Name(), err)
-			}
-		}
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		var res *sim.Result
-		if err != nil {
-			row.Error = core.ScheduleError(sched.Name(), err).Error()
-			if nf, ok := errors.AsType[*graphpipe.NoFitError](err); ok && nf.Need > 0 {
-				row.short = "no plan fits; from about " + core.FormatBytes(core.RoundUpShownBytes(nf.Need)) + " one does"
-			}
-		} else if res, err = sim.Simulate(plan, w, prof, cl); err != nil {
-			row.Error = "simulating the plan: " + err.Error()
-		} else {
-			row.IterationMs = float64(res.Iteration) / 1e6
-			for _, v := range res.PeakMem {
-				row.PeakBytes = max(row.PeakBytes, v)
-			}
-			row.NeedBytes, row.OverCap = row.PeakBytes, len(res.OverCap) > 0
-			row.Plan = count(len(plan.Units), "unit") + ", " + count(len(plan.Devices()), "device")
-			if alts := plan.Alternatives; len(alts) > 0 && alts[0].Chosen {
-				row.Plan = alts[0].Description
-				row.NeedBytes = max(row.NeedBytes, alts[0].NeedBytes)
-			}
-		}
-		rows = append(rows, row)
-		if progress != nil {
-			progress()
-		}
-	}
-	fillBest(rows)
-	return rows, nil
-}
-
-// fillBest gives each row (ascending caps) the fastest plan that fits at
-// any cap up to its own: a plan found under a smaller cap fits a larger
-// one. Ties go to the smaller cap.
-func fillBest(rows []sweepRow) {
-	var best *sweepRow
-	for i := range rows {
-		r := &rows[i]
-		if r.Error == "" && !r.OverCap && (best == nil || r.IterationMs < best.IterationMs) {
-			best = r
-		}
-		if best != nil {
-			r.BestCapBytes, r.BestIterationMs = best.CapBytes, best.IterationMs
-		}
-	}
 }
 
 // runMemSweep is gnnkit plan --mem-sweep: the sweep, then its table (or
@@ -211,7 +97,7 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 			progressbar.OptionThrottle(100*time.Millisecond), progressbar.OptionSetPredictTime(true), progressbar.OptionClearOnFinish())
 	}
 	t0 := time.Now()
-	rows, err := sweepMemory(ctx, sched, w, cl, prof, sw, func() {
+	rows, err := memsweep.Run(ctx, sched, w, cl, prof, sw.caps(), func() {
 		if bar != nil {
 			_ = bar.Add(1)
 		}
@@ -238,7 +124,7 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	fmt.Fprintln(tw, "cap\titeration\tpeak\tneeds\tfaster at a smaller cap\tplan")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", capText(r.CapBytes), smallerCap(r), cmp.Or(r.short, r.Error))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", capText(r.CapBytes), smallerCap(r), shortError(r))
 			continue
 		}
 		plan := r.Plan
@@ -270,11 +156,20 @@ func capText(c int64) string {
 // smallerCap says, for a row whose search found a slower plan (or none)
 // where a smaller cap's search found a faster one, that plan's time and
 // cap: the search is not monotone in the cap, and that cap reaches it.
-func smallerCap(r sweepRow) string {
-	if r.BestCapBytes == 0 || r.BestCapBytes == r.CapBytes || r.Error == "" && !r.OverCap && r.BestIterationMs >= r.IterationMs {
+func smallerCap(r memsweep.Row) string {
+	if r.BestCapBytes == 0 || r.BestCapBytes == r.CapBytes || r.Fits() && r.BestIterationMs >= r.IterationMs {
 		return "-"
 	}
 	return fmt.Sprintf("%.4g ms at %s", r.BestIterationMs, capText(r.BestCapBytes))
+}
+
+// shortError is a row's error as the table gives it: a no-fit error by
+// its figure.
+func shortError(r memsweep.Row) string {
+	if nf, ok := errors.AsType[*graphpipe.NoFitError](r.Err); ok && nf.Need > 0 {
+		return "no plan fits; from about " + core.FormatBytes(core.RoundUpShownBytes(nf.Need)) + " one does"
+	}
+	return r.Error
 }
 
 // sweepPlot draws each cap's plan and the fastest at any cap up to it
@@ -283,7 +178,7 @@ func sweepPlot(path string, rep sweepReport) error {
 	var own, best plotter.XYs
 	for _, r := range rep.Rows {
 		x := float64(r.CapBytes) / (1 << 20)
-		if r.Error == "" && !r.OverCap {
+		if r.Fits() {
 			own = append(own, plotter.XY{X: x, Y: r.IterationMs})
 		}
 		if r.BestCapBytes > 0 {

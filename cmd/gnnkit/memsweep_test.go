@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/gnnkit/gnnkit/core"
+	"github.com/gnnkit/gnnkit/internal/memsweep"
 )
 
 func TestParseMemSweep(t *testing.T) {
@@ -70,38 +71,17 @@ func FuzzParseMemSweep(f *testing.F) {
 	})
 }
 
-func TestMemSweepCaps(t *testing.T) {
-	sw := memSweep{lo: 200 << 20, hi: 480 << 20, n: 12}
-	cs := sw.caps()
-	if len(cs) != 12 || cs[0] != sw.lo || cs[11] != sw.hi {
-		t.Fatalf("caps %v", cs)
-	}
-	for i, c := range cs[1:11] {
-		back, err := core.ParseBytes(core.FormatBytes(c))
-		if err != nil || back != c {
-			t.Errorf("cap %d, %d B, prints as %s, which reads back as %d", i+1, c, core.FormatBytes(c), back)
-		}
-		// Geometric: each step about (480/200)^(1/11) = 1.083.
-		if r := float64(c) / float64(cs[i]); r < 1.07 || r > 1.10 {
-			t.Errorf("cap %d / cap %d = %.3f, want about 1.083", i+1, i, r)
-		}
-	}
-	// Caps between that round up to HI or past it are dropped: HI is
-	// last (the fuzzer's "1MiB:1.05MiB:3" swept 1.0 and 1.1 MiB).
-	if cs := (memSweep{lo: 1 << 20, hi: 1101005, n: 3}).caps(); len(cs) != 2 || cs[1] != 1101005 {
-		t.Errorf("caps of 1MiB:1.05MiB:3 = %v, want 1 MiB and 1.05 MiB", cs)
-	}
+func TestCapText(t *testing.T) {
 	if got := capText(300000); got != "293.0 KiB (300000 B)" {
 		t.Errorf("capText(300000) = %q", got)
 	}
-	// A range of fewer whole bytes than caps asked for.
-	if cs := (memSweep{lo: 10, hi: 12, n: 8}).caps(); len(cs) != 3 || cs[0] != 10 || cs[2] != 12 {
-		t.Errorf("caps of 10:12:8 = %v, want 10 11 12", cs)
+	if got := capText(200 << 20); got != "200.0 MiB" {
+		t.Errorf("capText(200 MiB) = %q", got)
 	}
 }
 
 func TestFillBest(t *testing.T) {
-	rows := []sweepRow{
+	rows := []memsweep.Row{
 		{CapBytes: 1, Error: "no fit"},
 		{CapBytes: 2, IterationMs: 30},
 		{CapBytes: 3, IterationMs: 20},
@@ -110,7 +90,7 @@ func TestFillBest(t *testing.T) {
 		{CapBytes: 6, IterationMs: 20},                // a tie: the smaller cap keeps it
 		{CapBytes: 7, IterationMs: 15},
 	}
-	fillBest(rows)
+	memsweep.FillBest(rows)
 	want := []struct {
 		cap int64
 		ms  float64
