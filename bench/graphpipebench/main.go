@@ -14,6 +14,7 @@
 //	go run ./bench/graphpipebench -measure=false -piper   # also the 1F1B chain from Piper's downset DP
 //	go run ./bench/graphpipebench -search       # search time: PipeDream, Piper, GraphPipe, one core each
 //	go run ./bench/graphpipebench -gnn          # the multi-branch GNN under memory caps, m searched
+//	go run ./bench/graphpipebench -sweep 24     # every scheduler's fastest plan at any of 24 memory caps
 //
 // Two simulated tables: every scheduler at the same fixed m (-m), on
 // the preset's devices; and memory-capped, where every scheduler searches
@@ -28,7 +29,10 @@
 // -search prints instead the search-time table: each partitioner's
 // whole search timed on one core, with the plan it picks. -gnn prints
 // instead the multi-branch GNN table: mbgnn on a graph, under per-device
-// memory caps, every scheduler searching m.
+// memory caps, every scheduler searching m. -sweep N prints instead the
+// swept tables: each scheduler's plan at the devices' memory beside its
+// fastest at any of N caps below it (a search is not monotone in the
+// cap), with the goal judged on the swept plans.
 package main
 
 import (
@@ -219,6 +223,7 @@ func main() {
 	gnnDevices := flag.String("gnn-devices", "4,8,16", "with -gnn: simulated device counts")
 	gnnCaps := flag.String("gnn-caps", "4GiB,2GiB,1GiB,512MiB", "with -gnn: per-device memory caps")
 	gnnHidden := flag.Int("gnn-hidden", 256, "with -gnn: mbgnn's width")
+	sweep := flag.Int("sweep", 0, "print only the swept tables instead: every scheduler's plan at the devices' memory beside its fastest at up to this many memory caps below it (a search and a simulation each; minutes), and the goal judged on the swept plans; 0: off")
 	flag.Parse()
 	if *samples < 1 || *samples > maxSamples {
 		check(fmt.Errorf("-samples %d: want a sample count from 1 to %d", *samples, maxSamples))
@@ -311,7 +316,26 @@ func main() {
 		}
 		check(atomicfile.Check(filepath.Join(*plotDir, "graphpipe-speedup.png")))
 	}
+	if *sweep != 0 {
+		if *sweep < 2 || *sweep > 64 {
+			check(fmt.Errorf("-sweep %d: want 2 to 64 caps per cell, or 0 for no swept tables", *sweep))
+		}
+		var ignored []string
+		flag.Visit(func(f *flag.Flag) {
+			switch f.Name {
+			case "plot", "piper", "measure", "measure-replicas":
+				ignored = append(ignored, "-"+f.Name)
+			}
+		})
+		if len(ignored) > 0 {
+			check(fmt.Errorf("-sweep prints only the swept tables; %s would be ignored", strings.Join(ignored, ", ")))
+		}
+	}
 	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
+	if *sweep != 0 {
+		check(sweptMain(os.Stdout, os.Stderr, c, *sweep))
+		return
+	}
 	fixed, capped, err := simulated(os.Stdout, c)
 	check(err)
 	if *plotDir != "" {
