@@ -217,11 +217,3 @@ func sweepPlot(path string, rep sweepReport) error {
 	}
 	return nil
 }
-
-// count is "1 unit", "2 units".
-func count(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return fmt.Sprintf("%d %ss", n, noun)
-}
