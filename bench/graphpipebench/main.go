@@ -223,7 +223,7 @@ func main() {
 	gnnDevices := flag.String("gnn-devices", "4,8,16", "with -gnn: simulated device counts")
 	gnnCaps := flag.String("gnn-caps", "4GiB,2GiB,1GiB,512MiB", "with -gnn: per-device memory caps")
 	gnnHidden := flag.Int("gnn-hidden", 256, "with -gnn: mbgnn's width")
-	sweep := flag.Int("sweep", 0, "print only the swept tables instead: every scheduler's plan at the devices' memory beside its fastest at up to this many memory caps below it (a search and a simulation each; minutes), and the goal judged on the swept plans; 0: off")
+	sweep := flag.Int("sweep", 0, "print only the swept tables instead: every scheduler's plan at the devices' memory beside its fastest at up to this many memory caps below it (a search and a simulation each; minutes), and the goal judged on the swept plans (with -plot: their plots); 0: off")
 	flag.Parse()
 	if *samples < 1 || *samples > maxSamples {
 		check(fmt.Errorf("-samples %d: want a sample count from 1 to %d", *samples, maxSamples))
@@ -323,7 +323,7 @@ func main() {
 		var ignored []string
 		flag.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "plot", "piper", "measure", "measure-replicas":
+			case "piper", "measure", "measure-replicas":
 				ignored = append(ignored, "-"+f.Name)
 			}
 		})
@@ -333,7 +333,7 @@ func main() {
 	}
 	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
 	if *sweep != 0 {
-		check(sweptMain(os.Stdout, os.Stderr, c, *sweep))
+		check(sweptMain(os.Stdout, os.Stderr, c, *sweep, *plotDir))
 		return
 	}
 	fixed, capped, err := simulated(os.Stdout, c)

@@ -3,10 +3,16 @@ package main
 import (
 	"context"
 	"fmt"
+	"image/color"
 	"io"
 	"math"
+	"path/filepath"
 	"slices"
 	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
 
 	"github.com/gnnkit/gnnkit/core"
 	"github.com/gnnkit/gnnkit/internal/memsweep"
@@ -244,8 +250,9 @@ func sweptText(s swept) string {
 // sweptMain is -sweep n: the swept tables (at the devices' memory, then
 // memory-capped with m searched where c.capFrac > 0), with a line of
 // progress per scheduler's sweep on errOut, then the commands that
-// reproduce any plan.
-func sweptMain(out, errOut io.Writer, c config, n int) error {
+// reproduce any plan; with plotDir, each table's plot there
+// (graphpipe-swept.png, graphpipe-swept-capped.png).
+func sweptMain(out, errOut io.Writer, c config, n int, plotDir string) error {
 	day := time.Now().UTC().Format(time.DateOnly)
 	t0 := time.Now()
 	progress := func(s string) {
@@ -261,13 +268,102 @@ func sweptMain(out, errOut io.Writer, c config, n int) error {
 		title = "Swept, m searched:"
 	}
 	printSwept(out, title, cells)
+	draw := func(file, title string, cells []sweptCell) error {
+		if plotDir == "" {
+			return nil
+		}
+		p, err := sweptPlot(fmt.Sprintf("GraphPipe over the best chain, plain and swept: %s (%s)", title, c.preset), cells)
+		if err == nil {
+			err = save(p, filepath.Join(plotDir, file))
+		}
+		if err == nil {
+			fmt.Fprintln(errOut, "graphpipebench: wrote", filepath.Join(plotDir, file))
+		}
+		return err
+	}
+	regime := fmt.Sprintf("m = %d", c.m)
+	if c.m == 0 {
+		regime = "m searched"
+	}
+	if err := draw("graphpipe-swept.png", regime, cells); err != nil {
+		return err
+	}
 	if c.capFrac > 0 {
 		cells, err := sweptTable(context.Background(), c, c.capFrac, n, progress)
 		if err != nil {
 			return err
 		}
 		printSwept(out, fmt.Sprintf("Swept, memory-capped (the model's training state / %.2f per device), m searched:", c.capFrac), cells)
+		if err := draw("graphpipe-swept-capped.png", fmt.Sprintf("memory-capped (state / %.2f), m searched", c.capFrac), cells); err != nil {
+			return err
+		}
 	}
 	fmt.Fprintf(out, "\na swept plan from the command line: its row's command below with --device-mem set to the cap named (%s)\n", time.Since(t0).Round(time.Second))
 	return reproduce(out, c)
+}
+
+// sweptPlot draws GraphPipe's throughput over the best chain against
+// devices, per model: plain (each scheduler's search at the devices'
+// memory, dashed) and swept (each one's fastest at any cap, solid), with
+// the goal.
+func sweptPlot(title string, cells []sweptCell) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = title
+	p.Title.TextStyle.Font.Size = vg.Points(11)
+	p.Y.Label.Text = "throughput over the best chain"
+	p.Legend.Top, p.Legend.Left = true, true
+	p.Add(plotter.NewGrid())
+	var axis []summary
+	var names []string
+	by := map[string][]sweptCell{}
+	for _, c := range cells {
+		axis = append(axis, summary{devices: c.devices})
+		name := c.model.String()
+		if _, ok := by[name]; !ok {
+			names = append(names, name)
+		}
+		by[name] = append(by[name], c)
+	}
+	devicesAxis(p, axis)
+	hi := goal
+	for i, name := range names {
+		for j, best := range []bool{false, true} {
+			var xy plotter.XYs
+			for _, c := range by[name] {
+				_, chain := c.chains(best)
+				gp := c.scheds[0].plain
+				if best {
+					gp = c.scheds[0].best
+				}
+				if chain != nil && gp != nil {
+					r := chain.IterationMs / gp.IterationMs
+					xy = append(xy, plotter.XY{X: float64(c.devices), Y: r})
+					hi = max(hi, r)
+				}
+			}
+			if len(xy) == 0 {
+				continue
+			}
+			label := name + ": swept"
+			if !best {
+				label = name + ": plain"
+			}
+			l, err := addSeries(p, xy, i, 2*i+j, label)
+			if err != nil {
+				return nil, err
+			}
+			if !best {
+				l.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+			}
+		}
+	}
+	g := plotter.NewFunction(func(float64) float64 { return goal })
+	g.Color = color.Gray{Y: 90}
+	g.Width = vg.Points(1.5)
+	g.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	p.Add(g)
+	p.Legend.Add(fmt.Sprintf("goal %.1fx", goal), g)
+	p.Y.Min, p.Y.Max = 0.8, max(2, hi*1.4) // the top holds the legend
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	return p, nil
 }

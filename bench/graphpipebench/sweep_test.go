@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"image/png"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -97,6 +100,24 @@ func TestSweptSmoke(t *testing.T) {
 		// GraphPipe's search holds the 1F1B chain's, at every cap.
 		if gp, one := cell.scheds[0].best, cell.scheds[1].best; gp.IterationMs > one.IterationMs*(1+1e-9) {
 			t.Errorf("capFrac %v: GraphPipe swept %.4g ms, the 1F1B chain %.4g", capFrac, gp.IterationMs, one.IterationMs)
+		}
+		// Its plot.
+		p, err := sweptPlot("title", cells)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := filepath.Join(t.TempDir(), "swept.png")
+		if err := save(p, file); err != nil {
+			t.Fatal(err)
+		}
+		if fh, err := os.Open(file); err != nil {
+			t.Error(err)
+		} else {
+			cfg, err := png.DecodeConfig(fh)
+			fh.Close()
+			if err != nil || cfg.Width < 400 {
+				t.Errorf("%s: %v, %dx%d", file, err, cfg.Width, cfg.Height)
+			}
 		}
 		var out bytes.Buffer
 		printSwept(&out, "title", cells)
