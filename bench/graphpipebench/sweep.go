@@ -232,7 +232,7 @@ func printSwept(out io.Writer, title string, cells []sweptCell) {
 }
 
 // sweptText is a scheduler's plain plan and, where a cap's search found
-// a faster one, that plan and its cap.
+// a faster one (by 0.01 ms or more, as printed), that plan and its cap.
 func sweptText(s swept) string {
 	if s.best == nil {
 		return "no plan fits"
@@ -241,7 +241,8 @@ func sweptText(s swept) string {
 	if s.plain != nil {
 		text = fmt.Sprintf("%.2f ms, %s", s.plain.IterationMs, core.FormatBytes(s.plain.PeakBytes))
 	}
-	if s.plain == nil || s.best.IterationMs < s.plain.IterationMs {
+	// Where the swept plan is faster by what two decimals show.
+	if s.plain == nil || fmt.Sprintf("%.2f", s.best.IterationMs) != fmt.Sprintf("%.2f", s.plain.IterationMs) {
 		text += fmt.Sprintf(" → %.2f ms, %s (at %s: %s)", s.best.IterationMs, core.FormatBytes(s.best.PeakBytes), core.FormatBytes(s.best.CapBytes), s.best.Plan)
 	}
 	return text
