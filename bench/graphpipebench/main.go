@@ -309,13 +309,6 @@ func main() {
 	if !(*capFrac == 0 || *capFrac >= minCapFrac && *capFrac <= 4) {
 		check(fmt.Errorf("-capfrac %v: want a ratio in [%v, 4], or 0 for no capped table", *capFrac, minCapFrac))
 	}
-	if *plotDir != "" {
-		// Before minutes of simulation, not after.
-		if err := os.MkdirAll(*plotDir, 0o755); err != nil {
-			check(fmt.Errorf("-plot: %w", err))
-		}
-		check(atomicfile.Check(filepath.Join(*plotDir, "graphpipe-speedup.png")))
-	}
 	if *sweep != 0 {
 		if *sweep < 2 || *sweep > 64 {
 			check(fmt.Errorf("-sweep %d: want 2 to 64 caps per cell, or 0 for no swept tables", *sweep))
@@ -330,6 +323,13 @@ func main() {
 		if len(ignored) > 0 {
 			check(fmt.Errorf("-sweep prints only the swept tables; %s would be ignored", strings.Join(ignored, ", ")))
 		}
+	}
+	if *plotDir != "" {
+		// Before minutes of simulation, not after.
+		if err := os.MkdirAll(*plotDir, 0o755); err != nil {
+			check(fmt.Errorf("-plot: %w", err))
+		}
+		check(atomicfile.Check(filepath.Join(*plotDir, "graphpipe-speedup.png")))
 	}
 	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
 	if *sweep != 0 {
