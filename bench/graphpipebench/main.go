@@ -420,6 +420,20 @@ type config struct {
 	piper bool
 }
 
+// cluster is c's preset on n devices, its links as c says (ports,
+// demanded transfers first).
+func (c config) cluster(n int) (*sim.Cluster, error) {
+	cl, err := sim.Preset(c.preset, n)
+	if err != nil {
+		return nil, err
+	}
+	if !c.ports {
+		cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
+	}
+	cl.DemandFirst = c.demandFirst
+	return cl, nil
+}
+
 // simulated prints the fixed-m table and, with capFrac > 0, the
 // memory-capped one, each with its summary, and returns the summaries.
 func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
@@ -551,7 +565,7 @@ func reproduce(out io.Writer, c config) error {
 // prints one row per plan. capFrac > 0 caps every device's memory at the
 // model's training state (what a home-step plan's home holds) / capFrac.
 func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
-	models, devices, preset, ports, samples, simulate := c.models, c.devices, c.preset, c.ports, c.samples, c.simulate
+	models, devices, samples, simulate := c.models, c.devices, c.samples, c.simulate
 	fmt.Fprintln(out, "| model | devices | memory cap | scheduler | order | m | used | stages | depth | predicted ms | iteration ms | vs chain 1F1B | vs best chain | max peak memory per device |")
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	var sums []summary
@@ -562,14 +576,10 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 		}
 		g, batch := samplesBatch(samples)
 		for _, n := range devices {
-			cl, err := sim.Preset(preset, n)
+			cl, err := c.cluster(n)
 			if err != nil {
 				return nil, err
 			}
-			if !ports {
-				cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
-			}
-			cl.DemandFirst = c.demandFirst
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
 			if err != nil {

@@ -101,7 +101,9 @@ func devicesAxis(p *plot.Plot, sums []summary) {
 	p.X.Min, p.X.Max = float64(lo)/1.15, float64(hi)*1.15
 }
 
-func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
+// ratioPlot is a plot of throughput over the best chain against
+// devices (the device counts of sums), titled title, its legend top left.
+func ratioPlot(title string, sums []summary) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
 	p.Title.TextStyle.Font.Size = vg.Points(11)
@@ -109,6 +111,21 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 	p.Legend.Top, p.Legend.Left = true, true
 	p.Add(plotter.NewGrid())
 	devicesAxis(p, sums)
+	return p
+}
+
+// addGoal draws the goal as a dashed grey line across p.
+func addGoal(p *plot.Plot) {
+	g := plotter.NewFunction(func(float64) float64 { return goal })
+	g.Color = color.Gray{Y: 90}
+	g.Width = vg.Points(1.5)
+	g.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
+	p.Add(g)
+	p.Legend.Add(fmt.Sprintf("goal %.1fx", goal), g)
+}
+
+func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
+	p := ratioPlot(title, sums)
 	names, by := series(sums)
 	hi := goal
 	for i, name := range names {
@@ -146,12 +163,7 @@ func speedupPlot(title string, sums []summary) (*plot.Plot, error) {
 		p.Add(b)
 		p.Legend.Add(name+": "+boundName, b)
 	}
-	g := plotter.NewFunction(func(float64) float64 { return goal })
-	g.Color = color.Gray{Y: 90}
-	g.Width = vg.Points(1.5)
-	g.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-	p.Add(g)
-	p.Legend.Add(fmt.Sprintf("goal %.1fx", goal), g)
+	addGoal(p)
 	// The bounds grow with devices far past what any plan reaches; the
 	// axis follows GraphPipe's ratios and clips them (the table has them).
 	p.Y.Min, p.Y.Max = 0.8, max(2, hi*1.5) // the top holds the legend

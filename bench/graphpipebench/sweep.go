@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"image/color"
 	"io"
 	"math"
 	"path/filepath"
@@ -84,14 +83,10 @@ func sweptTable(ctx context.Context, c config, capFrac float64, n int, progress 
 		}
 		g, batch := samplesBatch(c.samples)
 		for _, d := range c.devices {
-			cl, err := sim.Preset(c.preset, d)
+			cl, err := c.cluster(d)
 			if err != nil {
 				return nil, err
 			}
-			if !c.ports {
-				cl.Link.PortGBps, cl.InterNode.PortGBps = 0, 0
-			}
-			cl.DemandFirst = c.demandFirst
 			w := core.NewWorkload(mod, g, md.cfg.InDim, batch, cl.Infos(), 1)
 			prof, err := sim.Roofline(w, cl.Devices[0])
 			if err != nil {
@@ -308,12 +303,6 @@ func sweptMain(out, errOut io.Writer, c config, n int, plotDir string) error {
 // memory, dashed) and swept (each one's fastest at any cap, solid), with
 // the goal.
 func sweptPlot(title string, cells []sweptCell) (*plot.Plot, error) {
-	p := plot.New()
-	p.Title.Text = title
-	p.Title.TextStyle.Font.Size = vg.Points(11)
-	p.Y.Label.Text = "throughput over the best chain"
-	p.Legend.Top, p.Legend.Left = true, true
-	p.Add(plotter.NewGrid())
 	var axis []summary
 	var names []string
 	by := map[string][]sweptCell{}
@@ -325,7 +314,7 @@ func sweptPlot(title string, cells []sweptCell) (*plot.Plot, error) {
 		}
 		by[name] = append(by[name], c)
 	}
-	devicesAxis(p, axis)
+	p := ratioPlot(title, axis)
 	hi := goal
 	for i, name := range names {
 		for j, best := range []bool{false, true} {
@@ -358,12 +347,7 @@ func sweptPlot(title string, cells []sweptCell) (*plot.Plot, error) {
 			}
 		}
 	}
-	g := plotter.NewFunction(func(float64) float64 { return goal })
-	g.Color = color.Gray{Y: 90}
-	g.Width = vg.Points(1.5)
-	g.Dashes = []vg.Length{vg.Points(6), vg.Points(3)}
-	p.Add(g)
-	p.Legend.Add(fmt.Sprintf("goal %.1fx", goal), g)
+	addGoal(p)
 	p.Y.Min, p.Y.Max = 0.8, max(2, hi*1.4) // the top holds the legend
 	p.Legend.TextStyle.Font.Size = vg.Points(9)
 	return p, nil
