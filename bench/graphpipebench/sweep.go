@@ -68,8 +68,7 @@ func sweptCaps(peaks []int64, mem int64, n int) []int64 {
 // sweptTable sweeps every model on every device count of c, at c.m
 // micro-batches (0: searched) on the devices' memory or, with capFrac >
 // 0, under the memory-capped table's cap with m searched; n caps per
-// cell. progress, if set, hears each
-// scheduler's sweep done.
+// cell. progress, if set, hears each scheduler's sweep done.
 func sweptTable(ctx context.Context, c config, capFrac float64, n int, progress func(string)) ([]sweptCell, error) {
 	m := c.m
 	if capFrac > 0 {
