@@ -267,6 +267,9 @@ func main() {
 		check(fmt.Errorf("-m %d: more micro-batches than the %d samples (-samples): want at most one micro-batch per sample", *m, *samples))
 	}
 	if *search {
+		if *sweep != 0 {
+			check(fmt.Errorf("-search and -sweep each print only their own tables: pass one"))
+		}
 		devs, err := parseDevices(*searchDevs, "-search-devices")
 		check(err)
 		if *m < 1 || *searchLimit <= 0 {

@@ -141,6 +141,7 @@ func sweptTable(ctx context.Context, c config, capFrac float64, n int, progress 
 				}
 				sw := &cell.scheds[i]
 				sw.rows = append(rows, sw.rows...) // ascending: the devices' memory last
+				memsweep.FillBest(sw.rows)
 				sw.plain = nil
 				if last := &sw.rows[len(sw.rows)-1]; last.Fits() {
 					sw.plain = last
@@ -181,15 +182,24 @@ func (c sweptCell) chains(best bool) (oneF, fastest *memsweep.Row) {
 func (c sweptCell) goal() string {
 	gp := c.scheds[0].best
 	oneF, chain := c.chains(true)
-	if gp == nil || chain == nil || oneF == nil {
-		return "- (no plan)"
+	switch {
+	case gp == nil:
+		return "- (no GraphPipe plan)"
+	case chain == nil:
+		return "- (no chain plan)"
 	}
 	ratio := chain.IterationMs / gp.IterationMs
+	if oneF == nil {
+		if ratio < goal {
+			return fmt.Sprintf("no: %.3fx", math.Floor(ratio*1000)/1000)
+		}
+		return "no 1F1B chain plan to compare peaks with"
+	}
 	if ratio >= goal && gp.PeakBytes < oneF.PeakBytes {
 		return "yes"
 	}
 	if h := memsweep.Fastest(c.scheds[0].rows, oneF.PeakBytes); h != nil && chain.IterationMs/h.IterationMs >= goal {
-		return fmt.Sprintf("under the 1F1B chain's peak: %.3fx, %s (%s at %s)", math.Floor(chain.IterationMs/h.IterationMs*1000)/1000, core.FormatBytes(h.PeakBytes), h.Plan, core.FormatBytes(h.CapBytes))
+		return fmt.Sprintf("under the 1F1B chain's peak: %.3fx, %s (%s at %s)", math.Floor(chain.IterationMs/h.IterationMs*1000)/1000, core.FormatBytes(h.PeakBytes), h.Plan, memsweep.CapText(h.CapBytes))
 	}
 	if ratio < goal {
 		return fmt.Sprintf("no: %.3fx", math.Floor(ratio*1000)/1000)
@@ -203,7 +213,7 @@ func (c sweptCell) goal() string {
 // plans.
 func printSwept(out io.Writer, title string, cells []sweptCell) {
 	fmt.Fprintf(out, "\n%s\n\n", title)
-	fmt.Fprintln(out, "| model | devices | memory | caps | graphpipe: plain → swept | 1f1b: plain → swept | gpipe: plain → swept | vs best chain, plain | vs best chain, swept | ≥ 1.3x the best swept chain and lighter than the swept 1F1B chain |")
+	fmt.Fprintf(out, "| model | devices | memory | caps | graphpipe: plain → swept | 1f1b: plain → swept | gpipe: plain → swept | vs best chain, plain | vs best chain, swept | ≥ %.1fx the best swept chain and lighter than the swept 1F1B chain |\n", goal)
 	fmt.Fprintln(out, "|---|---|---|---|---|---|---|---|---|---|")
 	for _, c := range cells {
 		fmt.Fprintf(out, "| %s | %d | %s | %d |", c.model, c.devices, core.FormatBytes(c.mem), c.caps)
@@ -226,7 +236,8 @@ func printSwept(out io.Writer, title string, cells []sweptCell) {
 }
 
 // sweptText is a scheduler's plain plan and, where a cap's search found
-// a faster one (by 0.01 ms or more, as printed), that plan and its cap.
+// a faster one (by 0.01 ms or more, as printed), that plan and its cap
+// (as --device-mem reads it back).
 func sweptText(s swept) string {
 	if s.best == nil {
 		return "no plan fits"
@@ -237,7 +248,7 @@ func sweptText(s swept) string {
 	}
 	// Where the swept plan is faster by what two decimals show.
 	if s.plain == nil || fmt.Sprintf("%.2f", s.best.IterationMs) != fmt.Sprintf("%.2f", s.plain.IterationMs) {
-		text += fmt.Sprintf(" → %.2f ms, %s (at %s: %s)", s.best.IterationMs, core.FormatBytes(s.best.PeakBytes), core.FormatBytes(s.best.CapBytes), s.best.Plan)
+		text += fmt.Sprintf(" → %.2f ms, %s (at %s: %s)", s.best.IterationMs, core.FormatBytes(s.best.PeakBytes), memsweep.CapText(s.best.CapBytes), s.best.Plan)
 	}
 	return text
 }

@@ -124,14 +124,14 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	fmt.Fprintln(tw, "cap\titeration\tpeak\tneeds\tfaster at a smaller cap\tplan")
 	for _, r := range rows {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", capText(r.CapBytes), smallerCap(r), shortError(r))
+			fmt.Fprintf(tw, "%s\t-\t-\t-\t%s\t%s\n", memsweep.CapText(r.CapBytes), smallerCap(r), shortError(r))
 			continue
 		}
 		plan := r.Plan
 		if r.OverCap {
 			plan += " (over the cap in the simulation)"
 		}
-		fmt.Fprintf(tw, "%s\t%.4g ms\t%s\t%s\t%s\t%s\n", capText(r.CapBytes), r.IterationMs, core.FormatBytes(r.PeakBytes),
+		fmt.Fprintf(tw, "%s\t%.4g ms\t%s\t%s\t%s\t%s\n", memsweep.CapText(r.CapBytes), r.IterationMs, core.FormatBytes(r.PeakBytes),
 			core.FormatBytes(core.RoundUpShownBytes(r.NeedBytes)), smallerCap(r), plan)
 	}
 	if err := tw.Flush(); err != nil {
@@ -143,16 +143,6 @@ func runMemSweep(ctx context.Context, out, errOut io.Writer, f *planFlags, sched
 	return nil
 }
 
-// capText prints a cap as --device-mem reads it back: its size, and its
-// bytes where the size as printed would read back as another (LO and HI
-// as given; the caps between are rounded to what prints).
-func capText(c int64) string {
-	if back, err := core.ParseBytes(core.FormatBytes(c)); err == nil && back == c {
-		return core.FormatBytes(c)
-	}
-	return fmt.Sprintf("%s (%d B)", core.FormatBytes(c), c)
-}
-
 // smallerCap says, for a row whose search found a slower plan (or none)
 // where a smaller cap's search found a faster one, that plan's time and
 // cap: the search is not monotone in the cap, and that cap reaches it.
@@ -160,7 +150,7 @@ func smallerCap(r memsweep.Row) string {
 	if r.BestCapBytes == 0 || r.BestCapBytes == r.CapBytes || r.Fits() && r.BestIterationMs >= r.IterationMs {
 		return "-"
 	}
-	return fmt.Sprintf("%.4g ms at %s", r.BestIterationMs, capText(r.BestCapBytes))
+	return fmt.Sprintf("%.4g ms at %s", r.BestIterationMs, memsweep.CapText(r.BestCapBytes))
 }
 
 // shortError is a row's error as the table gives it: a no-fit error by

@@ -71,15 +71,6 @@ func FuzzParseMemSweep(f *testing.F) {
 	})
 }
 
-func TestCapText(t *testing.T) {
-	if got := capText(300000); got != "293.0 KiB (300000 B)" {
-		t.Errorf("capText(300000) = %q", got)
-	}
-	if got := capText(200 << 20); got != "200.0 MiB" {
-		t.Errorf("capText(200 MiB) = %q", got)
-	}
-}
-
 func TestFillBest(t *testing.T) {
 	rows := []memsweep.Row{
 		{CapBytes: 1, Error: "no fit"},

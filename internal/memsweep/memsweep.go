@@ -34,6 +34,16 @@ func Caps(lo, hi int64, n int) []int64 {
 	return out
 }
 
+// CapText is a cap as --device-mem reads it back: its size, and its
+// bytes where the size as printed would read back as another (a sweep's
+// ends as given; the caps between are rounded to what prints).
+func CapText(c int64) string {
+	if back, err := core.ParseBytes(core.FormatBytes(c)); err == nil && back == c {
+		return core.FormatBytes(c)
+	}
+	return fmt.Sprintf("%s (%d B)", core.FormatBytes(c), c)
+}
+
 // Row is one cap's result.
 type Row struct {
 	CapBytes int64 `json:"cap_bytes"`

@@ -49,6 +49,21 @@ func TestCaps(t *testing.T) {
 	}
 }
 
+func TestCapText(t *testing.T) {
+	for _, c := range []struct {
+		in   int64
+		want string
+	}{
+		{300000, "293.0 KiB (300000 B)"}, // reads back as 300032 B: the bytes too
+		{200 << 20, "200.0 MiB"},
+		{1 << 30, "1.0 GiB"},
+	} {
+		if got := memsweep.CapText(c.in); got != c.want {
+			t.Errorf("CapText(%d) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}
+
 // rows are a sweep's results as Run leaves them, before FillBest.
 func rows() []memsweep.Row {
 	return []memsweep.Row{
