@@ -125,12 +125,10 @@ func sweptTable(ctx context.Context, c config, capFrac float64, n int, progress 
 				if err != nil {
 					return nil, err
 				}
-				sw := swept{name: r.s.Name(), rows: rows}
 				if rows[0].Fits() {
-					sw.plain = &sw.rows[0]
 					peaks = append(peaks, rows[0].PeakBytes)
 				}
-				cell.scheds = append(cell.scheds, sw)
+				cell.scheds = append(cell.scheds, swept{name: r.s.Name(), rows: rows})
 			}
 			caps := sweptCaps(peaks, mem, n)
 			cell.caps = len(caps) + 1
@@ -142,7 +140,6 @@ func sweptTable(ctx context.Context, c config, capFrac float64, n int, progress 
 				sw := &cell.scheds[i]
 				sw.rows = append(rows, sw.rows...) // ascending: the devices' memory last
 				memsweep.FillBest(sw.rows)
-				sw.plain = nil
 				if last := &sw.rows[len(sw.rows)-1]; last.Fits() {
 					sw.plain = last
 				}
