@@ -35,8 +35,12 @@ type costs struct {
 	// amortises per-iteration work. On d replicas a stage's step is its
 	// largest owner's (repRate: spreadOwners gives each parameter whole
 	// to one replica).
-	step                   []float64
-	amortize               bool
+	step     []float64
+	amortize bool
+	// reduce (a copy made by flushAmortized, amortize set too): repRate
+	// adds, for a stage on d > 1 replicas, the reductions of its
+	// gradients into their owners per micro-batch (reduction).
+	reduce                 bool
 	held, temp, out, wbyte []float64
 	// walk: the profile gives each op's backward gradients (gIn left for
 	// its inputs, gOut of its outputs freed: sim.Point.GradIn, GradOut),
@@ -589,8 +593,10 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 	if tau > 0 && !math.IsInf(tau, 1) {
 		d = max(1, int(math.Ceil(s.rate()/tau*(1-eps)))) // repRate(d) >= rate/d
 		for c.repRate(s, d) > tau*(1+eps) {
-			if d++; d > len(c.devs) && s.amort > 0 {
-				return math.MaxInt32 // a parameter's step does not split: no replica count meets tau
+			if d++; d > len(c.devs) && (s.amort > 0 || c.reduce) {
+				// A parameter's step does not split, and reductions grow
+				// with d: no replica count meets tau.
+				return math.MaxInt32
 			}
 		}
 	}
@@ -636,6 +642,36 @@ func (c *costs) memoryFree() bool {
 
 func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
+}
+
+// flushPass reports whether the DPs also run with each stage's whole
+// flush amortised (pools: costs.flushAmortized): with owners, on graphs
+// of at most smallOps ops (a pass's time, kept out of the 1,000-op
+// bound), over more than one device.
+func (c *costs) flushPass() bool {
+	return weighFlush && c.step != nil && len(c.time) <= smallOps && len(c.devs) > 1
+}
+
+// flushAmortized is amortized with reduce set: the DPs weigh, per
+// micro-batch, a stage's step and, on d > 1 replicas, the reductions of
+// its gradients into their owners (reduction).
+func (c *costs) flushAmortized() *costs {
+	a := c.amortized()
+	a.reduce = true
+	return a
+}
+
+// reduction is the time per micro-batch of a stage's gradient
+// reductions on d replicas as the third DP pass weighs it: every owner
+// receives its parameters' gradients from the d−1 other replicas
+// (spreadOwners: at most ownedBound bytes each, over one port), once per
+// iteration of c.m micro-batches. Grows with d where it matters: the
+// pass's answers replicate stages of large parameters less.
+func (c *costs) reduction(s stageStat, d int) float64 {
+	if d <= 1 || s.pw <= 0 {
+		return 0
+	}
+	return c.link(float64(d-1)*ownedBound(s.pw, s.pmax, d)) / float64(c.m)
 }
 
 // secondPass reports whether the DPs also run with the steps amortised
@@ -724,6 +760,9 @@ func (c *costs) amortized() *costs {
 // replicas it has). Non-increasing in d, and at least rate()/d.
 func (c *costs) repRate(s stageStat, d int) float64 {
 	r := s.t() / float64(d)
+	if c.reduce {
+		r += c.reduction(s, d)
+	}
 	if s.amort > 0 {
 		share := 1 / float64(d)
 		if s.pw > 0 {

@@ -80,11 +80,11 @@ type predKey struct {
 }
 
 // readKey names one chain table of runDPs at one costs: the DPs' pass
-// (second: the steps amortised), the replica cap, the schedule (its
+// (dpPass), the replica cap, the schedule (its
 // memory check), the memory it was checked against, and whether it is
 // Piper's (over downsets) or PipeDream's (over a topological order).
 type readKey struct {
-	second bool
+	pass   dpPass
 	cap    int
 	kind   Kind
 	memCap float64

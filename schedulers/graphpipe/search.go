@@ -26,14 +26,16 @@ type candidate struct {
 	// trunk on every device the plan uses) or ", shared trunk on first
 	// replicas".
 	from string
-	// second: from the DPs' second pass, the optimizer steps weighed
-	// (pools); the walk over m and the fallbacks see only the others.
-	second bool
-	pred   prediction
-	m      int // micro-batches per iteration
-	cap    int // the replica cap the partitioner ran at
-	plan   *core.Plan
-	res    *sim.Result
+	// second: from one of the DPs' added passes, the optimizer steps
+	// weighed (pools); the walk over m and the fallbacks see only the
+	// others. flush: from the third of them, the replicated stages'
+	// gradient reductions weighed too (second is then set as well).
+	second, flush bool
+	pred          prediction
+	m             int // micro-batches per iteration
+	cap           int // the replica cap the partitioner ran at
+	plan          *core.Plan
+	res           *sim.Result
 	// groups: the plan steps each owner's parameters in readiness
 	// groups (PlanOptions.StepGroups).
 	groups bool
@@ -103,7 +105,7 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 		part := cd.part
 		part.WarmupCap = limit
 		if pr := c.estimate(part, cd.kind); pr.fits {
-			return &candidate{part: part, kind: cd.kind, from: cd.from, second: cd.second, pred: pr, m: cd.m, cap: cd.cap}
+			return &candidate{part: part, kind: cd.kind, from: cd.from, second: cd.second, flush: cd.flush, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
 	return nil
@@ -150,14 +152,28 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// plan it would choose without the second pass is lost. It is
 	// skipped without simulation (Simulate < 0), where the estimate alone
 	// would choose and may flatter the second pass's plans.
+	//
+	// A third pass weighs the whole flush a stage adds (costs.flushPass:
+	// on small graphs, where a stage can have replicas): its step and,
+	// replicated, the reductions into its owners, amortised alike
+	// (costs.flushAmortized). The DPs minimise the slowest stage, which
+	// says nothing of the flush a replicated stage of large parameters
+	// leaves after the last backward; the chains this pass proposes
+	// replicate such stages less. Added and simulated the same way.
 	second := s.Simulate >= 0 && c.secondPass()
+	flush := s.Simulate >= 0 && c.flushPass()
 	run := func(kind Kind, root *spNode, chain, pchain, dag *[]*candidate) error {
 		seen, pseen := map[string]bool{}, map[string]bool{}
-		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, false, seen, pseen, chain, pchain, dag); err != nil {
+		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, plainPass, seen, pseen, chain, pchain, dag); err != nil {
 			return err
 		}
 		if second {
-			return s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, true, seen, pseen, chain, pchain, dag)
+			if err := s.runDPs(ctx, w, c, c.amortized(), devs, root, trunk, kind, caps, stepsPass, seen, pseen, chain, pchain, dag); err != nil {
+				return err
+			}
+		}
+		if flush {
+			return s.runDPs(ctx, w, c, c.flushAmortized(), devs, root, trunk, kind, caps, flushPass, seen, pseen, chain, pchain, dag)
 		}
 		return nil
 	}
@@ -200,7 +216,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		// GPipe chain baselines' searches.
 		gdag := make([]*candidate, 0, len(dag))
 		for _, cd := range dag {
-			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second})
+			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second, flush: cd.flush})
 		}
 		estimateAll(ctx, gdag, func(*candidate) *costs { return c })
 		if err := ctx.Err(); err != nil {
@@ -283,7 +299,7 @@ func capsOf(caps []int, only map[int]bool) []int {
 // order, the chain answers read as stage DAGs (PipeDream's, then
 // Piper's), the DAG answers, then the shared-trunk variants of this
 // run's DAG candidates.
-func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, second bool, seen, pseen map[string]bool, chain, pchain, dag *[]*candidate) (err error) {
+func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, devs []core.DeviceID, root *spNode, trunk []int, kind Kind, caps []int, pass dpPass, seen, pseen map[string]bool, chain, pchain, dag *[]*candidate) (err error) {
 	D, n := len(devs), len(w.Ops)
 	// Piper's tables first, on their own: they price stages with
 	// cv.stat, which the DAG search below uses too.
@@ -294,7 +310,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 	if pchain != nil {
 		keys := make([]readKey, len(caps))
 		for i, r := range caps {
-			keys[i] = readKey{second: second, cap: r, kind: kind, memCap: cv.memCap, piper: true}
+			keys[i] = readKey{pass: pass, cap: r, kind: kind, memCap: cv.memCap, piper: true}
 		}
 		if preads = c.keptReads(keys); preads == nil {
 			pds, ptables, err := piperTables(ctx, w, cv, D, caps, kind, s.Progress)
@@ -364,7 +380,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			}
 			return out
 		}
-		key := func(r int) readKey { return readKey{second: second, cap: r, kind: kind, memCap: cv.memCap} }
+		key := func(r int) readKey { return readKey{pass: pass, cap: r, kind: kind, memCap: cv.memCap} }
 		// The largest cap's table first: the others copy its budgets up
 		// to their own cap (chainDP.tableFrom), then run side by side.
 		top := 0
@@ -413,7 +429,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 				return
 			}
 			seen[key] = true
-			cd := &candidate{part: p, kind: kind, from: from, cap: r, second: second}
+			cd := &candidate{part: p, kind: kind, from: from, cap: r, second: pass != plainPass, flush: pass == flushPass}
 			*pool = append(*pool, cd)
 			added = append(added, cd)
 		}
@@ -488,10 +504,22 @@ func (s *Scheduler) sharedVariants(q Partition, trunk []int) (ps []Partition, en
 // smallOps is also where widened starts to leave alone the plans that
 // keep nearly every device busy (widenIdle), and above which the search
 // weighs no trunk on first replicas (sharedTrunkFirsts).
+// dpPass is one of the DPs' runs over the same candidates' costs
+// (pools): plain; the optimizer steps amortised (costs.amortized); the
+// whole flush amortised (costs.flushAmortized).
+type dpPass uint8
+
+const (
+	plainPass dpPass = iota
+	stepsPass
+	flushPass
+)
+
 var (
 	stepMaterial  = 0.02 // variables, so that tests can move them
 	shiftMaterial = 0.05
 	smallOps      = 256
+	weighFlush    = true // the DPs' third pass (costs.flushPass); tests turn it off
 )
 
 // widenTop: the search widens (widened) the widenTop × k best estimated
@@ -635,7 +663,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		for _, p := range parts {
 			key := signature(p, fam.kind)
 			if cd, ok := seen[key]; ok {
-				cd.second = false // the plain search finds it here too
+				cd.second, cd.flush = false, false // the plain search finds it here too
 				continue
 			}
 			cd := &candidate{part: p, kind: fam.kind, from: from, cap: r, pred: c.estimate(p, fam.kind)}
@@ -693,7 +721,7 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 			}
 			seen[kq] = true
 			tried++
-			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, second: cd.second, m: cd.m, cap: cd.cap})
+			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, second: cd.second, flush: cd.flush, m: cd.m, cap: cd.cap})
 			shared = append(shared, sh)
 		}
 		perM := map[int]int{} // sources widened per micro-batch count
@@ -1185,7 +1213,10 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		p.Metrics["warmup_cap"] = float64(best.part.WarmupCap)
 	}
 	if best.second {
-		p.Metrics["steps_weighed"] = 1 // found by the DPs' second pass
+		p.Metrics["steps_weighed"] = 1 // found by one of the DPs' added passes
+	}
+	if best.flush {
+		p.Metrics["flush_weighed"] = 1 // found by the DPs' third pass
 	}
 	if strings.Contains(best.from, "widened") {
 		p.Metrics["widened"] = 1 // a DP plan with its idle devices spent
@@ -1214,27 +1245,30 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 // turns in sem, which the other families share.
 func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, branches [][]int, sem chan struct{}) ([]*candidate, int, int, error) {
 	total := len(pool)
-	var fit, fit2 []*candidate // the DPs' plain pass's, the second's
+	var fit, fit2, fit3 []*candidate // the DPs' plain pass's, the second's, the third's
 	for _, cd := range pool {
 		switch {
 		case !cd.pred.fits:
+		case cd.flush:
+			fit3 = append(fit3, cd)
 		case cd.second:
 			fit2 = append(fit2, cd)
 		default:
 			fit = append(fit, cd)
 		}
 	}
-	fitting := len(fit) + len(fit2)
+	fitting := len(fit) + len(fit2) + len(fit3)
 	byIter := func(xs []*candidate) {
 		sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
 	}
 	byIter(fit)
 	byIter(fit2)
-	n, n2 := len(fit), len(fit2)
+	byIter(fit3)
+	n, n2, n3 := len(fit), len(fit2), len(fit3)
 	if k > 0 {
-		n, n2 = min(n, k), min(n2, k)
+		n, n2, n3 = min(n, k), min(n2, k), min(n3, k)
 	} else {
-		n, n2 = min(n, 1), 0 // nothing simulated: pools ran no second pass
+		n, n2, n3 = min(n, 1), 0, 0 // nothing simulated: pools ran no added pass
 	}
 	top := fit[:n:n]
 	if k > 0 && len(evals) > 1 {
@@ -1256,14 +1290,15 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 			}
 		}
 	}
-	// The second pass's best as many again, beside (not instead of)
+	// Each added pass's best as many again, beside (not instead of)
 	// the plain pass's: the search weighs everything it weighed
-	// without the second pass, so its plan is never slower.
+	// without them, so its plan is never slower.
 	top = append(top, fit2[:n2]...)
+	top = append(top, fit3[:n3]...)
 	// And the widened plans of each pass's best, beside the others
 	// again.
 	if k > 0 {
-		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2}, k, costsAt, devs, trunk, branches)
+		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2, fit3}, k, costsAt, devs, trunk, branches)
 		if err := ctx.Err(); err != nil {
 			return nil, 0, 0, err
 		}
@@ -1495,7 +1530,10 @@ func describe(cd *candidate) string {
 	if cd.part.WarmupCap > 0 {
 		s += fmt.Sprintf(", warm-up %d", cd.part.WarmupCap)
 	}
-	if cd.second {
+	switch {
+	case cd.flush:
+		s += ", flush weighed"
+	case cd.second:
 		s += ", steps weighed"
 	}
 	if cd.groups {
@@ -1531,7 +1569,7 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cd := &candidate{part: best.part, kind: best.kind, from: best.from, second: best.second, m: best.m, cap: best.cap}
+		cd := &candidate{part: best.part, kind: best.kind, from: best.from, second: best.second, flush: best.flush, m: best.m, cap: best.cap}
 		cd.part.WarmupCap = limit
 		cd.pred = estimate(cd.part, cd.kind)
 		plan, err := s.build(w, cd)
