@@ -622,6 +622,17 @@ func (c *costs) minReplicas(s stageStat, tau float64, k int) int {
 			lo = mid + 1
 		}
 	}
+	if c.reduce && tau > 0 && !math.IsInf(tau, 1) {
+		// The reductions grow with d, so the rate may have risen past
+		// tau by lo: the fewest replicas from lo on that meet it (all
+		// of them fit).
+		for ; lo <= limit; lo++ {
+			if c.repRate(s, lo) <= tau*(1+eps) {
+				return lo
+			}
+		}
+		return math.MaxInt32
+	}
 	return lo
 }
 
@@ -757,7 +768,9 @@ func (c *costs) amortized() *costs {
 // amortize, the step of the most parameter bytes one replica owns
 // (ownedBound: spreadOwners gives each parameter whole to one replica, so
 // a stage of one large table steps it on one device however many
-// replicas it has). Non-increasing in d, and at least rate()/d.
+// replicas it has), and under reduce (the third pass) its reductions
+// (reduction). At least rate()/d; non-increasing in d except under
+// reduce, where the reductions grow with d.
 func (c *costs) repRate(s stageStat, d int) float64 {
 	r := s.t() / float64(d)
 	if c.reduce {

@@ -13,7 +13,9 @@ import (
 // on one replica or without parameters, grows with the replicas for a
 // stage of large parameters (so repRate is not monotone there), and
 // minReplicas then reports no replica count meets a target it cannot
-// reach instead of counting up without end.
+// reach instead of counting up without end (also for a stage without a
+// step of its own, whose parameter another op steps), and under a memory
+// cap never returns a count whose rate misses the target.
 func TestReduction(t *testing.T) {
 	w, cl := unoWorkload(t, core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
 	prof, err := sim.Roofline(w, cl.Devices[0])
@@ -49,7 +51,7 @@ func TestReduction(t *testing.T) {
 	for d := 2; d <= 16; d++ {
 		r := f.reduction(s, d)
 		// (d−1) owners' shares of 32 MiB over one port, once per 16
-		// micro-batches: from 1 to 30 MiB's transfer.
+		// micro-batches: from 32 to 480 MiB's transfer, over 16.
 		want := f.link(float64(d-1)*ownedBound(s.pw, s.pmax, d)) / 16
 		if r <= prev || math.Abs(r-want) > 1e-12 {
 			t.Errorf("%d replicas: reduction %g (previous %g), want %g, growing", d, r, prev, want)
@@ -69,6 +71,28 @@ func TestReduction(t *testing.T) {
 	}
 	if got := f.minReplicas(s, least*1.0001, 1); got < 1 || got > len(f.devs) {
 		t.Errorf("the least rate: %d replicas, want one of 1..%d", got, len(f.devs))
+	}
+	// Without a step of its own (amort 0): the reductions alone must
+	// stop the count.
+	bare := stageStat{f: s.f, b: s.b, pw: s.pw, pmax: s.pmax}
+	if got := f.minReplicas(bare, least*0.5, 0); got != math.MaxInt32 {
+		t.Errorf("no step, a target below every rate: %d replicas, want none", got)
+	}
+	// Under a cap that the fewest replicas meeting tau do not fit, the
+	// fewest that fit may be past the rate's minimum: the answer must
+	// still meet tau, or be none.
+	const k = 12
+	tau := f.repRate(s, 4) * 1.0001
+	for d := 2; d <= len(f.devs); d++ {
+		g := *f
+		g.memCap = f.peak(s, OneFOneB, k+d, d) // d replicas just fit
+		got := g.minReplicas(s, tau, k)
+		if got == math.MaxInt32 {
+			continue
+		}
+		if r := g.repRate(s, got); r > tau*(1+eps) || !g.fits(s, OneFOneB, k+got, got) {
+			t.Errorf("cap at %d replicas' peak: %d replicas, rate %.4g ms against tau %.4g ms (fits %v)", d, got, r*1e3, tau*1e3, g.fits(s, OneFOneB, k+got, got))
+		}
 	}
 }
 

@@ -201,8 +201,9 @@ type Scheduler struct {
 	// Simulate is how many of the best-estimated candidates of each
 	// family are simulated to choose among (0: 8; negative: none, the
 	// estimate decides), besides the best of each micro-batch count the
-	// m search tried, as many again from the partitioners' second
-	// pass where it runs (the optimizer steps weighed), and as many
+	// m search tried, as many again from each of the partitioners'
+	// added passes where they run (the second: the optimizer steps
+	// weighed; the third: each stage's whole flush weighed), and as many
 	// widened plans and widened shared-trunk plans per pass (the
 	// devices a candidate leaves idle spent on replicas, where that
 	// estimates among the pass's best); the last two not when negative.

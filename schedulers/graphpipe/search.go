@@ -492,18 +492,6 @@ func (s *Scheduler) sharedVariants(q Partition, trunk []int) (ps []Partition, en
 	return ps, ends
 }
 
-// When the DPs' second pass runs (costs.secondPass): the optimizer
-// steps are at least stepMaterial of the ops' forward and backward time
-// per iteration (costs.stepShare), and either the model has at most
-// smallOps ops or the steps reshape the op times by at least
-// shiftMaterial (costs.stepShift). The pass doubles the DPs' time; on a
-// large op graph whose steps follow its compute (the 1,000-op uno over
-// 256 samples: steps 5% of the op time, shift 0.002) it found no better
-// plan and took the search from 3.4 to 6.9 s.
-//
-// smallOps is also where widened starts to leave alone the plans that
-// keep nearly every device busy (widenIdle), and above which the search
-// weighs no trunk on first replicas (sharedTrunkFirsts).
 // dpPass is one of the DPs' runs over the same candidates' costs
 // (pools): plain; the optimizer steps amortised (costs.amortized); the
 // whole flush amortised (costs.flushAmortized).
@@ -515,6 +503,30 @@ const (
 	flushPass
 )
 
+// pass is the DP pass that found cd.
+func (cd *candidate) pass() dpPass {
+	switch {
+	case cd.flush:
+		return flushPass
+	case cd.second:
+		return stepsPass
+	}
+	return plainPass
+}
+
+// When the DPs' second pass runs (costs.secondPass): the optimizer
+// steps are at least stepMaterial of the ops' forward and backward time
+// per iteration (costs.stepShare), and either the model has at most
+// smallOps ops or the steps reshape the op times by at least
+// shiftMaterial (costs.stepShift). The pass doubles the DPs' time; on a
+// large op graph whose steps follow its compute (the 1,000-op uno over
+// 256 samples: steps 5% of the op time, shift 0.002) it found no better
+// plan and took the search from 3.4 to 6.9 s.
+//
+// smallOps is also where widened starts to leave alone the plans that
+// keep nearly every device busy (widenIdle), and above which the search
+// weighs no trunk on first replicas (sharedTrunkFirsts); it is also the
+// most ops the DPs' third pass runs on (costs.flushPass).
 var (
 	stepMaterial  = 0.02 // variables, so that tests can move them
 	shiftMaterial = 0.05
@@ -701,11 +713,18 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 		sig string
 		m   int
 	}
+	// Each pass's widened plans are weighed against the signatures of
+	// its own and the earlier passes' candidates (and the plans widened
+	// so far), not a later pass's: a later pass only adds, so it must
+	// not take a widened plan's place with a candidate of the same
+	// signature that it then does not simulate.
 	seen := map[key]bool{}
-	for _, cd := range pool {
-		seen[key{signature(cd.part, cd.kind), cd.m}] = true
-	}
-	for _, xs := range passes {
+	for pass, xs := range passes {
+		for _, cd := range pool {
+			if int(cd.pass()) == pass {
+				seen[key{signature(cd.part, cd.kind), cd.m}] = true
+			}
+		}
 		if len(xs) == 0 {
 			continue
 		}
@@ -1070,23 +1089,18 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			for i, cd := range over {
 				variant[cd] = found[i]
 			}
-			// The plain pass's candidates first, against the plain
-			// pass's signatures alone (as without the second pass), then
-			// the second pass's against all.
+			// Each pass's candidates in turn, against the signatures of
+			// its own and the earlier passes' (as without the later
+			// passes) and the variants added so far.
 			seen := map[string]bool{}
-			for _, cd := range pool {
-				if !cd.second {
-					seen[signature(cd.part, cd.kind)] = true
-				}
-			}
-			for _, second := range []bool{false, true} {
-				if second {
-					for _, cd := range pool {
+			for pass := plainPass; pass <= flushPass; pass++ {
+				for _, cd := range pool {
+					if cd.pass() == pass {
 						seen[signature(cd.part, cd.kind)] = true
 					}
 				}
 				for _, cd := range pool {
-					if cd.second != second || cd.kind != OneFOneB || cd.pred.fits {
+					if cd.pass() != pass || cd.kind != OneFOneB || cd.pred.fits {
 						continue
 					}
 					if v := variant[cd]; v != nil && !seen[signature(v.part, v.kind)] {
@@ -1417,14 +1431,17 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 	}
 	sort.SliceStable(best, func(a, b int) bool { return better2(top[best[a]], top[best[b]]) })
 	// The fastest groupTop of the plans split over their branches
-	// (splitBranches) and of the others, each: split plans weighed
-	// beside the others do not take the others' turns.
+	// (splitBranches) and of the others, each, and of each DP pass's:
+	// split plans weighed beside the others do not take the others'
+	// turns, nor an added pass's plans the plain pass's.
 	var chosen []int
 	for _, split := range []bool{false, true} {
-		n := 0
-		for _, i := range best {
-			if n < groupTop && isSplit(top[i]) == split {
-				chosen, n = append(chosen, i), n+1
+		for pass := plainPass; pass <= flushPass; pass++ {
+			n := 0
+			for _, i := range best {
+				if n < groupTop && isSplit(top[i]) == split && top[i].pass() == pass {
+					chosen, n = append(chosen, i), n+1
+				}
 			}
 		}
 	}
