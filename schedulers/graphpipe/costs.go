@@ -655,11 +655,11 @@ func (c *costs) fits(s stageStat, kind Kind, W, d int) bool {
 	return c.memCap <= 0 || c.peak(s, kind, W, d) <= c.memCap
 }
 
-// flushPass reports whether the DPs also run with each stage's whole
+// thirdPass reports whether the DPs also run with each stage's whole
 // flush amortised (pools: costs.flushAmortized): with owners, on graphs
 // of at most smallOps ops (a pass's time, kept out of the 1,000-op
 // bound), over more than one device.
-func (c *costs) flushPass() bool {
+func (c *costs) thirdPass() bool {
 	return weighFlush && c.step != nil && len(c.time) <= smallOps && len(c.devs) > 1
 }
 

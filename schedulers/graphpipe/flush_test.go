@@ -134,11 +134,11 @@ func TestFlushPass(t *testing.T) {
 	// The gate: owners, at most smallOps ops, more than one device.
 	weighFlush = true
 	c, _ := costsOn(t, w, cl, prof, 16)
-	if !c.flushPass() {
+	if !c.thirdPass() {
 		t.Error("uno-4 on 16 devices: no third pass")
 	}
 	one, cl1, prof1 := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 1)
-	if c1, _ := costsOn(t, one, cl1, prof1, 16); c1.flushPass() {
+	if c1, _ := costsOn(t, one, cl1, prof1, 16); c1.thirdPass() {
 		t.Error("one device: a third pass")
 	}
 	var devs []core.DeviceInfo // TestPartitionSearchTime's 1,000-op DAG
@@ -151,7 +151,7 @@ func TestFlushPass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cb, _ := costsOn(t, big, bcl, bprof, 16); cb.flushPass() {
+	if cb, _ := costsOn(t, big, bcl, bprof, 16); cb.thirdPass() {
 		t.Errorf("%d ops: a third pass (at most %d)", len(big.Ops), smallOps)
 	}
 }

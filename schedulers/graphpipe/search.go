@@ -153,7 +153,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// skipped without simulation (Simulate < 0), where the estimate alone
 	// would choose and may flatter the second pass's plans.
 	//
-	// A third pass weighs the whole flush a stage adds (costs.flushPass:
+	// A third pass weighs the whole flush a stage adds (costs.thirdPass:
 	// on small graphs, where a stage can have replicas): its step and,
 	// replicated, the reductions into its owners, amortised alike
 	// (costs.flushAmortized). The DPs minimise the slowest stage, which
@@ -161,7 +161,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// leaves after the last backward; the chains this pass proposes
 	// replicate such stages less. Added and simulated the same way.
 	second := s.Simulate >= 0 && c.secondPass()
-	flush := s.Simulate >= 0 && c.flushPass()
+	flush := s.Simulate >= 0 && c.thirdPass()
 	run := func(kind Kind, root *spNode, chain, pchain, dag *[]*candidate) error {
 		seen, pseen := map[string]bool{}, map[string]bool{}
 		if err := s.runDPs(ctx, w, c, c, devs, root, trunk, kind, caps, plainPass, seen, pseen, chain, pchain, dag); err != nil {
@@ -526,12 +526,12 @@ func (cd *candidate) pass() dpPass {
 // smallOps is also where widened starts to leave alone the plans that
 // keep nearly every device busy (widenIdle), and above which the search
 // weighs no trunk on first replicas (sharedTrunkFirsts); it is also the
-// most ops the DPs' third pass runs on (costs.flushPass).
+// most ops the DPs' third pass runs on (costs.thirdPass).
 var (
 	stepMaterial  = 0.02 // variables, so that tests can move them
 	shiftMaterial = 0.05
 	smallOps      = 256
-	weighFlush    = true // the DPs' third pass (costs.flushPass); tests turn it off
+	weighFlush    = true // the DPs' third pass (costs.thirdPass); tests turn it off
 )
 
 // widenTop: the search widens (widened) the widenTop × k best estimated
