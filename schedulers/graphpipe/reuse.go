@@ -127,7 +127,7 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 		}
 	}
 	got := append(r.shapes[key], reused{
-		candidate{part: chosen.part, kind: chosen.kind, from: chosen.from, second: chosen.second, flush: chosen.flush, m: chosen.m, cap: chosen.cap, groups: chosen.groups},
+		candidate{part: chosen.part, kind: chosen.kind, from: chosen.from, pass: chosen.pass, m: chosen.m, cap: chosen.cap, groups: chosen.groups},
 		metrics, w.Dims})
 	r.shapes[key] = got[max(0, len(got)-maxSizes):]
 }

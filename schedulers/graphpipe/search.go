@@ -26,16 +26,15 @@ type candidate struct {
 	// trunk on every device the plan uses) or ", shared trunk on first
 	// replicas".
 	from string
-	// second: from one of the DPs' added passes, the optimizer steps
-	// weighed (pools); the walk over m and the fallbacks see only the
-	// others. flush: from the third of them, the replicated stages'
-	// gradient reductions weighed too (second is then set as well).
-	second, flush bool
-	pred          prediction
-	m             int // micro-batches per iteration
-	cap           int // the replica cap the partitioner ran at
-	plan          *core.Plan
-	res           *sim.Result
+	// pass: the DPs' pass that found it (pools). Plans from the added
+	// passes (stepsPass, flushPass) are only added: the walk over m and
+	// the fallbacks see only the plain pass's.
+	pass dpPass
+	pred prediction
+	m    int // micro-batches per iteration
+	cap  int // the replica cap the partitioner ran at
+	plan *core.Plan
+	res  *sim.Result
 	// groups: the plan steps each owner's parameters in readiness
 	// groups (PlanOptions.StepGroups).
 	groups bool
@@ -105,7 +104,7 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 		part := cd.part
 		part.WarmupCap = limit
 		if pr := c.estimate(part, cd.kind); pr.fits {
-			return &candidate{part: part, kind: cd.kind, from: cd.from, second: cd.second, flush: cd.flush, pred: pr, m: cd.m, cap: cd.cap}
+			return &candidate{part: part, kind: cd.kind, from: cd.from, pass: cd.pass, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
 	return nil
@@ -145,7 +144,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 	// The DPs weigh stage times a second way where the optimizer steps
 	// are material (costs.secondPass): with each stage's step amortised
 	// over the micro-batches (costs.amortized), at the same replica caps.
-	// Its candidates are marked (candidate.second) and only added: the
+	// Its candidates are marked (candidate.pass) and only added: the
 	// walk over m, the caps it carries, the least-memory fallback and
 	// the warm-up variants read the plain pass's first, and search
 	// simulates the second pass's best beside the plain pass's, so no
@@ -216,7 +215,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		// GPipe chain baselines' searches.
 		gdag := make([]*candidate, 0, len(dag))
 		for _, cd := range dag {
-			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, second: cd.second, flush: cd.flush})
+			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, pass: cd.pass})
 		}
 		estimateAll(ctx, gdag, func(*candidate) *costs { return c })
 		if err := ctx.Err(); err != nil {
@@ -429,7 +428,7 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 				return
 			}
 			seen[key] = true
-			cd := &candidate{part: p, kind: kind, from: from, cap: r, second: pass != plainPass, flush: pass == flushPass}
+			cd := &candidate{part: p, kind: kind, from: from, cap: r, pass: pass}
 			*pool = append(*pool, cd)
 			added = append(added, cd)
 		}
@@ -502,17 +501,6 @@ const (
 	stepsPass
 	flushPass
 )
-
-// pass is the DP pass that found cd.
-func (cd *candidate) pass() dpPass {
-	switch {
-	case cd.flush:
-		return flushPass
-	case cd.second:
-		return stepsPass
-	}
-	return plainPass
-}
 
 // When the DPs' second pass runs (costs.secondPass): the optimizer
 // steps are at least stepMaterial of the ops' forward and backward time
@@ -675,7 +663,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 		for _, p := range parts {
 			key := signature(p, fam.kind)
 			if cd, ok := seen[key]; ok {
-				cd.second, cd.flush = false, false // the plain search finds it here too
+				cd.pass = plainPass // the plain search finds it here too
 				continue
 			}
 			cd := &candidate{part: p, kind: fam.kind, from: from, cap: r, pred: c.estimate(p, fam.kind)}
@@ -687,7 +675,7 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	for _, pool := range pools {
 		for _, cd := range pool {
 			cd.m = c.m
-			if cd.pred.fits && !cd.second && cd.pred.iter < e.score {
+			if cd.pred.fits && cd.pass == plainPass && cd.pred.iter < e.score {
 				e.score = cd.pred.iter
 			}
 		}
@@ -721,7 +709,7 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 	seen := map[key]bool{}
 	for pass, xs := range passes {
 		for _, cd := range pool {
-			if int(cd.pass()) == pass {
+			if int(cd.pass) == pass {
 				seen[key{signature(cd.part, cd.kind), cd.m}] = true
 			}
 		}
@@ -740,7 +728,7 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 			}
 			seen[kq] = true
 			tried++
-			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, second: cd.second, flush: cd.flush, m: cd.m, cap: cd.cap})
+			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, pass: cd.pass, m: cd.m, cap: cd.cap})
 			shared = append(shared, sh)
 		}
 		perM := map[int]int{} // sources widened per micro-batch count
@@ -844,7 +832,7 @@ func (s *Scheduler) maxReplicas(D int) int {
 func anyFits(pools [][]*candidate) bool {
 	for _, pool := range pools {
 		for _, cd := range pool {
-			if cd.pred.fits && !cd.second {
+			if cd.pred.fits && cd.pass == plainPass {
 				return true
 			}
 		}
@@ -866,7 +854,7 @@ func bestCaps(pools [][]*candidate) map[int]bool {
 	for _, pool := range pools {
 		var fit []*candidate
 		for _, cd := range pool {
-			if cd.pred.fits && !cd.second {
+			if cd.pred.fits && cd.pass == plainPass {
 				fit = append(fit, cd)
 			}
 		}
@@ -1095,12 +1083,12 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			seen := map[string]bool{}
 			for pass := plainPass; pass <= flushPass; pass++ {
 				for _, cd := range pool {
-					if cd.pass() == pass {
+					if cd.pass == pass {
 						seen[signature(cd.part, cd.kind)] = true
 					}
 				}
 				for _, cd := range pool {
-					if cd.pass() != pass || cd.kind != OneFOneB || cd.pred.fits {
+					if cd.pass != pass || cd.kind != OneFOneB || cd.pred.fits {
 						continue
 					}
 					if v := variant[cd]; v != nil && !seen[signature(v.part, v.kind)] {
@@ -1226,10 +1214,10 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.part.WarmupCap > 0 {
 		p.Metrics["warmup_cap"] = float64(best.part.WarmupCap)
 	}
-	if best.second {
+	if best.pass != plainPass {
 		p.Metrics["steps_weighed"] = 1 // found by one of the DPs' added passes
 	}
-	if best.flush {
+	if best.pass == flushPass {
 		p.Metrics["flush_weighed"] = 1 // found by the DPs' third pass
 	}
 	if strings.Contains(best.from, "widened") {
@@ -1263,9 +1251,9 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	for _, cd := range pool {
 		switch {
 		case !cd.pred.fits:
-		case cd.flush:
+		case cd.pass == flushPass:
 			fit3 = append(fit3, cd)
-		case cd.second:
+		case cd.pass == stepsPass:
 			fit2 = append(fit2, cd)
 		default:
 			fit = append(fit, cd)
@@ -1439,7 +1427,7 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 		for pass := plainPass; pass <= flushPass; pass++ {
 			n := 0
 			for _, i := range best {
-				if n < groupTop && isSplit(top[i]) == split && top[i].pass() == pass {
+				if n < groupTop && isSplit(top[i]) == split && top[i].pass == pass {
 					chosen, n = append(chosen, i), n+1
 				}
 			}
@@ -1547,10 +1535,10 @@ func describe(cd *candidate) string {
 	if cd.part.WarmupCap > 0 {
 		s += fmt.Sprintf(", warm-up %d", cd.part.WarmupCap)
 	}
-	switch {
-	case cd.flush:
+	switch cd.pass {
+	case flushPass:
 		s += ", flush weighed"
-	case cd.second:
+	case stepsPass:
 		s += ", steps weighed"
 	}
 	if cd.groups {
@@ -1586,7 +1574,7 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cd := &candidate{part: best.part, kind: best.kind, from: best.from, second: best.second, flush: best.flush, m: best.m, cap: best.cap}
+		cd := &candidate{part: best.part, kind: best.kind, from: best.from, pass: best.pass, m: best.m, cap: best.cap}
 		cd.part.WarmupCap = limit
 		cd.pred = estimate(cd.part, cd.kind)
 		plan, err := s.build(w, cd)
