@@ -126,9 +126,12 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 			metrics[k] = v
 		}
 	}
-	got := append(r.shapes[key], reused{
-		candidate{part: chosen.part, kind: chosen.kind, from: chosen.from, pass: chosen.pass, m: chosen.m, cap: chosen.cap, groups: chosen.groups},
-		metrics, w.Dims})
+	// The whole choice (its order options included: groups, sinkFirst),
+	// less what was the searched batch's: its estimate, plan and
+	// simulation.
+	kept := *chosen
+	kept.pred, kept.plan, kept.res = prediction{}, nil, nil
+	got := append(r.shapes[key], reused{kept, metrics, w.Dims})
 	r.shapes[key] = got[max(0, len(got)-maxSizes):]
 }
 

@@ -129,3 +129,41 @@ func uno4SharedTrunk(t *testing.T, s *Scheduler) (*core.Workload, *sim.CostModel
 	}
 	return w, cm, cd
 }
+
+// TestSinkFirstReused: a search whose choice runs the stage nearer the
+// sink first (uno-4 on 4 A100s, m = 4: TestWeighSinkFirst's shared
+// trunk) rebuilds that order when the choice is reused for the next
+// batch of its shape: the same tasks at the same priorities, the same
+// simulated iteration. (The kept choice dropped the order, so the
+// reused plan ran the earliest ready task first while its metrics said
+// sink_first.)
+func TestSinkFirstReused(t *testing.T) {
+	cfg := core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}
+	w, cl, prof := rooflineWorkload(t, "uno", cfg, 8192, 4)
+	s := &Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 4, Cluster: cl, Profile: prof, reuse: &searchReuse{}}
+	searched, err := s.Schedule(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if searched.Metrics["sink_first"] != 1 {
+		t.Fatalf("the search chose %v (metrics %v): want a plan running the stage nearer the sink first", searched.Alternatives[0].Description, searched.Metrics)
+	}
+	reused, err := s.Schedule(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if reused.Metrics["search_reused"] != 1 {
+		t.Fatalf("the second call searched again (metrics %v): want the kept choice", reused.Metrics)
+	}
+	if len(reused.Tasks) != len(searched.Tasks) {
+		t.Fatalf("reused plan has %d tasks, the searched one %d", len(reused.Tasks), len(searched.Tasks))
+	}
+	for i := range searched.Tasks {
+		if a, b := searched.Tasks[i], reused.Tasks[i]; a.Priority != b.Priority || a.Device != b.Device || a.Kind != b.Kind {
+			t.Fatalf("task %d: searched %s on %s at priority %d, reused %s on %s at priority %d", i, a.Kind, a.Device, a.Priority, b.Kind, b.Device, b.Priority)
+		}
+	}
+	if a, b := searched.Metrics["simulated_iteration_ms"], reused.Metrics["simulated_iteration_ms"]; a != b {
+		t.Errorf("simulated %v ms searched, %v ms reused", a, b)
+	}
+}
