@@ -154,7 +154,10 @@ type Plan struct {
 	// it weighed: the plan itself (Chosen) first, then the Pareto front of
 	// simulated iteration and largest device peak among the other plans
 	// it simulated that fit, fastest first, each lighter than every faster
-	// one. Informational: nothing executes them.
+	// one (the chosen plan need not be the fastest: a scheduler may trade
+	// time for memory, as graphpipe's slack option does, and then lists
+	// the faster plans it passed over). Informational: nothing executes
+	// them.
 	Alternatives []Alternative `json:"alternatives,omitempty"`
 	// Exclusive are devices that run their forward and backward tasks
 	// one at a time whatever streams they are on, in Task.Priority's

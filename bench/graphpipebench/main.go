@@ -211,6 +211,7 @@ func main() {
 	demandFirst := flag.Bool("demand-first", false, "through ports, serve first the transfers a task already waits for (sim.Cluster.DemandFirst: a runtime that copies in chunks, demanded values ahead of prefetches); false: the transfers through a port share it evenly")
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
+	slack := flag.Float64("slack", 0, "every scheduler takes the lightest simulated plan within this fraction of its fastest (Scheduler.Slack, option slack=F); 0: the fastest")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	search := flag.Bool("search", false, "print only the search-time table instead: PipeDream's chain DP, Piper's downset DP and GraphPipe's series-parallel DP timed on one core on uno of 2-5 and 8 branches, the two DLRMs and the 1,000-op uno, with the plan each picks (at -m micro-batches; minutes)")
 	searchDevs := flag.String("search-devices", "4,8,16,32", "with -search: simulated device counts")
@@ -309,6 +310,9 @@ func main() {
 	if *demandFirst && !*ports {
 		check(fmt.Errorf("-demand-first orders the transfers through ports; with -ports=false there are none, so it would be ignored"))
 	}
+	if !(*slack >= 0 && *slack < 1) {
+		check(fmt.Errorf("-slack %v: want a fraction in [0, 1)", *slack))
+	}
 	if !(*capFrac == 0 || *capFrac >= minCapFrac && *capFrac <= 4) {
 		check(fmt.Errorf("-capfrac %v: want a ratio in [%v, 4], or 0 for no capped table", *capFrac, minCapFrac))
 	}
@@ -334,7 +338,7 @@ func main() {
 		}
 		check(atomicfile.Check(filepath.Join(*plotDir, "graphpipe-speedup.png")))
 	}
-	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper}
+	c := config{models: benchModels, devices: devices, preset: *preset, ports: *ports, demandFirst: *demandFirst, samples: *samples, m: *m, simulate: *simulate, capFrac: *capFrac, gpipeOrder: *gpipeOrder, piper: *piper, slack: *slack}
 	if *sweep != 0 {
 		check(sweptMain(os.Stdout, os.Stderr, c, *sweep, *plotDir))
 		return
@@ -421,6 +425,8 @@ type config struct {
 	// fifth scheduler, one of the best chain's (refused where the op
 	// graph has too many downsets).
 	piper bool
+	// slack: every scheduler's Scheduler.Slack (0: the fastest plan).
+	slack float64
 }
 
 // cluster is c's preset on n devices, its links as c says (ports,
@@ -447,6 +453,9 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 		links = "ports serving first the transfers a task waits for"
 	}
 	day := time.Now().UTC().Format(time.DateOnly)
+	if c.slack > 0 {
+		day = fmt.Sprintf("every scheduler taking the lightest simulated plan within %s of its fastest (slack); %s", strconv.FormatFloat(100*c.slack, 'g', -1, 64)+"%", day)
+	}
 	chains := "1F1B or GPipe"
 	if c.piper {
 		chains = "1F1B, GPipe or Piper's 1F1B"
@@ -512,6 +521,9 @@ func planCommand(md model, c config, mem int64) (cmd string, ok bool) {
 	}
 	if c.simulate != 0 {
 		args = append(args, fmt.Sprintf("--sched-opt simulate=%d", c.simulate))
+	}
+	if c.slack > 0 {
+		args = append(args, "--sched-opt slack="+strconv.FormatFloat(c.slack, 'g', -1, 64))
 	}
 	return strings.Join(append(args, "--simulate"), " "), true
 }
@@ -623,13 +635,13 @@ func table(out io.Writer, c config, m int, capFrac float64) ([]summary, error) {
 			// Every scheduler plans with the cluster and profile the
 			// simulator then replays its plan on: one cost model.
 			scheds := []*graphpipe.Scheduler{
-				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, GPipeOrder: c.gpipeOrder},
-				{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
-				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate},
-				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true, GPipeOrder: c.gpipeOrder},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, GPipeOrder: c.gpipeOrder, Slack: c.slack},
+				{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Slack: c.slack},
+				{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Slack: c.slack},
+				{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, Disjoint: true, GPipeOrder: c.gpipeOrder, Slack: c.slack},
 			}
 			if c.piper {
-				scheds = append(scheds, &graphpipe.Scheduler{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, ChainDP: graphpipe.ChainPiper})
+				scheds = append(scheds, &graphpipe.Scheduler{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, Simulate: simulate, ChainDP: graphpipe.ChainPiper, Slack: c.slack})
 			}
 			name := func(s *graphpipe.Scheduler) string {
 				if s.Disjoint {

@@ -21,14 +21,14 @@ import (
 // benchmark prints (planCommand) and checks that each gives the
 // iteration time of its row in both simulated tables, for every
 // scheduler: the command line plans the same workload with the same
-// options.
+// options (slack among them: the benchmark's -slack).
 func TestPlanCommandReproducesRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds gnnkit and plans 8 times")
 	}
 	c := config{
 		models:  []model{{"uno", 2, core.ModelConfig{InDim: 1024, Hidden: 1024, Classes: 2, Layers: 2, Branches: 2}, ""}},
-		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 2048, m: 4, capFrac: 1.5,
+		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 2048, m: 4, capFrac: 1.5, slack: 0.01,
 	}
 	var out bytes.Buffer
 	if _, _, err := simulated(&out, c); err != nil {
@@ -60,6 +60,11 @@ func TestPlanCommandReproducesRows(t *testing.T) {
 	}
 	if !strings.Contains(cmds[0], " --sched-opt m=4 ") || strings.Contains(cmds[1], "m=4") || !strings.Contains(cmds[1], "--device-mem ") {
 		t.Errorf("the fixed-m command must fix m and the capped one cap memory instead: %q", cmds)
+	}
+	for _, cmd := range cmds {
+		if !strings.Contains(cmd, " --sched-opt slack=0.01 ") {
+			t.Errorf("the command lacks the benchmark's slack: %q", cmd)
+		}
 	}
 
 	bin := buildGnnkit(t)

@@ -752,6 +752,9 @@ func printPlan(out io.Writer, r planReport, w *core.Workload, cl *sim.Cluster, s
 	}
 	if alts := p.Alternatives; len(alts) > 1 {
 		head := "the chosen plan, then the search's other simulated plans that fit, each lighter than every faster one"
+		if p.Metrics["slack_chosen"] == 1 {
+			head = "the chosen plan (the lightest within the slack), then the faster plans it passed over, then the lighter ones; each lighter than every faster one"
+		}
 		for _, a := range alts {
 			if needsMore(a) {
 				head += "; needs: the --device-mem a search must allow to keep it, where its estimate's worst case is above the simulated peak"

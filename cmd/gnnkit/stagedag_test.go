@@ -525,3 +525,41 @@ func TestPlanAlternativesNeed(t *testing.T) {
 		t.Errorf("--device-mem %s B (the simulated peak of %q, under what it needs): kept %q at %.4f ms, needing %d B", peak, c.Description, k.Description, k.IterationMs, k.NeedBytes)
 	}
 }
+
+// TestPlanSlack: --sched-opt slack=1% (the README's line) prints the
+// lighter plan it chose, what it passed over (the metrics and the
+// alternatives' header), within 1% of the fastest; a bad value is
+// refused with what slack takes.
+func TestPlanSlack(t *testing.T) {
+	args := []string{"plan", "--scheduler", "graphpipe", "--model", "uno", "--devices", "16", "--preset", "pcie-a100", "--simulate"}
+	out, err := run(t, append(args, "--sched-opt", "slack=1%", "--json")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r planReport
+	if err := json.Unmarshal([]byte(out), &r); err != nil {
+		t.Fatalf("%v: %q", err, out)
+	}
+	m := r.Plan.Metrics
+	if m["slack_chosen"] != 1 {
+		t.Fatalf("slack=1%%: metrics %v: want slack_chosen (this cell has a plan 0.8%% slower and lighter)", m)
+	}
+	if it, fast := m["simulated_iteration_ms"], m["fastest_iteration_ms"]; it > fast*1.01 || it < fast {
+		t.Errorf("chose %v ms against the fastest %v ms: want within 1%%", it, fast)
+	}
+	if alts := r.Plan.Alternatives; len(alts) < 2 || !alts[0].Chosen || alts[1].IterationMs != m["fastest_iteration_ms"] || alts[0].PeakBytes >= alts[1].PeakBytes {
+		t.Errorf("alternatives %+v: want the chosen, then the faster and heavier plan it passed over", alts)
+	}
+	text, err := run(t, append(args, "--sched-opt", "slack=1%")...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"slack chosen", "fastest iteration ms", "fastest peak bytes", "the lightest within the slack"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("the text lacks %q:\n%s", want, text)
+		}
+	}
+	if _, err := run(t, append(args, "--sched-opt", "slack=lots")...); err == nil || !strings.Contains(err.Error(), "percentage") {
+		t.Errorf("slack=lots: %v, want an error saying what slack takes", err)
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"slices"
 	"strconv"
@@ -125,6 +126,14 @@ func init() {
 					set()
 					continue
 				}
+				if k == "slack" {
+					f, err := parseSlack(v)
+					if err != nil {
+						return nil, fmt.Errorf("%s: option slack=%q: %w", s.name, v, err)
+					}
+					sc.Slack = f
+					continue
+				}
 				n, err := strconv.Atoi(v)
 				switch k {
 				case "microbatches", "m":
@@ -148,12 +157,29 @@ func init() {
 					}
 					sc.BucketBytes = int64(n)
 				default:
-					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, profile, cluster, step, shared, trim, bucket, groups, gpipe, dp, reuse)", s.name, k)
+					return nil, fmt.Errorf("%s: unknown option %q (known: microbatches (m), simulate, replicas, slack, profile, cluster, step, shared, trim, bucket, groups, sinkfirst, gpipe, dp, reuse)", s.name, k)
 				}
 			}
 			return sc, nil
 		})
 	}
+}
+
+// parseSlack reads option slack's value: a fraction ("0.01") or a
+// percentage ("1%"), at least 0 and below 1 (100%).
+func parseSlack(v string) (float64, error) {
+	num, pct := strings.CutSuffix(strings.TrimSpace(v), "%")
+	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("want a fraction (0.01) or a percentage (1%%) of the fastest plan's iteration that the search may give up for a lighter plan")
+	}
+	if pct {
+		f /= 100
+	}
+	if f < 0 || f >= 1 {
+		return 0, fmt.Errorf("want at least 0 and below 1 (100%%): the share of the fastest plan's iteration the search may give up for a lighter plan")
+	}
+	return f, nil
 }
 
 // Scheduler partitions the model into stages over the workload's devices
@@ -209,6 +235,16 @@ type Scheduler struct {
 	// estimates among the pass's best); the last two not when negative.
 	// Registry option: simulate=N.
 	Simulate int
+	// Slack, when above 0, trades time for memory in the search's final
+	// choice: of the simulated plans that fit, those whose iteration is
+	// within (1+Slack) of the fastest's, the one with the lowest largest
+	// device peak (ties: the faster, then fewer devices). 0: the fastest
+	// (ties within 1e-9: fewer devices). Without simulation (Simulate <
+	// 0) it is not read. A plan it moved says slack_chosen, with
+	// fastest_iteration_ms and fastest_peak_bytes of the plan passed
+	// over. Registry option: slack=F, a fraction (0.01) or a percentage
+	// (1%).
+	Slack float64
 	// MaxReplicas caps the devices of one stage (0: no cap), the shared
 	// trunk's too: it runs on every device of its plan, so a
 	// shared-trunk plan on more devices is not a candidate. Registry

@@ -380,7 +380,7 @@ func TestParetoFront(t *testing.T) {
 		cand(12, 450, 2, false), // slower and heavier than one above: dropped
 		cand(13, 200, 2, false),
 	}
-	got := paretoFront(sims, best)
+	got := paretoFront(sims, best, best)
 	want := []struct {
 		ms     float64
 		mib    int64
@@ -397,7 +397,7 @@ func TestParetoFront(t *testing.T) {
 	if !strings.Contains(got[0].Description, "3 devices") {
 		t.Errorf("description %q lacks the device count", got[0].Description)
 	}
-	if paretoFront(sims, cand(10, 500, 3, true)) != nil {
+	if over := cand(10, 500, 3, true); paretoFront(sims, over, over) != nil {
 		t.Error("a chosen plan over memory gave a front")
 	}
 }

@@ -141,7 +141,7 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 // micro_batch_counts_tried: a rebuilt plan weighed none, and train
 // averages the metrics over its iterations).
 var searchMetrics = []string{"micro_batches_asked", "dag_partition", "shared_trunk", "gpipe_order", "warmup_cap",
-	"steps_weighed", "flush_weighed", "widened", "piper_chain", "step_groups", "sink_first", "coarsened_ops"}
+	"steps_weighed", "flush_weighed", "widened", "piper_chain", "step_groups", "sink_first", "coarsened_ops", "slack_chosen"}
 
 // replan builds the choice of the search for w's shape, if one ran
 // and the choice fits w by the estimate and the simulator (a sampled

@@ -1190,7 +1190,16 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 		// it): none fits. The least any of them needs, by both.
 		return nil, overCap(sims, len(devs), costsAt[best.m].memCap, s.Name())
 	}
+	fastest := best
+	if s.Slack > 0 && k > 0 {
+		best = lightestWithin(sims, best, s.Slack)
+	}
 	p := best.plan
+	if best != fastest {
+		p.Metrics["slack_chosen"] = 1
+		p.Metrics["fastest_iteration_ms"] = float64(fastest.res.Iteration) / 1e6
+		p.Metrics["fastest_peak_bytes"] = float64(peakOf(fastest.res))
+	}
 	p.Metrics["candidates"] = float64(total)
 	if s.MicroBatches > len(w.Batch) {
 		// More micro-batches asked for than the batch has targets: one each.
@@ -1232,9 +1241,30 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.sinkFirst {
 		p.Metrics["sink_first"] = 1 // shared devices run the stage nearer a sink first
 	}
-	p.Alternatives = paretoFront(sims, best)
+	p.Alternatives = paretoFront(sims, best, fastest)
 	s.chosen = best
 	return p, nil
+}
+
+// lightestWithin is Scheduler.Slack's choice: of sims that fit, those
+// whose iteration is within (1+slack) of fastest's (the fastest that
+// fits), the one with the lowest largest-device peak; ties in the peak
+// go to the faster (better2). fastest itself when it does not fit.
+func lightestWithin(sims []*candidate, fastest *candidate, slack float64) *candidate {
+	if fastest.res == nil || len(fastest.res.OverCap) > 0 {
+		return fastest
+	}
+	limit := float64(fastest.res.Iteration) * (1 + slack)
+	best := fastest
+	for _, cd := range sims {
+		if len(cd.res.OverCap) > 0 || float64(cd.res.Iteration) > limit {
+			continue
+		}
+		if pc, pb := peakOf(cd.res), peakOf(best.res); pc < pb || pc == pb && better2(cd, best) {
+			best = cd
+		}
+	}
+	return best
 }
 
 // weigh is the search's work on one family's pool: its best candidates
@@ -1486,8 +1516,10 @@ func steps(p *core.Plan) int {
 // candidates that fit and are lighter than every faster one (and than
 // the chosen), fastest first. The chosen is the fastest that fits
 // within better2's tolerance (ties: fewer devices), so it leads even
-// where a plan as fast but lighter follows it.
-func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
+// where a plan as fast but lighter follows it; or, where Slack chose a
+// lighter plan than fastest, that plan, then the faster ones it passed
+// over (each lighter than every faster one), then the lighter ones.
+func paretoFront(sims []*candidate, best, fastest *candidate) []core.Alternative {
 	if best == nil || best.res == nil || len(best.res.OverCap) > 0 {
 		return nil
 	}
@@ -1513,8 +1545,21 @@ func paretoFront(sims []*candidate, best *candidate) []core.Alternative {
 			NeedBytes: max(pk, int64(math.Ceil(cd.pred.peak))), Chosen: cd == best}
 	}
 	out := []core.Alternative{alt(best)}
-	lightest := peakOf(best.res)
+	// With Scheduler.Slack, the faster plans passed over for best: each
+	// lighter than every faster one (all heavier than best).
+	passed := func(cd *candidate) bool { return best != fastest && cd.res.Iteration < best.res.Iteration }
+	lightest := int64(math.MaxInt64)
 	for _, cd := range rest {
+		if pk := peakOf(cd.res); passed(cd) && pk < lightest {
+			lightest = pk
+			out = append(out, alt(cd))
+		}
+	}
+	lightest = peakOf(best.res)
+	for _, cd := range rest {
+		if passed(cd) {
+			continue
+		}
 		if pk := peakOf(cd.res); pk < lightest {
 			lightest = pk
 			out = append(out, alt(cd))
