@@ -211,7 +211,7 @@ func main() {
 	demandFirst := flag.Bool("demand-first", false, "through ports, serve first the transfers a task already waits for (sim.Cluster.DemandFirst: a runtime that copies in chunks, demanded values ahead of prefetches); false: the transfers through a port share it evenly")
 	plotDir := flag.String("plot", "", "also draw the summaries into this folder (PNG): GraphPipe over the best chain against devices, with the compute bound and the 1.3x goal, and the largest device's peak memory of GraphPipe and the 1F1B chain")
 	gpipeOrder := flag.Bool("gpipe-order", false, "GraphPipe (and graphpipe-disjoint) also weigh GPipe's order, every micro-batch in flight (Scheduler.GPipeOrder, the scheduler option gpipe=on); false: the generalised 1F1B alone, the scheduler's default")
-	slack := flag.Float64("slack", 0, "every scheduler takes the lightest simulated plan within this fraction of its fastest (Scheduler.Slack, option slack=F); 0: the fastest")
+	slack := flag.Float64("slack", 0, "every scheduler (in the simulated tables and the measured run) takes the lightest simulated plan within this fraction of its fastest (Scheduler.Slack, option slack=F); 0: the fastest; refused with -search and -sweep, which would ignore it")
 	capFrac := flag.Float64("capfrac", 0.75, "memory-capped table: the model's training state fills this fraction of each device's memory, at most 4 (above 1: it does not fit one device; 0: no capped table)")
 	search := flag.Bool("search", false, "print only the search-time table instead: PipeDream's chain DP, Piper's downset DP and GraphPipe's series-parallel DP timed on one core on uno of 2-5 and 8 branches, the two DLRMs and the 1,000-op uno, with the plan each picks (at -m micro-batches; minutes)")
 	searchDevs := flag.String("search-devices", "4,8,16,32", "with -search: simulated device counts")
@@ -271,6 +271,9 @@ func main() {
 		if *sweep != 0 {
 			check(fmt.Errorf("-search and -sweep each print only their own tables: pass one"))
 		}
+		if *slack != 0 {
+			check(fmt.Errorf("-search times the partitioners' DPs, before any plan is chosen; -slack would be ignored"))
+		}
 		devs, err := parseDevices(*searchDevs, "-search-devices")
 		check(err)
 		if *m < 1 || *searchLimit <= 0 {
@@ -323,7 +326,7 @@ func main() {
 		var ignored []string
 		flag.Visit(func(f *flag.Flag) {
 			switch f.Name {
-			case "piper", "measure", "measure-replicas":
+			case "piper", "measure", "measure-replicas", "slack":
 				ignored = append(ignored, "-"+f.Name)
 			}
 		})
@@ -353,7 +356,7 @@ func main() {
 		}
 	}
 	if *measure {
-		measured(*m, *replicas)
+		measured(*m, *replicas, *slack)
 	}
 }
 
@@ -454,7 +457,7 @@ func simulated(out io.Writer, c config) (fixed, capped []summary, err error) {
 	}
 	day := time.Now().UTC().Format(time.DateOnly)
 	if c.slack > 0 {
-		day = fmt.Sprintf("every scheduler taking the lightest simulated plan within %s of its fastest (slack); %s", strconv.FormatFloat(100*c.slack, 'g', -1, 64)+"%", day)
+		day = fmt.Sprintf("every scheduler taking the lightest simulated plan within %s of its fastest (slack); %s", strconv.FormatFloat(100*c.slack, 'g', 4, 64)+"%", day)
 	}
 	chains := "1F1B or GPipe"
 	if c.piper {
@@ -822,8 +825,9 @@ func printSummary(out io.Writer, title string, sums []summary, withM bool, chain
 // CPU devices (interleaved, medians). The schedulers plan with a profile
 // and a cluster measured on this machine (sim.MeasureWith, sim.CPUCluster),
 // and the simulator's prediction for each plan is printed beside the
-// measurement. replicas > 0 caps every stage at that many devices.
-func measured(m, replicas int) {
+// measurement. replicas > 0 caps every stage at that many devices;
+// slack is every scheduler's Scheduler.Slack.
+func measured(m, replicas int, slack float64) {
 	ctx := context.Background()
 	be, err := cpu.New(core.BackendOptions{Devices: 2, Threads: 1})
 	check(err)
@@ -877,9 +881,9 @@ func measured(m, replicas int) {
 	}
 	var runs []*run
 	for _, s := range []*graphpipe.Scheduler{
-		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
-		{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
-		{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas},
+		{Graph: true, Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas, Slack: slack},
+		{Kind: graphpipe.OneFOneB, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas, Slack: slack},
+		{Kind: graphpipe.GPipe, MicroBatches: m, Cluster: cl, Profile: prof, MaxReplicas: replicas, Slack: slack},
 	} {
 		tr, err := engine.New(engine.Config{Model: mod, Devices: devs, Seed: 1, Data: data})
 		check(err)

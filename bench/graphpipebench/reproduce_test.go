@@ -21,48 +21,62 @@ import (
 // benchmark prints (planCommand) and checks that each gives the
 // iteration time of its row in both simulated tables, for every
 // scheduler: the command line plans the same workload with the same
-// options (slack among them: the benchmark's -slack).
+// options (slack among them: the benchmark's -slack, here 5%, which
+// moves GraphPipe's fixed-m row; a command without it would miss it).
 func TestPlanCommandReproducesRows(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds gnnkit and plans 8 times")
 	}
 	c := config{
 		models:  []model{{"uno", 2, core.ModelConfig{InDim: 1024, Hidden: 1024, Classes: 2, Layers: 2, Branches: 2}, ""}},
-		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 2048, m: 4, capFrac: 1.5, slack: 0.01,
-	}
-	var out bytes.Buffer
-	if _, _, err := simulated(&out, c); err != nil {
-		t.Fatal(err)
+		devices: []int{4}, preset: "pcie-a100", ports: true, samples: 2048, m: 4, capFrac: 1.5, slack: 0.05,
 	}
 	// The rows' iteration ms by table (0 fixed m, 1 memory-capped) and
 	// scheduler, and the printed commands.
-	rows := [2]map[string]string{{}, {}}
-	var cmds [2]string
-	table := -1
-	for _, line := range strings.Split(out.String(), "\n") {
-		f := strings.Split(line, " | ")
-		switch {
-		case strings.HasPrefix(line, "| model | devices | memory cap |"):
-			table++
-		case len(f) == 14 && strings.HasPrefix(line, "| uno-2 | 4 |"):
-			rows[table][f[3]] = f[10]
-			if f[10] == "-" { // no plan: the row ends with the error
-				rows[table][f[3]] = "error: " + strings.TrimSuffix(f[13], " |")
-			}
-		case strings.HasPrefix(line, "  uno-2: "):
-			cmds[0] = strings.TrimPrefix(line, "  uno-2: ")
-		case strings.HasPrefix(line, "    memory-capped: "):
-			cmds[1] = strings.TrimPrefix(line, "    memory-capped: ")
+	tables := func(c config) (rows [2]map[string]string, cmds [2]string) {
+		t.Helper()
+		var out bytes.Buffer
+		if _, _, err := simulated(&out, c); err != nil {
+			t.Fatal(err)
 		}
+		rows = [2]map[string]string{{}, {}}
+		table := -1
+		for _, line := range strings.Split(out.String(), "\n") {
+			f := strings.Split(line, " | ")
+			switch {
+			case strings.HasPrefix(line, "| model | devices | memory cap |"):
+				table++
+			case len(f) == 14 && strings.HasPrefix(line, "| uno-2 | 4 |"):
+				rows[table][f[3]] = f[10]
+				if f[10] == "-" { // no plan: the row ends with the error
+					rows[table][f[3]] = "error: " + strings.TrimSuffix(f[13], " |")
+				}
+			case strings.HasPrefix(line, "  uno-2: "):
+				cmds[0] = strings.TrimPrefix(line, "  uno-2: ")
+			case strings.HasPrefix(line, "    memory-capped: "):
+				cmds[1] = strings.TrimPrefix(line, "    memory-capped: ")
+			}
+		}
+		if table != 1 || cmds[0] == "" || cmds[1] == "" {
+			t.Fatalf("want two tables and two commands, got %d tables, commands %q:\n%s", table+1, cmds, out.String())
+		}
+		return rows, cmds
 	}
-	if table != 1 || cmds[0] == "" || cmds[1] == "" {
-		t.Fatalf("want two tables and two commands, got %d tables, commands %q:\n%s", table+1, cmds, out.String())
+	rows, cmds := tables(c)
+	// The slack moves a row here, so a command that dropped it would
+	// simulate another time than its row.
+	plain := c
+	plain.slack = 0
+	if fast, _ := tables(plain); fmt.Sprint(fast) == fmt.Sprint(rows) {
+		t.Errorf("slack %v moves no row of this cell (%v): the check below would not see a command without it", c.slack, rows)
+	} else {
+		t.Logf("rows at slack 0: %v; at %v: %v", fast, c.slack, rows)
 	}
 	if !strings.Contains(cmds[0], " --sched-opt m=4 ") || strings.Contains(cmds[1], "m=4") || !strings.Contains(cmds[1], "--device-mem ") {
 		t.Errorf("the fixed-m command must fix m and the capped one cap memory instead: %q", cmds)
 	}
 	for _, cmd := range cmds {
-		if !strings.Contains(cmd, " --sched-opt slack=0.01 ") {
+		if !strings.Contains(cmd, " --sched-opt slack="+strconv.FormatFloat(c.slack, 'g', -1, 64)+" ") {
 			t.Errorf("the command lacks the benchmark's slack: %q", cmd)
 		}
 	}
@@ -216,11 +230,41 @@ func buildGnnkit(t *testing.T) string {
 	return gnnkitBin.path
 }
 
-// TestMain removes the gnnkit command the tests built.
+// TestMain removes the gnnkit command the tests built; run with
+// GRAPHPIPEBENCH_MAIN=1 it is the benchmark's main (TestFlagsRefused).
 func TestMain(m *testing.M) {
+	if os.Getenv("GRAPHPIPEBENCH_MAIN") == "1" {
+		main()
+		os.Exit(0)
+	}
 	code := m.Run()
 	if gnnkitBin.path != "" {
 		os.RemoveAll(filepath.Dir(gnnkitBin.path))
 	}
 	os.Exit(code)
+}
+
+// TestFlagsRefused runs the benchmark's main with flags it would ignore
+// or cannot honour: each exits 1 before any work, saying which flag and
+// why.
+func TestFlagsRefused(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"-search", "-slack", "0.01"}, "-slack would be ignored"},
+		{[]string{"-sweep", "4", "-slack", "0.01"}, "-slack would be ignored"},
+		{[]string{"-gnn", "-slack", "0.01"}, "-slack would be ignored"},
+		{[]string{"-slack", "1"}, "-slack 1: want a fraction in [0, 1)"},
+		{[]string{"-slack", "NaN"}, "-slack NaN: want a fraction in [0, 1)"},
+		{[]string{"-sweep", "4", "-measure-replicas", "1"}, "-measure-replicas would be ignored"},
+	} {
+		cmd := exec.Command(os.Args[0], tc.args...)
+		cmd.Env = append(os.Environ(), "GRAPHPIPEBENCH_MAIN=1")
+		out, err := cmd.CombinedOutput()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != 1 || !strings.Contains(string(out), tc.want) {
+			t.Errorf("graphpipebench %s: %v, output %q; want exit 1 saying %q", strings.Join(tc.args, " "), err, out, tc.want)
+		}
+	}
 }

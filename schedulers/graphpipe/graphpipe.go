@@ -238,12 +238,14 @@ type Scheduler struct {
 	// Slack, when above 0, trades time for memory in the search's final
 	// choice: of the simulated plans that fit, those whose iteration is
 	// within (1+Slack) of the fastest's, the one with the lowest largest
-	// device peak (ties: the faster, then fewer devices). 0: the fastest
-	// (ties within 1e-9: fewer devices). Without simulation (Simulate <
-	// 0) it is not read. A plan it moved says slack_chosen, with
-	// fastest_iteration_ms and fastest_peak_bytes of the plan passed
-	// over. Registry option: slack=F, a fraction (0.01) or a percentage
-	// (1%).
+	// device peak in the simulation (not the estimate's, which the
+	// alternatives' NeedBytes also weigh; ties: the faster, then fewer
+	// devices). 0: the fastest (ties within 1e-9: fewer devices).
+	// Without simulation (Simulate < 0) it is not read. A plan it moved
+	// says slack_chosen, with fastest_iteration_ms and
+	// fastest_peak_bytes of the plan passed over (a rebuilt choice:
+	// those of the batch searched). At least 0, below 1. Registry
+	// option: slack=F, a fraction (0.01) or a percentage (1%).
 	Slack float64
 	// MaxReplicas caps the devices of one stage (0: no cap), the shared
 	// trunk's too: it runs on every device of its plan, so a
@@ -366,6 +368,9 @@ const MaxDevices = 4096
 func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
+	}
+	if !(s.Slack >= 0 && s.Slack < 1) { // NaN too
+		return nil, fmt.Errorf("%s: Slack %v: want at least 0 and below 1, the share of the fastest plan's iteration the search may give up for a lighter plan", s.Name(), s.Slack)
 	}
 	if len(w.Devices) == 0 || len(w.Ops) == 0 {
 		return nil, errors.New(s.Name() + ": the workload has no devices or no ops")

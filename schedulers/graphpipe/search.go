@@ -1547,7 +1547,11 @@ func paretoFront(sims []*candidate, best, fastest *candidate) []core.Alternative
 	out := []core.Alternative{alt(best)}
 	// With Scheduler.Slack, the faster plans passed over for best: each
 	// lighter than every faster one (all heavier than best).
-	passed := func(cd *candidate) bool { return best != fastest && cd.res.Iteration < best.res.Iteration }
+	// fastest among them even where its iteration ties best's (better2
+	// ties by fewer devices, not by the lighter).
+	passed := func(cd *candidate) bool {
+		return best != fastest && (cd == fastest || cd.res.Iteration < best.res.Iteration)
+	}
 	lightest := int64(math.MaxInt64)
 	for _, cd := range rest {
 		if pk := peakOf(cd.res); passed(cd) && pk < lightest {
@@ -1619,7 +1623,9 @@ func (s *Scheduler) trimWarmup(ctx context.Context, w *core.Workload, cm *sim.Co
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		cd := &candidate{part: best.part, kind: best.kind, from: best.from, pass: best.pass, m: best.m, cap: best.cap}
+		v := *best // its order too (sinkFirst): only the warm-up changes
+		cd := &v
+		cd.pred, cd.plan, cd.res = prediction{}, nil, nil
 		cd.part.WarmupCap = limit
 		cd.pred = estimate(cd.part, cd.kind)
 		plan, err := s.build(w, cd)

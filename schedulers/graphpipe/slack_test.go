@@ -3,6 +3,7 @@ package graphpipe
 import (
 	"context"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -62,16 +63,27 @@ func TestLightestWithin(t *testing.T) {
 	// The alternatives: the chosen, then the faster plans it passed
 	// over (each lighter than every faster one: b, as heavy as f, is
 	// not), then the lighter (d is over memory).
-	got := paretoFront(sims, c, fastest)
-	want := []string{c.from, fastest.from, f.from, e.from}
-	if len(got) != len(want) {
-		t.Fatalf("front %+v, want %v", got, want)
-	}
-	for i, w := range want {
-		if !strings.Contains(got[i].Description, w) || got[i].Chosen != (i == 0) {
-			t.Errorf("entry %d: %+v, want %s (chosen %v)", i, got[i], w, i == 0)
+	front := func(sims []*candidate, best, fastest *candidate, want ...*candidate) {
+		t.Helper()
+		got := paretoFront(sims, best, fastest)
+		if len(got) != len(want) {
+			t.Fatalf("front %+v, want %d entries", got, len(want))
+		}
+		for i, w := range want {
+			if !strings.Contains(got[i].Description, w.from) || got[i].Chosen != (i == 0) {
+				t.Errorf("entry %d: %+v, want %s (chosen %v)", i, got[i], w.from, i == 0)
+			}
 		}
 	}
+	front(sims, c, fastest, c, fastest, f, e)
+	// A fastest that ties the chosen's time (better2 took it for its
+	// fewer devices) is still listed as passed over.
+	tie := slackCand(100000, 400, 8, false)
+	few := slackCand(100000, 500, 2, false)
+	if got := lightestWithin([]*candidate{tie, few}, few, 0.01); got != tie {
+		t.Fatalf("slack 1%%: chose %s, want the lighter plan of the same time", got.from)
+	}
+	front([]*candidate{tie, few}, tie, few, tie, few)
 }
 
 // TestSlackOption: the registry's slack option reads a fraction or a
@@ -98,6 +110,13 @@ func TestSlackOption(t *testing.T) {
 		}
 		if got := s.(*Scheduler).Slack; got < tc.want-1e-12 || got > tc.want+1e-12 {
 			t.Errorf("slack=%q: Slack %v, want %v", tc.v, got, tc.want)
+		}
+	}
+	// Set in Go, the field is checked where the search would read it.
+	for _, v := range []float64{-0.01, 1, math.NaN(), math.Inf(1)} {
+		_, err := (&Scheduler{Slack: v}).Schedule(context.Background(), &core.Workload{})
+		if err == nil || !strings.Contains(err.Error(), "Slack") {
+			t.Errorf("Slack %v: %v, want an error saying what Slack takes", v, err)
 		}
 	}
 }
@@ -145,5 +164,32 @@ func TestSlack(t *testing.T) {
 	}
 	if a := light.Alternatives; len(a) < 2 || a[1].IterationMs != ms(fast) || a[1].PeakBytes != peak(fast) {
 		t.Errorf("alternatives %+v: want the fastest plan passed over listed right after the chosen", a)
+	}
+	// Sampled training rebuilds a kept choice: the plan still says what
+	// the search passed over (train averages the metrics over its
+	// iterations), and another slack is another search, not the choice
+	// kept under the first.
+	s := &Scheduler{Graph: true, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, Slack: 0.01, reuse: &searchReuse{}}
+	for i := range 2 {
+		p, err := s.Schedule(context.Background(), w)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := p.Metrics["search_reused"]; got != float64(i) {
+			t.Errorf("call %d: search_reused %v, want %d", i, got, i)
+		}
+		for _, k := range []string{"slack_chosen", "fastest_iteration_ms", "fastest_peak_bytes", "simulated_iteration_ms"} {
+			if p.Metrics[k] != light.Metrics[k] {
+				t.Errorf("call %d: %s %v, want %v", i, k, p.Metrics[k], light.Metrics[k])
+			}
+		}
+	}
+	s.Slack = 0
+	p, err := s.Schedule(context.Background(), w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Metrics["search_reused"] != 0 || p.Metrics["slack_chosen"] != 0 || ms(p) != ms(fast) {
+		t.Errorf("slack 0 after 1%% on the same shape: %.3f ms, metrics %v; want a search of its own, the fastest plan (%.3f ms)", ms(p), p.Metrics, ms(fast))
 	}
 }
