@@ -255,7 +255,7 @@ type event struct {
 	seq     int
 	kind    evKind
 	task    int
-	dev     core.DeviceID
+	dev     int // evWake: the device's index (sim.devs)
 	version int
 }
 
@@ -348,17 +348,23 @@ type sim struct {
 	writers map[int][]int
 
 	// dynamic state
-	q          eventQ
-	seq        int
-	left       []int
-	readyAt    []time.Duration
-	addLeft    []int   // addAfter tasks not finished yet
-	addSucc    [][]int // reductions waiting for task i to add
-	parked     []bool  // transfer done, waiting on addLeft
-	staged     []int64 // bytes a parked reduction holds on its owner
-	queued     map[core.DeviceID][]int
-	busyUntil  map[core.DeviceID]time.Duration
-	running    map[core.DeviceID]bool
+	q       eventQ
+	seq     int
+	left    []int
+	readyAt []time.Duration
+	addLeft []int   // addAfter tasks not finished yet
+	addSucc [][]int // reductions waiting for task i to add
+	parked  []bool  // transfer done, waiting on addLeft
+	staged  []int64 // bytes a parked reduction holds on its owner
+	// By device index (devs, devIndex; taskDev: a task's): the main
+	// loop dispatches every device at every event time, so these are
+	// slices, not maps keyed by the device's name.
+	queued     [][]int
+	busyUntil  []time.Duration
+	running    []bool
+	overlap    []bool // the device's streams run at once (StreamOverlap)
+	taskDev    []int
+	taskUnit   []*unitState // a forward's or backward's unit on its device (units)
 	finished   []bool
 	finishAt   []time.Duration
 	started    []bool
@@ -523,6 +529,7 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 	}
 	n := len(p.Tasks)
 	s.units = map[ukey]*unitState{}
+	s.taskUnit = make([]*unitState, n)
 	for i, t := range p.Tasks {
 		if t.ID != i {
 			return nil, fmt.Errorf("sim: task %d has id %d; ids must equal positions", i, t.ID)
@@ -552,6 +559,7 @@ func newSimWith(p *core.Plan, w *core.Workload, c *Cluster, o Options, cm *CostM
 				us = &unitState{}
 				s.units[k] = us
 			}
+			s.taskUnit[i] = us
 			if t.Kind == core.TaskBackward {
 				us.bwdTotal++
 			}
@@ -878,9 +886,15 @@ func (s *sim) run() (*Result, error) {
 	for _, dp := range s.prof {
 		s.fluid = s.fluid || dp.model.StreamOverlap > 0
 	}
-	s.queued = map[core.DeviceID][]int{}
-	s.busyUntil = map[core.DeviceID]time.Duration{}
-	s.running = map[core.DeviceID]bool{}
+	nd := len(s.devs)
+	s.queued, s.busyUntil, s.running, s.overlap = make([][]int, nd), make([]time.Duration, nd), make([]bool, nd), make([]bool, nd)
+	for di, d := range s.devs {
+		s.overlap[di] = s.prof[d].model.StreamOverlap > 0
+	}
+	s.taskDev = make([]int, n)
+	for i, t := range s.p.Tasks {
+		s.taskDev[i] = s.devIndex[t.Device]
+	}
 	s.linkFree = map[[2]core.DeviceID]time.Duration{}
 	s.arrival, s.gArrival = map[[3]int]time.Duration{}, map[[3]int]time.Duration{}
 	s.inTransit, s.waitN, s.flowOf = map[[4]int][]int{}, make([]int, n), map[[4]int]*flow{}
@@ -962,8 +976,8 @@ func (s *sim) run() (*Result, error) {
 	}
 	var now time.Duration
 	for s.err == nil {
-		for _, d := range s.devs {
-			s.dispatch(d, now)
+		for di := range s.devs {
+			s.dispatch(di, now)
 		}
 		if s.err != nil || s.q.Len() == 0 {
 			break
@@ -973,8 +987,8 @@ func (s *sim) run() (*Result, error) {
 			e := heap.Pop(&s.q).(event)
 			switch e.kind {
 			case evReady:
-				d := s.p.Tasks[e.task].Device
-				s.queued[d] = append(s.queued[d], e.task)
+				di := s.taskDev[e.task]
+				s.queued[di] = append(s.queued[di], e.task)
 			case evFinish:
 				s.finish(e.task, now)
 			case evWake:
@@ -1277,7 +1291,7 @@ func (s *sim) startable(i int) bool {
 	if !s.o.BlockOnLimit || t.Kind != core.TaskForward {
 		return true
 	}
-	us := s.units[ukey{t.Unit, t.Device}]
+	us := s.taskUnit[i]
 	if us.inFlight || us.stage.Limit <= 0 {
 		return true
 	}
@@ -1294,8 +1308,8 @@ func (s *sim) before(i, j int) bool {
 	return s.readyAt[i] < s.readyAt[j] || s.readyAt[i] == s.readyAt[j] && i < j
 }
 
-func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
-	if s.prof[d].model.StreamOverlap > 0 {
+func (s *sim) dispatch(d int, now time.Duration) {
+	if s.overlap[d] {
 		// Streams run at once: start everything that may start (stream
 		// order already keeps one task per stream).
 		var keep []int
@@ -1316,7 +1330,8 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 		return
 	}
 	best := -1
-	for j, i := range s.queued[d] {
+	q := s.queued[d]
+	for j, i := range q {
 		if !s.startable(i) {
 			continue
 		}
@@ -1324,7 +1339,7 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 			best = j
 			continue
 		}
-		b := s.queued[d][best]
+		b := q[best]
 		// An optimizer step goes before any other ready task on its
 		// device (forward, backward, a reduction's add): it is short
 		// and its refresh travels while they run (a step group's,
@@ -1343,8 +1358,8 @@ func (s *sim) dispatch(d core.DeviceID, now time.Duration) {
 	if best < 0 {
 		return
 	}
-	i := s.queued[d][best]
-	s.queued[d] = append(s.queued[d][:best], s.queued[d][best+1:]...)
+	i := q[best]
+	s.queued[d] = append(q[:best], q[best+1:]...)
 	s.start(i, now)
 }
 
@@ -1355,8 +1370,8 @@ func (s *sim) start(i int, now time.Duration) {
 	d := t.Device
 	dp := s.prof[d]
 	s.started[i] = true
-	s.running[d] = true
-	s.busyUntil[d] = math.MaxInt64 // until computeDone knows
+	s.running[s.taskDev[i]] = true
+	s.busyUntil[s.taskDev[i]] = math.MaxInt64 // until computeDone knows
 	tr := s.res.Trace
 	cur := now
 	run := &taskRun{start: now}
@@ -1374,7 +1389,7 @@ func (s *sim) start(i int, now time.Duration) {
 	switch t.Kind {
 	case core.TaskForward, core.TaskBackward:
 		u := t.Unit
-		us := s.units[ukey{u, d}]
+		us := s.taskUnit[i]
 		costs := s.costsOf(dp, u)
 		setup := costs[len(costs)-1]
 		if us.started == 0 {
@@ -1652,17 +1667,17 @@ func (s *sim) computeDone(i int, cs, ce time.Duration) {
 	}
 	if run.retain > 0 {
 		s.alloc(d, run.retain)
-		s.units[ukey{t.Unit, d}].retained += run.retain
+		s.taskUnit[i].retained += run.retain
 	}
-	s.busyUntil[d] = engineFree
+	s.busyUntil[s.taskDev[i]] = engineFree
 	if bcast {
-		s.push(event{t: engineFree, kind: evWake, dev: d})
+		s.push(event{t: engineFree, kind: evWake, dev: s.taskDev[i]})
 		s.push(event{t: ce, kind: evBroadcast, task: i})
 		return
 	}
 	s.push(event{t: finish, kind: evFinish, task: i})
 	if engineFree < finish {
-		s.push(event{t: engineFree, kind: evWake, dev: d})
+		s.push(event{t: engineFree, kind: evWake, dev: s.taskDev[i]})
 	}
 }
 
@@ -1701,8 +1716,8 @@ func (s *sim) finish(i int, now time.Duration) {
 	s.finished[i] = true
 	s.finishAt[i] = now
 	s.nDone++
-	if s.busyUntil[d] <= now {
-		s.running[d] = false
+	if di := s.taskDev[i]; s.busyUntil[di] <= now {
+		s.running[di] = false
 	}
 	switch t.Kind {
 	case core.TaskForward:
@@ -1727,8 +1742,7 @@ func (s *sim) finish(i int, now time.Duration) {
 			}
 		}
 	case core.TaskBackward:
-		k := ukey{t.Unit, d}
-		us := s.units[k]
+		us := s.taskUnit[i]
 		us.bwdDone++
 		if us.bwdDone == us.bwdTotal {
 			s.alloc(d, -us.live)

@@ -153,25 +153,39 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 		}
 	}
 	c.windows(part, kind, W, gradBytes, st)
+	// For a chain, into[q] and intoB[q]: the most any earlier stage sends
+	// q (a chain edge waits for all of them), once rather than per call.
+	var into, intoB []float64
+	if part.Chain {
+		into, intoB = make([]float64, S), make([]float64, S)
+		for k, v := range xs {
+			if k[0] < k[1] {
+				into[k[1]] = max(into[k[1]], v)
+			}
+		}
+		for k, v := range xsB {
+			if k[0] < k[1] {
+				intoB[k[1]] = max(intoB[k[1]], v)
+			}
+		}
+	}
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own
 	// links at once), and no sooner than s's port sends all its
 	// activations and q's receives all of its. eB(s, q): the same for
 	// the gradients q sends s back (q's port sending, s's receiving).
-	edge := func(xs map[[2]int]float64, out, in []float64, s, q int) float64 {
+	edge := func(xs map[[2]int]float64, into, out, in []float64, s, q int) float64 {
 		x := xs[[2]int{s, q}]
 		if part.Chain {
-			for p := 0; p < q; p++ {
-				x = max(x, xs[[2]int{p, q}])
-			}
+			x = max(x, into[q]) // transfer times: none below 0
 		}
 		if out[s] > 0 || in[q] > 0 {
 			x = max(x, max(out[s], in[q])+max(lat[s], lat[q]))
 		}
 		return x
 	}
-	e := func(s, q int) float64 { return edge(xs, portOut, portIn, s, q) }
-	eB := func(s, q int) float64 { return edge(xsB, gradIn, gradOut, s, q) }
+	e := func(s, q int) float64 { return edge(xs, into, portOut, portIn, s, q) }
+	eB := func(s, q int) float64 { return edge(xsB, intoB, gradIn, gradOut, s, q) }
 	// portLoad is the busier direction of stage s's port per micro-batch:
 	// its activations and gradients out, or in.
 	portLoad := func(s int) float64 {
