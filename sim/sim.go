@@ -1308,6 +1308,9 @@ func (s *sim) before(i, j int) bool {
 	return s.readyAt[i] < s.readyAt[j] || s.readyAt[i] == s.readyAt[j] && i < j
 }
 
+// dispatch starts what device d (its index in devs) may start now: with
+// overlapping streams every startable queued task, else, when the
+// device is idle, the one that goes first (a step, then before).
 func (s *sim) dispatch(d int, now time.Duration) {
 	if s.overlap[d] {
 		// Streams run at once: start everything that may start (stream
