@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"math"
 	"slices"
 	"testing"
@@ -20,7 +19,7 @@ func flowSim(c *Cluster) *sim {
 func (s *sim) drain(t *testing.T) {
 	t.Helper()
 	for s.q.Len() > 0 {
-		e := heap.Pop(&s.q).(event)
+		e := s.q.pop()
 		if e.kind != evFlow {
 			t.Fatalf("unexpected event %+v", e)
 		}
@@ -63,7 +62,7 @@ func TestFlowTimes(t *testing.T) {
 	// Run to 1 ms (the first send's lone completion there is superseded),
 	// then start the third.
 	for s.q.Len() > 0 && s.q[0].t <= time.Millisecond {
-		e := heap.Pop(&s.q).(event)
+		e := s.q.pop()
 		s.flowsDone(e.version, e.t)
 	}
 	if len(got) != 0 || len(s.flows) != 2 {
@@ -145,7 +144,7 @@ func TestFlowDemandFirst(t *testing.T) {
 		t.Fatalf("rates before the demand %v GB/s, want [8 8 8 16]", r)
 	}
 	for s.q.Len() > 0 && s.q[0].t <= 500*time.Microsecond {
-		e := heap.Pop(&s.q).(event)
+		e := s.q.pop()
 		s.flowsDone(e.version, e.t)
 	}
 	s.demand(toD, 500*time.Microsecond)

@@ -1,7 +1,6 @@
 package sim
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
 	"math"
@@ -274,11 +273,44 @@ func (q eventQ) Less(i, j int) bool {
 	return q[i].seq < q[j].seq
 }
 func (q eventQ) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
-func (q *eventQ) Push(x any)   { *q = append(*q, x.(event)) }
-func (q *eventQ) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
+
+// push adds e: container/heap's Push, typed, so that an event is not
+// boxed in an interface (an allocation per event). Less is a total
+// order (seq breaks ties), so the events come out as they did.
+func (q *eventQ) push(e event) {
+	*q = append(*q, e)
+	h := *q
+	for j := len(h) - 1; j > 0; {
+		i := (j - 1) / 2
+		if !h.Less(j, i) {
+			break
+		}
+		h.Swap(i, j)
+		j = i
+	}
+}
+
+// pop removes the first event and returns it (container/heap's Pop).
+func (q *eventQ) pop() event {
+	h := *q
+	n := len(h) - 1
+	h.Swap(0, n)
+	for i := 0; ; {
+		j := 2*i + 1
+		if j >= n {
+			break
+		}
+		if j2 := j + 1; j2 < n && h.Less(j2, j) {
+			j = j2
+		}
+		if !h.Less(j, i) {
+			break
+		}
+		h.Swap(i, j)
+		i = j
+	}
+	e := h[n]
+	*q = h[:n]
 	return e
 }
 
@@ -869,7 +901,7 @@ func fieldShape(g *core.Graph, seeds []int32, k int, mark, pos []int32, stamp in
 func (s *sim) push(e event) {
 	e.seq = s.seq
 	s.seq++
-	heap.Push(&s.q, e)
+	s.q.push(e)
 }
 
 func (s *sim) run() (*Result, error) {
@@ -984,7 +1016,7 @@ func (s *sim) run() (*Result, error) {
 		}
 		now = s.q[0].t
 		for s.q.Len() > 0 && s.q[0].t == now && s.err == nil {
-			e := heap.Pop(&s.q).(event)
+			e := s.q.pop()
 			switch e.kind {
 			case evReady:
 				di := s.taskDev[e.task]

@@ -1070,11 +1070,10 @@ func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []f
 	for s := range S {
 		d := len(devs[s])
 		for r := 0; r < d && r < m; r++ {
-			var mbs []int
-			for i := r; i < m; i += d {
-				mbs = append(mbs, i)
-			}
-			w := max(1, min(warm[s], len(mbs)))
+			// The replica's micro-batches: r, r+d, … below m (the k-th
+			// is r+k·d).
+			cnt := (m - r + d - 1) / d
+			w := max(1, min(warm[s], cnt))
 			last := -1
 			put := func(t int) {
 				if last >= 0 {
@@ -1083,13 +1082,13 @@ func taskPipe(m int, devs [][]core.DeviceID, succs [][]int, warm []int, f, b []f
 				}
 				last = t
 			}
-			for _, i := range mbs[:w] {
-				put(id(s, i, false))
+			for k := range w {
+				put(id(s, r+k*d, false))
 			}
-			for j, i := range mbs {
-				put(id(s, i, true))
-				if w+j < len(mbs) {
-					put(id(s, mbs[w+j], false))
+			for j := range cnt {
+				put(id(s, r+j*d, true))
+				if w+j < cnt {
+					put(id(s, r+(w+j)*d, false))
 				}
 			}
 		}
