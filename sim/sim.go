@@ -1405,8 +1405,9 @@ func (s *sim) start(i int, now time.Duration) {
 	d := t.Device
 	dp := s.prof[d]
 	s.started[i] = true
-	s.running[s.taskDev[i]] = true
-	s.busyUntil[s.taskDev[i]] = math.MaxInt64 // until computeDone knows
+	di := s.taskDev[i]
+	s.running[di] = true
+	s.busyUntil[di] = math.MaxInt64 // until computeDone knows
 	tr := s.res.Trace
 	cur := now
 	run := &taskRun{start: now}

@@ -157,17 +157,16 @@ func (c *costs) price(part Partition, kind Kind) prediction {
 	// q (a chain edge waits for all of them), once rather than per call.
 	var into, intoB []float64
 	if part.Chain {
-		into, intoB = make([]float64, S), make([]float64, S)
-		for k, v := range xs {
-			if k[0] < k[1] {
-				into[k[1]] = max(into[k[1]], v)
+		inbound := func(xs map[[2]int]float64) []float64 {
+			in := make([]float64, S)
+			for k, v := range xs {
+				if k[0] < k[1] {
+					in[k[1]] = max(in[k[1]], v)
+				}
 			}
+			return in
 		}
-		for k, v := range xsB {
-			if k[0] < k[1] {
-				intoB[k[1]] = max(intoB[k[1]], v)
-			}
-		}
+		into, intoB = inbound(xs), inbound(xsB)
 	}
 	// e(s, q): the transfers on stage edge s -> q (a chain edge waits for
 	// what q reads from every earlier stage, which come over their own

@@ -176,10 +176,19 @@ func parseSlack(v string) (float64, error) {
 	if pct {
 		f /= 100
 	}
-	if f < 0 || f >= 1 {
-		return 0, fmt.Errorf("want at least 0 and below 1 (100%%): the share of the fastest plan's iteration the search may give up for a lighter plan")
+	if err := checkSlack(f); err != nil {
+		return 0, err
 	}
 	return f, nil
+}
+
+// checkSlack says what Scheduler.Slack takes when f is not that (NaN
+// included).
+func checkSlack(f float64) error {
+	if !(f >= 0 && f < 1) {
+		return fmt.Errorf("want at least 0 and below 1 (100%%): the share of the fastest plan's iteration the search may give up for a lighter plan")
+	}
+	return nil
 }
 
 // Scheduler partitions the model into stages over the workload's devices
@@ -369,8 +378,8 @@ func (s *Scheduler) Schedule(ctx context.Context, w *core.Workload) (*core.Plan,
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if !(s.Slack >= 0 && s.Slack < 1) { // NaN too
-		return nil, fmt.Errorf("%s: Slack %v: want at least 0 and below 1, the share of the fastest plan's iteration the search may give up for a lighter plan", s.Name(), s.Slack)
+	if err := checkSlack(s.Slack); err != nil {
+		return nil, fmt.Errorf("%s: Slack %v: %w", s.Name(), s.Slack, err)
 	}
 	if len(w.Devices) == 0 || len(w.Ops) == 0 {
 		return nil, errors.New(s.Name() + ": the workload has no devices or no ops")
