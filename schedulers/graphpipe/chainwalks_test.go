@@ -21,7 +21,9 @@ import (
 // estimate prices only the gradients sent back, GraphPipe's own DAG plan
 // wins there (54.86 ms at m = 1); the case now also checks that every
 // walk crosses the count where nothing fits (a chain fits at m = 16, none
-// at m = 8): stopping there, the 1F1B chain took 241.7 ms at m = 8.
+// at m = 8): stopping there, the 1F1B chain took 241.7 ms at m = 8. The
+// ladder of memory caps that each search runs after its walk (ladder)
+// then adds the same chains to the family as to its baseline.
 func TestChainWalks(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 2, Layers: 3, Branches: 3}, 1024, 8)
 	cm, devs := costModelOf(t, w, prof, cl)
@@ -78,6 +80,24 @@ func TestChainWalks(t *testing.T) {
 			got, want := walk(evals, f), walk(base, 0)
 			if !slices.Equal(got, want) || len(got) == 0 {
 				t.Errorf("gpipe=%v, family %v: %d candidates, its baseline's walk %d; want the same, count by count", s.GPipeOrder, fam, len(got), len(want))
+			}
+			// And after the ladder of memory caps (ladder), which each
+			// search runs on its walk's counts: the baseline's.
+			ladderOn := func(s *Scheduler, evals []*mEval) []*mEval {
+				out := make([]*mEval, len(evals))
+				for i, e := range evals {
+					cp := *e
+					cp.pools = slices.Clone(e.pools)
+					out[i] = &cp
+				}
+				if err := s.ladder(t.Context(), w, devs, out); err != nil {
+					t.Fatal(err)
+				}
+				return out
+			}
+			lgot, lwant := walk(ladderOn(s, evals), f), walk(ladderOn(s.baseline(fam), base), 0)
+			if !slices.Equal(lgot, lwant) || len(lgot) <= len(got) {
+				t.Errorf("gpipe=%v, family %v, with the ladder: %d candidates (%d without), its baseline's %d; want the same, and more than without", s.GPipeOrder, fam, len(lgot), len(got), len(lwant))
 			}
 			if got := walk(short, f); !slices.Equal(got, want) {
 				t.Errorf("gpipe=%v, family %v, GraphPipe's walk at m = 16 alone: %d candidates, its baseline's walk %d; want the same", s.GPipeOrder, fam, len(got), len(want))

@@ -672,6 +672,20 @@ func (c *costs) flushAmortized() *costs {
 	return a
 }
 
+// capped is c with every device's memory held to memCap, for the chain
+// DP's ladder of caps (Scheduler.ladder, capsPass): its own scratch,
+// like amortized.
+func (c *costs) capped(memCap float64) *costs {
+	a := *c
+	a.memCap = memCap
+	a.mark, a.seen = make([]int32, len(c.mark)), make([]int32, len(c.seen))
+	a.parSeen = make([]int32, len(c.parSeen))
+	a.stamp = 0
+	a.memo = nil
+	a.flush = nil
+	return &a
+}
+
 // reduction is the time per micro-batch of a stage's gradient
 // reductions on d replicas as the third DP pass weighs it: every owner
 // receives its parameters' gradients from the d−1 other replicas

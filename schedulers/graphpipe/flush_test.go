@@ -101,13 +101,15 @@ func TestReduction(t *testing.T) {
 // (the benchmark's cell) it takes the 1F1B chain from 48.30 to 46.91 ms:
 // the plain DP replicates the second to fourth stages four ways, and
 // their reductions into the owners (4.8 ms of flush by the estimate) are
-// what the DP's slowest-stage objective does not see.
+// what the DP's slowest-stage objective does not see. The ladder of
+// memory caps (MemCaps) is off in both arms: it reaches a faster chain
+// on its own (TestMemCaps).
 func TestFlushPass(t *testing.T) {
 	w, cl, prof := rooflineWorkload(t, "uno", core.ModelConfig{InDim: 4096, Hidden: 2048, Classes: 2, Layers: 3, Branches: 4}, 8192, 16)
 	defer func() { weighFlush = true }()
 	plan := func(on bool, simulate int) *core.Plan {
 		weighFlush = on
-		s := &Scheduler{Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, Simulate: simulate}
+		s := &Scheduler{Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, Simulate: simulate, MemCaps: -1}
 		p, err := s.Schedule(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)
@@ -141,17 +143,26 @@ func TestFlushPass(t *testing.T) {
 	if c1, _ := costsOn(t, one, cl1, prof1, 16); c1.thirdPass() {
 		t.Error("one device: a third pass")
 	}
-	var devs []core.DeviceInfo // TestPartitionSearchTime's 1,000-op DAG
-	for i := range 64 {
-		devs = append(devs, core.DeviceInfo{ID: core.DeviceID(fmt.Sprintf("sim:%d", i)), GFLOPS: 50, MemGBps: 20, MemCap: 2 << 30})
-	}
-	big := workloadOn(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20}, 256, devs)
-	bcl := sim.ClusterFor(devs)
-	bprof, err := sim.Roofline(big, bcl.Devices[0])
-	if err != nil {
-		t.Fatal(err)
-	}
+	big, bcl, bprof := bigUno(t, 256)
 	if cb, _ := costsOn(t, big, bcl, bprof, 16); cb.thirdPass() {
 		t.Errorf("%d ops: a third pass (at most %d)", len(big.Ops), smallOps)
 	}
+}
+
+// bigUno is TestPartitionSearchTime's 1,000-op DAG (uno, 16 branches of
+// 20 layers) over 64 simulated devices, with samples samples, its
+// cluster and its roofline profile.
+func bigUno(t *testing.T, samples int) (*core.Workload, *sim.Cluster, *sim.Profile) {
+	t.Helper()
+	var devs []core.DeviceInfo
+	for i := range 64 {
+		devs = append(devs, core.DeviceInfo{ID: core.DeviceID(fmt.Sprintf("sim:%d", i)), GFLOPS: 50, MemGBps: 20, MemCap: 2 << 30})
+	}
+	w := workloadOn(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20}, samples, devs)
+	cl := sim.ClusterFor(devs)
+	prof, err := sim.Roofline(w, cl.Devices[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cl, prof
 }

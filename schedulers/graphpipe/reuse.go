@@ -84,6 +84,7 @@ type schedOptions struct {
 	disjoint, keepWarmup, noGroups, gpipeOrd bool
 	noSinkFirst                              bool
 	slack                                    float64
+	memCaps                                  int
 	chainDP                                  ChainDP
 	cluster                                  *sim.Cluster
 	profile                                  *sim.Profile
@@ -99,7 +100,7 @@ func shapeOf(s *Scheduler, w *core.Workload) (shapeKey, bool) {
 	}
 	return shapeKey{model: w.Model, ops: len(w.Ops), devices: b.String(), targets: len(w.Batch), groups: len(w.Groups),
 		opts: schedOptions{graph: s.Graph, kind: s.Kind, micro: s.MicroBatches, simulate: s.Simulate, maxReplicas: s.MaxReplicas,
-			step: s.Step, bucket: s.BucketBytes, disjoint: s.Disjoint, keepWarmup: s.KeepWarmup, noGroups: s.NoStepGroups, noSinkFirst: s.NoSinkFirst, slack: s.Slack,
+			step: s.Step, bucket: s.BucketBytes, disjoint: s.Disjoint, keepWarmup: s.KeepWarmup, noGroups: s.NoStepGroups, noSinkFirst: s.NoSinkFirst, slack: s.Slack, memCaps: s.MemCaps,
 			gpipeOrd: s.GPipeOrder, chainDP: s.ChainDP, cluster: s.Cluster, profile: s.Profile}}, true
 }
 
@@ -144,7 +145,7 @@ func (r *searchReuse) keep(s *Scheduler, w *core.Workload, chosen *candidate, p 
 // fastest_peak_bytes (Scheduler.Slack) are the searched batch's.
 var searchMetrics = []string{"micro_batches_asked", "dag_partition", "shared_trunk", "gpipe_order", "warmup_cap",
 	"steps_weighed", "flush_weighed", "widened", "piper_chain", "step_groups", "sink_first", "coarsened_ops",
-	"slack_chosen", "fastest_iteration_ms", "fastest_peak_bytes"}
+	"slack_chosen", "fastest_iteration_ms", "fastest_peak_bytes", "dp_mem_cap_bytes"}
 
 // replan builds the choice of the search for w's shape, if one ran
 // and the choice fits w by the estimate and the simulator (a sampled

@@ -30,11 +30,14 @@ type candidate struct {
 	// passes (stepsPass, flushPass) are only added: the walk over m and
 	// the fallbacks see only the plain pass's.
 	pass dpPass
-	pred prediction
-	m    int // micro-batches per iteration
-	cap  int // the replica cap the partitioner ran at
-	plan *core.Plan
-	res  *sim.Result
+	// memCap: the per-device memory the chain DP was held to where it
+	// found it (capsPass; 0 otherwise).
+	memCap float64
+	pred   prediction
+	m      int // micro-batches per iteration
+	cap    int // the replica cap the partitioner ran at
+	plan   *core.Plan
+	res    *sim.Result
 	// groups: the plan steps each owner's parameters in readiness
 	// groups (PlanOptions.StepGroups).
 	groups bool
@@ -104,7 +107,7 @@ func fittingWarmup(w *core.Workload, c *costs, cd *candidate) *candidate {
 		part := cd.part
 		part.WarmupCap = limit
 		if pr := c.estimate(part, cd.kind); pr.fits {
-			return &candidate{part: part, kind: cd.kind, from: cd.from, pass: cd.pass, pred: pr, m: cd.m, cap: cd.cap}
+			return &candidate{part: part, kind: cd.kind, from: cd.from, pass: cd.pass, memCap: cd.memCap, pred: pr, m: cd.m, cap: cd.cap}
 		}
 	}
 	return nil
@@ -215,7 +218,7 @@ func (s *Scheduler) pools(ctx context.Context, w *core.Workload, c *costs, devs 
 		// GPipe chain baselines' searches.
 		gdag := make([]*candidate, 0, len(dag))
 		for _, cd := range dag {
-			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, pass: cd.pass})
+			gdag = append(gdag, &candidate{part: cd.part, kind: GPipe, from: cd.from, cap: cd.cap, pass: cd.pass, memCap: cd.memCap})
 		}
 		estimateAll(ctx, gdag, func(*candidate) *costs { return c })
 		if err := ctx.Err(); err != nil {
@@ -429,6 +432,9 @@ func (s *Scheduler) runDPs(ctx context.Context, w *core.Workload, c, cv *costs, 
 			}
 			seen[key] = true
 			cd := &candidate{part: p, kind: kind, from: from, cap: r, pass: pass}
+			if pass == capsPass {
+				cd.memCap = cv.memCap
+			}
 			*pool = append(*pool, cd)
 			added = append(added, cd)
 		}
@@ -491,15 +497,132 @@ func (s *Scheduler) sharedVariants(q Partition, trunk []int) (ps []Partition, en
 	return ps, ends
 }
 
+// DefaultMemCaps is Scheduler.MemCaps's default: the memory caps the
+// chain DP also runs under. 16 find most of what a sweep of whole
+// searches finds (the 1F1B chain on uno-4 over 16 A100s: 44.20 ms, the
+// 64-cap sweep before the ladder 43.45; on uno-8 over 16: 80.77, the
+// sweeps 81.74–84.17) for 3% more time on the benchmark and up to 50%
+// more on a search with m searched over 64 devices. More caps are not
+// better: the pass simulates its best estimates, and more answers crowd
+// them with the estimate's error (32 caps: 84.17 ms on uno-8 over 16).
+const DefaultMemCaps = 16
+
+// ladderCaps is how many memory caps the chain DP also runs under for
+// c (Scheduler.MemCaps): none without simulation (the estimate alone
+// would choose among more proposals of its own error), on one device,
+// or above smallOps ops (the 1,000-op search's time bound).
+func (s *Scheduler) ladderCaps(c *costs) int {
+	n := s.MemCaps
+	if n == 0 {
+		n = DefaultMemCaps
+	}
+	if n < 0 || s.Simulate < 0 || len(c.devs) < 2 || len(c.time) > smallOps {
+		return 0
+	}
+	return n
+}
+
+// ladderWithin: the ladder (Scheduler.ladder) runs at the micro-batch
+// counts whose plain score is within this fraction of the best count's.
+// The estimate can be further off between counts than within one: at
+// 10% the 1F1B chain on uno-4 over 8 A100s (1.4 GiB) lost the ladder's
+// 65.30 ms chain at m = 16, estimated 14% behind m = 8.
+const ladderWithin = 0.25
+
+// ladder runs PipeDream's chain DP again under a ladder of memory caps
+// (memLadder, ladderCaps of them) for each chain family, at the counts
+// the walk over m weighed where the family's plain score (plainScore)
+// is within ladderWithin of its best count's (at a fixed m, the one),
+// and adds its answers to the family's pool as capsPass candidates.
+// Held to less memory the DP answers other chains (a stage that no
+// longer fits moves a boundary), and some of them, widened, simulate
+// faster than anything the plain DP proposes. After the walk, so that
+// the walk weighs the plain pass alone, as it always did; per family,
+// so that GraphPipe's chain families, the chain baselines' walks
+// (chainWalks), get exactly the baselines' ladder.
+func (s *Scheduler) ladder(ctx context.Context, w *core.Workload, devs []core.DeviceID, evals []*mEval) error {
+	caps := replicaCaps(len(devs), s.MaxReplicas)
+	for f, fam := range s.families() {
+		if fam.dag || fam.piper {
+			continue
+		}
+		best := math.Inf(1)
+		for _, e := range evals {
+			best = min(best, plainScore(e.pools[f]))
+		}
+		for _, e := range evals {
+			n := s.ladderCaps(e.c)
+			if n == 0 || !(plainScore(e.pools[f]) <= best*(1+ladderWithin)) {
+				continue
+			}
+			pool := e.pools[f]
+			seen := make(map[string]bool, len(pool))
+			for _, cd := range pool {
+				seen[signature(cd.part, cd.kind)] = true
+			}
+			from := len(pool)
+			for _, mc := range memLadder(e.pools[f], e.c.memCap, n) {
+				if err := s.runDPs(ctx, w, e.c, e.c.capped(mc), devs, nil, nil, fam.kind, caps, capsPass, seen, nil, &pool, nil, nil); err != nil {
+					return err
+				}
+			}
+			for _, cd := range pool[from:] {
+				cd.m = e.m
+			}
+			e.pools[f] = pool
+		}
+	}
+	return nil
+}
+
+// plainScore is the best estimated iteration among pool's plain-pass
+// candidates that fit (+Inf: none), mEval.score for one family.
+func plainScore(pool []*candidate) float64 {
+	sc := math.Inf(1)
+	for _, cd := range pool {
+		if cd.pred.fits && cd.pass == plainPass {
+			sc = min(sc, cd.pred.iter)
+		}
+	}
+	return sc
+}
+
+// memLadder is n per-device memory caps spaced geometrically from the
+// least estimated peak of pool's plain-pass candidates up to (not
+// including) the largest of those that fit memCap (0: unlimited); none
+// where they do not differ.
+func memLadder(pool []*candidate, memCap float64, n int) []float64 {
+	lo, hi := math.Inf(1), 0.0
+	for _, cd := range pool {
+		if cd.pass != plainPass {
+			continue
+		}
+		lo = min(lo, cd.pred.peak)
+		if cd.pred.fits {
+			hi = max(hi, cd.pred.peak)
+		}
+	}
+	if !(lo < hi) {
+		return nil
+	}
+	out := make([]float64, n)
+	for i := range out {
+		out[i] = lo * math.Pow(hi/lo, float64(i)/float64(n))
+	}
+	return out
+}
+
 // dpPass is one of the DPs' runs over the same candidates' costs
 // (pools): plain; the optimizer steps amortised (costs.amortized); the
-// whole flush amortised (costs.flushAmortized).
+// whole flush amortised (costs.flushAmortized); the chain DP under a
+// ladder of memory caps (costs.capped, memLadder).
 type dpPass uint8
 
 const (
 	plainPass dpPass = iota
 	stepsPass
 	flushPass
+	capsPass
 )
 
 // When the DPs' second pass runs (costs.secondPass): the optimizer
@@ -675,10 +798,8 @@ func (s *Scheduler) evalM(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	for _, pool := range pools {
 		for _, cd := range pool {
 			cd.m = c.m
-			if cd.pred.fits && cd.pass == plainPass && cd.pred.iter < e.score {
-				e.score = cd.pred.iter
-			}
 		}
+		e.score = min(e.score, plainScore(pool))
 	}
 	return e, nil
 }
@@ -728,7 +849,7 @@ func (s *Scheduler) widenedBest(ctx context.Context, pool []*candidate, passes [
 			}
 			seen[kq] = true
 			tried++
-			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, pass: cd.pass, m: cd.m, cap: cd.cap})
+			vs = append(vs, &candidate{part: q, kind: cd.kind, from: from, pass: cd.pass, memCap: cd.memCap, m: cd.m, cap: cd.cap})
 			shared = append(shared, sh)
 		}
 		perM := map[int]int{} // sources widened per micro-batch count
@@ -1044,6 +1165,9 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			return nil, err
 		}
 	}
+	if err := s.ladder(ctx, w, devs, evals); err != nil {
+		return nil, err
+	}
 	// The families' pools, merged over the counts.
 	pools := make([][]*candidate, len(evals[0].pools))
 	for _, e := range evals {
@@ -1081,7 +1205,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			// its own and the earlier passes' (as without the later
 			// passes) and the variants added so far.
 			seen := map[string]bool{}
-			for pass := plainPass; pass <= flushPass; pass++ {
+			for pass := plainPass; pass <= capsPass; pass++ {
 				for _, cd := range pool {
 					if cd.pass == pass {
 						seen[signature(cd.part, cd.kind)] = true
@@ -1223,8 +1347,11 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 	if best.part.WarmupCap > 0 {
 		p.Metrics["warmup_cap"] = float64(best.part.WarmupCap)
 	}
-	if best.pass != plainPass {
-		p.Metrics["steps_weighed"] = 1 // found by one of the DPs' added passes
+	if best.pass == stepsPass || best.pass == flushPass {
+		p.Metrics["steps_weighed"] = 1 // found by one of the DPs' steps passes
+	}
+	if best.pass == capsPass {
+		p.Metrics["dp_mem_cap_bytes"] = best.memCap // the chain DP's cap that found it
 	}
 	if best.pass == flushPass {
 		p.Metrics["flush_weighed"] = 1 // found by the DPs' third pass
@@ -1277,10 +1404,12 @@ func lightestWithin(sims []*candidate, fastest *candidate, slack float64) *candi
 // turns in sem, which the other families share.
 func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, branches [][]int, sem chan struct{}) ([]*candidate, int, int, error) {
 	total := len(pool)
-	var fit, fit2, fit3 []*candidate // the DPs' plain pass's, the second's, the third's
+	var fit, fit2, fit3, fit4 []*candidate // the DPs' plain pass's, the second's, the third's, the capped ones'
 	for _, cd := range pool {
 		switch {
 		case !cd.pred.fits:
+		case cd.pass == capsPass:
+			fit4 = append(fit4, cd)
 		case cd.pass == flushPass:
 			fit3 = append(fit3, cd)
 		case cd.pass == stepsPass:
@@ -1289,18 +1418,19 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 			fit = append(fit, cd)
 		}
 	}
-	fitting := len(fit) + len(fit2) + len(fit3)
+	fitting := len(fit) + len(fit2) + len(fit3) + len(fit4)
 	byIter := func(xs []*candidate) {
 		sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
 	}
 	byIter(fit)
 	byIter(fit2)
 	byIter(fit3)
-	n, n2, n3 := len(fit), len(fit2), len(fit3)
+	byIter(fit4)
+	n, n2, n3, n4 := len(fit), len(fit2), len(fit3), len(fit4)
 	if k > 0 {
-		n, n2, n3 = min(n, k), min(n2, k), min(n3, k)
+		n, n2, n3, n4 = min(n, k), min(n2, k), min(n3, k), min(n4, k)
 	} else {
-		n, n2, n3 = min(n, 1), 0, 0 // nothing simulated: pools ran no added pass
+		n, n2, n3, n4 = min(n, 1), 0, 0, 0 // nothing simulated: pools ran no added pass
 	}
 	top := fit[:n:n]
 	if k > 0 && len(evals) > 1 {
@@ -1327,10 +1457,11 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	// without them, so its plan is never slower.
 	top = append(top, fit2[:n2]...)
 	top = append(top, fit3[:n3]...)
+	top = append(top, fit4[:n4]...)
 	// And the widened plans of each pass's best, beside the others
 	// again.
 	if k > 0 {
-		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2, fit3}, k, costsAt, devs, trunk, branches)
+		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2, fit3, fit4}, k, costsAt, devs, trunk, branches)
 		if err := ctx.Err(); err != nil {
 			return nil, 0, 0, err
 		}
@@ -1454,7 +1585,7 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 	// turns, nor an added pass's plans the plain pass's.
 	var chosen []int
 	for _, split := range []bool{false, true} {
-		for pass := plainPass; pass <= flushPass; pass++ {
+		for pass := plainPass; pass <= capsPass; pass++ {
 			n := 0
 			for _, i := range best {
 				if n < groupTop && isSplit(top[i]) == split && top[i].pass == pass {
@@ -1589,6 +1720,8 @@ func describe(cd *candidate) string {
 		s += ", flush weighed"
 	case stepsPass:
 		s += ", steps weighed"
+	case capsPass:
+		s += ", DP held to " + core.FormatBytes(int64(cd.memCap))
 	}
 	if cd.groups {
 		s += ", step groups"

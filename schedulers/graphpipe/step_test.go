@@ -1,7 +1,6 @@
 package graphpipe
 
 import (
-	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -37,10 +36,12 @@ func dlrmOn(t *testing.T, n, tables, hidden, rows int) (*core.Workload, *sim.Clu
 // forward and backward times alone, which put two tables' steps on one
 // device: 1.4× or more for the chain, 1.15× for GraphPipe, whose plain
 // search splits such a stage over its idle devices (splitBranches).
+// The ladder of memory caps (MemCaps) is off in both arms: it finds some
+// of those chains on its own.
 func TestAmortizedStep(t *testing.T) {
 	w, cl, prof := paperDLRM(t, 8)
 	plan := func(graph bool) (iter float64, perDev map[core.DeviceID]int) {
-		s := &Scheduler{Graph: graph, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, Simulate: 8}
+		s := &Scheduler{Graph: graph, Kind: OneFOneB, MicroBatches: 16, Cluster: cl, Profile: prof, Simulate: 8, MemCaps: -1}
 		p, err := s.Schedule(t.Context(), w)
 		if err != nil {
 			t.Fatal(err)
@@ -202,12 +203,8 @@ func TestSecondPassGate(t *testing.T) {
 		return c.stepShare(), c.stepShift(), c.secondPass()
 	}
 	big := func(samples int) (*core.Workload, *sim.Cluster) {
-		var devs []core.DeviceInfo // as TestPartitionSearchTime's
-		for i := range 64 {
-			devs = append(devs, core.DeviceInfo{ID: core.DeviceID(fmt.Sprintf("sim:%d", i)), GFLOPS: 50, MemGBps: 20, MemCap: 2 << 30})
-		}
-		w := workloadOn(t, "uno", core.ModelConfig{InDim: 256, Hidden: 512, Classes: 8, Branches: 16, Layers: 20}, samples, devs)
-		return w, sim.ClusterFor(devs)
+		w, cl, _ := bigUno(t, samples)
+		return w, cl
 	}
 	for _, tc := range []struct {
 		name string
