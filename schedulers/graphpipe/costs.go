@@ -673,17 +673,13 @@ func (c *costs) flushAmortized() *costs {
 }
 
 // capped is c with every device's memory held to memCap, for the chain
-// DP's ladder of caps (Scheduler.ladder, capsPass): its own scratch,
-// like amortized.
+// DP's ladder of caps (Scheduler.ladder, capsPass), on scratch of its
+// own (scratchCopy).
 func (c *costs) capped(memCap float64) *costs {
-	a := *c
+	a := c.scratchCopy()
 	a.memCap = memCap
-	a.mark, a.seen = make([]int32, len(c.mark)), make([]int32, len(c.seen))
-	a.parSeen = make([]int32, len(c.parSeen))
-	a.stamp = 0
-	a.memo = nil
-	a.flush = nil
-	return &a
+	a.memo = nil // its estimates are under another cap
+	return a
 }
 
 // reduction is the time per micro-batch of a stage's gradient

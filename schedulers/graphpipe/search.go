@@ -623,6 +623,7 @@ const (
 	stepsPass
 	flushPass
 	capsPass
+	numPasses // how many there are
 )
 
 // When the DPs' second pass runs (costs.secondPass): the optimizer
@@ -1205,7 +1206,7 @@ func (s *Scheduler) search(ctx context.Context, w *core.Workload, cm *sim.CostMo
 			// its own and the earlier passes' (as without the later
 			// passes) and the variants added so far.
 			seen := map[string]bool{}
-			for pass := plainPass; pass <= capsPass; pass++ {
+			for pass := plainPass; pass < numPasses; pass++ {
 				for _, cd := range pool {
 					if cd.pass == pass {
 						seen[signature(cd.part, cd.kind)] = true
@@ -1404,34 +1405,21 @@ func lightestWithin(sims []*candidate, fastest *candidate, slack float64) *candi
 // turns in sem, which the other families share.
 func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostModel, pool []*candidate, evals []*mEval, k int, costsAt map[int]*costs, devs []core.DeviceID, trunk []int, branches [][]int, sem chan struct{}) ([]*candidate, int, int, error) {
 	total := len(pool)
-	var fit, fit2, fit3, fit4 []*candidate // the DPs' plain pass's, the second's, the third's, the capped ones'
+	// The fitting candidates by the DPs' pass that found them, each
+	// pass's best estimate first.
+	byPass := make([][]*candidate, numPasses)
+	fitting := 0
 	for _, cd := range pool {
-		switch {
-		case !cd.pred.fits:
-		case cd.pass == capsPass:
-			fit4 = append(fit4, cd)
-		case cd.pass == flushPass:
-			fit3 = append(fit3, cd)
-		case cd.pass == stepsPass:
-			fit2 = append(fit2, cd)
-		default:
-			fit = append(fit, cd)
+		if cd.pred.fits {
+			byPass[cd.pass] = append(byPass[cd.pass], cd)
+			fitting++
 		}
 	}
-	fitting := len(fit) + len(fit2) + len(fit3) + len(fit4)
-	byIter := func(xs []*candidate) {
+	for _, xs := range byPass {
 		sort.SliceStable(xs, func(i, j int) bool { return xs[i].pred.iter < xs[j].pred.iter })
 	}
-	byIter(fit)
-	byIter(fit2)
-	byIter(fit3)
-	byIter(fit4)
-	n, n2, n3, n4 := len(fit), len(fit2), len(fit3), len(fit4)
-	if k > 0 {
-		n, n2, n3, n4 = min(n, k), min(n2, k), min(n3, k), min(n4, k)
-	} else {
-		n, n2, n3, n4 = min(n, 1), 0, 0, 0 // nothing simulated: pools ran no added pass
-	}
+	fit := byPass[plainPass]
+	n := min(len(fit), max(k, 1)) // nothing simulated (k ≤ 0): the best estimate alone
 	top := fit[:n:n]
 	if k > 0 && len(evals) > 1 {
 		// The best-estimated candidate of every count too, so the
@@ -1454,14 +1442,15 @@ func (s *Scheduler) weigh(ctx context.Context, w *core.Workload, cm *sim.CostMod
 	}
 	// Each added pass's best as many again, beside (not instead of)
 	// the plain pass's: the search weighs everything it weighed
-	// without them, so its plan is never slower.
-	top = append(top, fit2[:n2]...)
-	top = append(top, fit3[:n3]...)
-	top = append(top, fit4[:n4]...)
+	// without them, so its plan is never slower (without simulation,
+	// k ≤ 0, pools ran no added pass).
+	for _, xs := range byPass[stepsPass:] {
+		top = append(top, xs[:min(len(xs), max(k, 0))]...)
+	}
 	// And the widened plans of each pass's best, beside the others
 	// again.
 	if k > 0 {
-		more, tried, fits := s.widenedBest(ctx, pool, [][]*candidate{fit, fit2, fit3, fit4}, k, costsAt, devs, trunk, branches)
+		more, tried, fits := s.widenedBest(ctx, pool, byPass, k, costsAt, devs, trunk, branches)
 		if err := ctx.Err(); err != nil {
 			return nil, 0, 0, err
 		}
@@ -1585,7 +1574,7 @@ func (s *Scheduler) groupedBest(ctx context.Context, w *core.Workload, cm *sim.C
 	// turns, nor an added pass's plans the plain pass's.
 	var chosen []int
 	for _, split := range []bool{false, true} {
-		for pass := plainPass; pass <= capsPass; pass++ {
+		for pass := plainPass; pass < numPasses; pass++ {
 			n := 0
 			for _, i := range best {
 				if n < groupTop && isSplit(top[i]) == split && top[i].pass == pass {
